@@ -1,0 +1,37 @@
+import { z } from 'zod';
+
+// Schema of config/plans.yaml. Every field is documented in the shipped file; bounds keep a
+// typo (an extra zero, a negative number) from becoming a policy.
+
+const count = (what: string) =>
+  z.number({ error: `${what} must be a number` }).int(`${what} must be a whole number`).min(1, `${what} must be at least 1`);
+
+export const quotaSchema = z
+  .strictObject({
+    perMinute: count('perMinute').describe('requests admitted per UTC minute'),
+    perDay: count('perDay').describe('requests admitted per UTC day'),
+  })
+  .refine((q) => q.perDay >= q.perMinute, {
+    message: 'perDay cannot be lower than perMinute',
+    path: ['perDay'],
+  });
+
+export const PLAN_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
+
+export const plansFileSchema = z.strictObject({
+  plans: z
+    .record(
+      z.string().regex(PLAN_NAME, 'plan names are lowercase letters, digits, "-" or "_", starting with a letter'),
+      quotaSchema,
+    )
+    .refine((plans) => Object.keys(plans).length > 0, 'at least one plan is required'),
+  ban: z.strictObject({
+    afterRejections: count('afterRejections').describe('429s within `window` seconds that trigger a ban'),
+    window: count('window').describe('seconds over which rejections are counted'),
+    duration: count('duration').describe('seconds a ban lasts'),
+  }),
+});
+
+export type Quota = z.infer<typeof quotaSchema>;
+export type PlansConfig = z.infer<typeof plansFileSchema>;
+export type BanPolicy = PlansConfig['ban'];

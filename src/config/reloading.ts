@@ -1,0 +1,59 @@
+import { unwatchFile, watchFile } from 'node:fs';
+import type { Logger } from '../observability/log.js';
+import { ConfigError } from './config-error.js';
+
+/**
+ * A config value that follows its file: polled (stat every second, which also works on bind
+ * mounts and Kubernetes ConfigMap symlink swaps where inotify does not) and reloaded on SIGHUP.
+ * A valid change replaces the value between two requests; an invalid one is logged once and the
+ * last good value stays in force.
+ */
+export class Reloading<T> {
+  private value: T;
+  private readonly listeners: Array<(value: T) => void> = [];
+  private lastError = '';
+  private readonly onSighup = () => this.reload('SIGHUP');
+
+  constructor(
+    private readonly path: string,
+    private readonly load: () => T,
+    private readonly logger: Logger,
+    pollIntervalMs = 1000,
+  ) {
+    this.value = load();
+    watchFile(path, { interval: pollIntervalMs, persistent: false }, (now, before) => {
+      if (now.mtimeMs !== before.mtimeMs || now.size !== before.size || now.ino !== before.ino) this.reload('file changed');
+    });
+    process.on('SIGHUP', this.onSighup);
+  }
+
+  current(): T {
+    return this.value;
+  }
+
+  onChange(listener: (value: T) => void): void {
+    this.listeners.push(listener);
+  }
+
+  reload(reason: string): boolean {
+    let next: T;
+    try {
+      next = this.load();
+    } catch (err) {
+      const message = err instanceof ConfigError ? err.message : String(err);
+      if (message !== this.lastError) this.logger.error({ reason, error: message }, 'config reload refused; the previous config stays in force');
+      this.lastError = message;
+      return false;
+    }
+    this.lastError = '';
+    this.value = next;
+    this.logger.info({ file: this.path, reason }, 'config reloaded');
+    for (const listener of this.listeners) listener(next);
+    return true;
+  }
+
+  close(): void {
+    unwatchFile(this.path);
+    process.off('SIGHUP', this.onSighup);
+  }
+}

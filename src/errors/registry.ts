@@ -1,0 +1,41 @@
+// One registry of every error code a client can see: code → HTTP status and default message.
+// Policies and handlers name a code; the renderer turns it into the Error body of SERVICE.md.
+
+export const ERRORS = {
+  // 400 family: the request itself is wrong
+  bad_request: { status: 400, message: 'The request is malformed.' },
+  invalid_json: { status: 400, message: 'The request body is not valid JSON.' },
+  invalid_body: { status: 400, message: 'The request body holds missing or invalid fields.' },
+  // 401: who is calling is unknown
+  missing_api_key: { status: 401, message: 'An API key is required: send `Authorization: Bearer <API_KEY>`.' },
+  malformed_api_key: { status: 401, message: 'The Authorization header does not hold a well-formed API key.' },
+  invalid_api_key: { status: 401, message: 'The API key is not valid.' },
+  revoked_api_key: { status: 401, message: 'The API key has been revoked.' },
+  invalid_gateway_assertion: { status: 401, message: 'The request does not carry a valid gateway assertion.' },
+  // 404/405/410/413/415: the resource or representation is wrong
+  not_found: { status: 404, message: 'No such resource.' },
+  method_not_allowed: { status: 405, message: 'The method is not allowed on this resource.' },
+  route_sunset: { status: 410, message: 'This operation has passed its sunset date and is gone.' },
+  request_timeout: { status: 408, message: 'The request was not received in time.' },
+  payload_too_large: { status: 413, message: 'The request body is too large.' },
+  unsupported_media_type: { status: 415, message: 'The request body must be application/json.' },
+  request_header_fields_too_large: { status: 431, message: 'The request headers are too large.' },
+  // 429: too many requests
+  rate_limit_exceeded: { status: 429, message: 'Rate limit exceeded; retry after the time in Retry-After.' },
+  api_key_banned: { status: 429, message: 'The API key is temporarily banned for continuing after rate-limit rejections; retry after the time in Retry-After.' },
+  too_many_unauthenticated_requests: { status: 429, message: 'Too many unauthenticated requests from this address; retry after the time in Retry-After.' },
+  // 5xx: our side or the upstream failed
+  internal_error: { status: 500, message: 'An internal error occurred.' },
+  plan_not_configured: { status: 500, message: "The API key's plan is not configured on this gateway; contact the operator." },
+  bad_gateway: { status: 502, message: 'The upstream service could not be reached or broke the connection.' },
+  key_store_unavailable: { status: 503, message: 'The API key store is unavailable; retry shortly.' },
+  rate_limit_store_unavailable: { status: 503, message: 'The rate-limit store is unavailable; retry shortly.' },
+  service_unavailable: { status: 503, message: 'The service is shutting down or not ready.' },
+  gateway_timeout: { status: 504, message: 'The upstream service did not answer in time.' },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export function statusOf(code: ErrorCode): number {
+  return ERRORS[code].status;
+}

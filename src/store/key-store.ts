@@ -1,0 +1,22 @@
+import type { KeyPatch, KeyRecord } from '../keys/record.js';
+
+/**
+ * Where key records live. Redis in production, memory for a single demo process.
+ * Every replica keeps records cached, so each change is also published to `onChange`
+ * listeners on every process (Redis pub/sub), which drop their cached copy at once.
+ */
+export interface KeyStore {
+  create(record: KeyRecord): Promise<void>;
+  get(id: string): Promise<KeyRecord | null>;
+  list(): Promise<KeyRecord[]>;
+  /** Applies the patch and announces the change; null when the id is unknown. */
+  update(id: string, patch: KeyPatch): Promise<KeyRecord | null>;
+  /** Announces that cached state for `id` is stale (record change, unban). */
+  announce(id: string): Promise<void>;
+  /**
+   * Called with a key id whenever that key changed anywhere, and with null when changes may have
+   * been missed (a lost subscription), meaning: drop everything cached.
+   */
+  onChange(listener: (id: string | null) => void): void;
+  close(): Promise<void>;
+}

@@ -1,0 +1,125 @@
+import type { Redis } from 'ioredis';
+import type { KeyPatch, KeyRecord } from '../../keys/record.js';
+import type { KeyStore } from '../key-store.js';
+import { INVALIDATION_CHANNEL, KEY_INDEX, keyRecordKey } from './redis-keys.js';
+
+// Updates only an existing record (a patch must never resurrect a deleted key as a partial hash).
+// ARGV: field/value pairs to set, then "--", then fields to delete.
+const UPDATE_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+local i = 1
+while ARGV[i] ~= '--' do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+for j = i + 1, #ARGV do redis.call('HDEL', KEYS[1], ARGV[j]) end
+return redis.call('HGETALL', KEYS[1])
+`;
+
+/** Key records in Redis hashes; changes are published so every replica drops its cached copy. */
+export class RedisKeyStore implements KeyStore {
+  private subscriber: Redis | undefined;
+  private readonly listeners: Array<(id: string | null) => void> = [];
+
+  constructor(private readonly redis: Redis) {
+    redis.defineCommand('tgUpdateKey', { numberOfKeys: 1, lua: UPDATE_SCRIPT });
+  }
+
+  async create(record: KeyRecord): Promise<void> {
+    // Index first: a record that exists is always listed (a listed id without a record is skipped).
+    await this.redis.sadd(KEY_INDEX, record.id);
+    const created = await this.redis.hsetnx(keyRecordKey(record.id), 'hash', record.hash);
+    if (!created) throw new Error(`key id ${record.id} already exists`);
+    await this.redis.hset(keyRecordKey(record.id), toFields(record));
+  }
+
+  async get(id: string): Promise<KeyRecord | null> {
+    return fromFields(await this.redis.hgetall(keyRecordKey(id)));
+  }
+
+  async list(): Promise<KeyRecord[]> {
+    const ids = await this.redis.smembers(KEY_INDEX);
+    const records = await Promise.all(ids.map((id) => this.get(id)));
+    return records.filter((r): r is KeyRecord => r !== null).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+  }
+
+  async update(id: string, patch: KeyPatch): Promise<KeyRecord | null> {
+    const set: string[] = [];
+    const remove: string[] = [];
+    for (const [field, value] of Object.entries(patch)) {
+      if (value === undefined) remove.push(field);
+      else set.push(field, String(value));
+    }
+    const reply = (await (this.redis as unknown as RedisWithScripts).tgUpdateKey(keyRecordKey(id), ...set, '--', ...remove)) as
+      | string[]
+      | null;
+    if (!reply) return null;
+    await this.announce(id);
+    return fromFields(pairsToObject(reply));
+  }
+
+  async announce(id: string): Promise<void> {
+    await this.redis.publish(INVALIDATION_CHANNEL, id);
+  }
+
+  onChange(listener: (id: string | null) => void): void {
+    this.listeners.push(listener);
+    if (this.subscriber) return;
+    const subscriber = this.redis.duplicate({ enableOfflineQueue: true, connectionName: 'tollgate-subscriber' });
+    this.subscriber = subscriber;
+    subscriber.on('error', () => {
+      // Errors surface through the main client's health; reconnection is automatic.
+    });
+    subscriber.on('message', (_channel: string, id: string) => this.emit(id));
+    // After every (re)subscription, messages may have been missed while disconnected: drop all.
+    subscriber.on('ready', () => this.emit(null));
+    void subscriber.subscribe(INVALIDATION_CHANNEL).catch(() => {});
+  }
+
+  private emit(id: string | null): void {
+    for (const listener of this.listeners) listener(id);
+  }
+
+  async close(): Promise<void> {
+    this.subscriber?.disconnect();
+  }
+}
+
+interface RedisWithScripts {
+  tgUpdateKey(key: string, ...args: string[]): Promise<unknown>;
+}
+
+function toFields(record: KeyRecord): Record<string, string> {
+  const fields: Record<string, string> = {
+    id: record.id,
+    hash: record.hash,
+    name: record.name,
+    plan: record.plan,
+    status: record.status,
+    createdAt: record.createdAt,
+  };
+  if (record.perMinute !== undefined) fields.perMinute = String(record.perMinute);
+  if (record.perDay !== undefined) fields.perDay = String(record.perDay);
+  return fields;
+}
+
+function fromFields(fields: Record<string, string>): KeyRecord | null {
+  if (!fields.id || !fields.hash || !fields.plan) return null;
+  const record: KeyRecord = {
+    id: fields.id,
+    hash: fields.hash,
+    name: fields.name ?? '',
+    plan: fields.plan,
+    status: fields.status === 'revoked' ? 'revoked' : 'active',
+    createdAt: fields.createdAt ?? '',
+  };
+  if (fields.perMinute !== undefined) record.perMinute = Number(fields.perMinute);
+  if (fields.perDay !== undefined) record.perDay = Number(fields.perDay);
+  return record;
+}
+
+function pairsToObject(pairs: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (let i = 0; i + 1 < pairs.length; i += 2) out[pairs[i]!] = pairs[i + 1]!;
+  return out;
+}

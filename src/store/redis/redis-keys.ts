@@ -1,0 +1,11 @@
+// Redis key names in one place. Everything of one API key shares the `{id}` hash tag, so it lives
+// in one Redis Cluster slot and one script can touch it atomically.
+
+export const INVALIDATION_CHANNEL = 'tg:invalidate';
+export const KEY_INDEX = 'tg:keys';
+
+export const keyRecordKey = (id: string) => `tg:key:{${id}}`;
+export const quotaKey = (id: string) => `tg:quota:{${id}}`;
+
+export const CATEGORIES = '{tg:categories}:items';
+export const CATEGORY_SEQUENCE = '{tg:categories}:seq';
