@@ -1,0 +1,10 @@
+import type { Logger } from '../observability/log.js';
+import type { CategoryStore } from './category-store.js';
+
+/** What request handlers need, passed explicitly (no module state). */
+export interface BackendDeps {
+  store: CategoryStore;
+  logger: Logger;
+  /** Largest request body read, in bytes; larger ones get 413. */
+  maxBodyBytes: number;
+}
