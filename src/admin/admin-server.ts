@@ -1,0 +1,33 @@
+import { createServer, type Server } from 'node:http';
+import { sendError, sendJson } from '../errors/render.js';
+
+export interface AdminChecks {
+  /** Each named dependency's readiness; any false makes /readyz answer 503. */
+  readiness(): Promise<Record<string, boolean>>;
+  metrics?(): Promise<{ contentType: string; body: string }>;
+}
+
+/**
+ * The operations listener, on its own port and bound to 127.0.0.1 by default: no auth, so it
+ * must not be reachable from clients.
+ */
+export function createAdminServer(checks: AdminChecks): Server {
+  return createServer((req, res) => {
+    void (async () => {
+      const path = (req.url ?? '/').split('?', 1)[0];
+      if (req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, 'method_not_allowed');
+      if (path === '/healthz') return sendJson(res, 200, { status: 'ok' });
+      if (path === '/readyz') {
+        const checksResult = await checks.readiness();
+        const ready = Object.values(checksResult).every(Boolean);
+        return sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not ready', checks: checksResult });
+      }
+      if (path === '/metrics' && checks.metrics) {
+        const { contentType, body } = await checks.metrics();
+        res.setHeader('content-type', contentType);
+        return res.end(body);
+      }
+      sendError(res, 'not_found');
+    })().catch(() => sendError(res, 'internal_error'));
+  });
+}

@@ -1,0 +1,78 @@
+import { startBackend } from '../backend/start-backend.js';
+import { ConfigError } from '../config/config-error.js';
+import { loadPlans } from '../config/load.js';
+import { configDirFrom, loadSettings } from '../config/settings.js';
+import { startGateway } from '../gateway/start-gateway.js';
+import { createLogger } from '../observability/log.js';
+import { CliError } from './cli-error.js';
+import { KEYS_USAGE, keysCommand } from './keys-command.js';
+import { runUntilSignal } from './run-until-signal.js';
+import { upCommand } from './up-command.js';
+
+const USAGE = `tollgate <command>
+
+  up                    backend + gateway in one process (what \`npm start\` runs)
+  gateway               the gateway alone (production)
+  backend               the category backend alone
+  keys <command>        manage API keys in Redis (see \`tollgate keys\`)
+  check-config [DIR]    validate the config files (default: $TOLLGATE_CONFIG_DIR or ./config)
+
+Environment: REDIS_URL, GATEWAY_PORT, ADMIN_PORT, BACKEND_PORT, UPSTREAM_URL, TOLLGATE_CONFIG_DIR, LOG_LEVEL`;
+
+const out = (text: string) => process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  const env = process.env;
+  switch (command) {
+    case 'up': {
+      const settings = loadSettings(env);
+      loadPlans(settings.configDir);
+      return upCommand(settings, createLogger(settings.logLevel, 'tollgate'), out);
+    }
+    case 'gateway': {
+      const settings = loadSettings(env);
+      loadPlans(settings.configDir);
+      const logger = createLogger(settings.logLevel, 'tollgate-gateway');
+      const gateway = await startGateway(settings, logger);
+      return runUntilSignal(logger, gateway.close);
+    }
+    case 'backend': {
+      const settings = loadSettings(env);
+      const logger = createLogger(settings.logLevel, 'tollgate-backend');
+      const backend = await startBackend({ settings, logger, redisUrl: settings.redis.url || undefined });
+      return runUntilSignal(logger, backend.close);
+    }
+    case 'keys':
+      return keysCommand(rest, env, { out });
+    case 'check-config': {
+      const dir = rest[0] ?? configDirFrom(env);
+      const settings = loadSettings({ ...env, TOLLGATE_CONFIG_DIR: dir });
+      const plans = loadPlans(settings.configDir);
+      out(`config OK: ${settings.configDir} (plans: ${Object.keys(plans.plans).join(', ')})`);
+      return;
+    }
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      out(`${USAGE}\n\n${KEYS_USAGE}`);
+      return;
+    default:
+      throw new CliError(`unknown command "${command}"\n\n${USAGE}`, 2);
+  }
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  if (err instanceof CliError || err instanceof ConfigError) {
+    process.stderr.write(`tollgate: ${err.message}\n`);
+    process.exit(err instanceof CliError ? err.exitCode : 1);
+  }
+  const code = (err as { code?: string }).code;
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' || code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+    process.stderr.write(`tollgate: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`tollgate: ${(err as Error)?.stack ?? String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,53 @@
+import { startBackend } from '../backend/start-backend.js';
+import { loadPlans } from '../config/load.js';
+import type { Settings } from '../config/settings.js';
+import { startGateway } from '../gateway/start-gateway.js';
+import { hashApiKey, newApiKey } from '../keys/format.js';
+import type { Logger } from '../observability/log.js';
+import { MemoryKeyStore } from '../store/memory/memory-key-store.js';
+import { MemoryQuotaStore } from '../store/memory/memory-quota-store.js';
+import { openStores } from '../store/open-stores.js';
+import { runUntilSignal } from './run-until-signal.js';
+
+/**
+ * `tollgate up` (what `npm start` runs): the category backend and the gateway in one process.
+ * With no REDIS_URL everything is in memory and one demo key per plan is printed, so a newcomer
+ * can curl at once; with REDIS_URL nothing is seeded (create keys with `tollgate keys create`).
+ */
+export async function upCommand(settings: Settings, logger: Logger, out: (text: string) => void): Promise<void> {
+  const backend = await startBackend({ settings, logger: logger.child({ role: 'backend' }), redisUrl: settings.redis.url || undefined });
+  const gatewaySettings = { ...settings, upstream: { ...settings.upstream, url: backend.url } };
+
+  const demoKeys: Array<{ plan: string; key: string }> = [];
+  let stores;
+  if (!settings.redis.url) {
+    const keys = new MemoryKeyStore();
+    for (const plan of Object.keys(loadPlans(settings.configDir).plans)) {
+      const { id, key } = newApiKey();
+      await keys.create({ id, hash: hashApiKey(key), name: `demo ${plan}`, plan, status: 'active', createdAt: new Date().toISOString() });
+      demoKeys.push({ plan, key });
+    }
+    stores = { keys, quotas: new MemoryQuotaStore(), close: async () => {} };
+  } else {
+    stores = await openStores(settings.redis.url, settings.redis.commandTimeoutMs, logger);
+  }
+  const gateway = await startGateway(gatewaySettings, logger.child({ role: 'gateway' }), stores);
+
+  const lines = [
+    '',
+    `tollgate is up: gateway ${gateway.url}/v1  (backend ${backend.url}, admin ${gateway.adminUrl})`,
+  ];
+  if (demoKeys.length) {
+    lines.push('Embedded in-memory store (no REDIS_URL): demo keys, valid until this process stops:');
+    for (const { plan, key } of demoKeys) lines.push(`  ${plan.padEnd(12)} ${key}`);
+    lines.push('', 'Try:', `  curl -i -H "Authorization: Bearer ${demoKeys[0]!.key}" ${gateway.url}/v1/categories`);
+  } else {
+    lines.push('Using Redis; create a key with: npx tollgate keys create --plan free');
+  }
+  out(lines.join('\n') + '\n');
+
+  runUntilSignal(logger, async () => {
+    await gateway.close();
+    await backend.close();
+  });
+}

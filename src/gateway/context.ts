@@ -1,0 +1,37 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ErrorCode } from '../errors/registry.js';
+import type { KeyRecord } from '../keys/record.js';
+
+/** What the policies learn about one request as it passes the chain. */
+export interface RequestContext {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly startedAtMs: number;
+  requestId: string;
+  /** The authenticated caller, once `authenticate` has passed. */
+  consumer?: KeyRecord;
+  /** Set when a decision was taken without the shared store (degraded mode). */
+  degraded?: boolean;
+}
+
+/** A policy's verdict: go on, or answer now with an Error body. */
+export type Decision = typeof CONTINUE | Rejection;
+
+export interface Rejection {
+  readonly code: ErrorCode;
+  readonly message?: string;
+  readonly headers?: Readonly<Record<string, string | number>>;
+}
+
+export const CONTINUE = null;
+
+export function reject(code: ErrorCode, message?: string, headers?: Record<string, string | number>): Rejection {
+  return { code, message, headers };
+}
+
+/**
+ * Policies share one signature and return data; none writes the response or proxies.
+ * Headers meant for every response (rate-limit fields, request id) are set on `ctx.res`
+ * before anything is sent; they survive into error bodies and proxied answers alike.
+ */
+export type Policy = (ctx: RequestContext) => Decision | Promise<Decision>;

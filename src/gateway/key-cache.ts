@@ -1,0 +1,78 @@
+import { LRUCache } from 'lru-cache';
+import type { KeyRecord } from '../keys/record.js';
+import type { KeyStore } from '../store/key-store.js';
+
+/** What a lookup found: a record, a known-unknown id, or a store we could not ask. */
+export type KeyLookup = { found: KeyRecord } | { found: null } | { unavailable: true };
+
+interface Entry {
+  record: KeyRecord | null;
+  fetchedAtMs: number;
+}
+
+export interface KeyCacheOptions {
+  /** How long an entry is served without asking the store (changes are pushed anyway). */
+  freshMs: number;
+  /** How long a known key stays usable from cache while the store is unreachable. */
+  staleMs: number;
+  maxEntries: number;
+  now?: () => number;
+}
+
+/**
+ * In-process cache of key records in front of the key store. Every store change is pushed
+ * (pub/sub), so a revocation takes effect on every replica at once; the TTL only bounds the
+ * damage of a missed message. Concurrent misses for one id share one store read.
+ */
+export class KeyCache {
+  private readonly entries: LRUCache<string, Entry>;
+  private readonly pending = new Map<string, Promise<KeyLookup>>();
+  private readonly now: () => number;
+  /** Bumped on every invalidation, so a read that started before it cannot refill the cache. */
+  private generation = 0;
+
+  constructor(private readonly store: KeyStore, private readonly options: KeyCacheOptions) {
+    this.now = options.now ?? Date.now;
+    this.entries = new LRUCache({ max: options.maxEntries });
+    store.onChange((id) => this.invalidate(id));
+  }
+
+  invalidate(id: string | null): void {
+    this.generation++;
+    if (id === null) this.entries.clear();
+    else this.entries.delete(id);
+  }
+
+  /** A fresh cached answer, or undefined when the store would have to be asked. */
+  cached(id: string): KeyLookup | undefined {
+    const entry = this.entries.get(id);
+    return entry && this.now() - entry.fetchedAtMs < this.options.freshMs ? { found: entry.record } : undefined;
+  }
+
+  lookup(id: string): KeyLookup | Promise<KeyLookup> {
+    const entry = this.entries.get(id);
+    if (entry && this.now() - entry.fetchedAtMs < this.options.freshMs) return { found: entry.record };
+    return this.pending.get(id) ?? this.fetch(id, entry);
+  }
+
+  private fetch(id: string, previous: Entry | undefined): Promise<KeyLookup> {
+    const generation = this.generation;
+    const read = this.store.get(id).then(
+      (record): KeyLookup => {
+        if (generation === this.generation) this.entries.set(id, { record, fetchedAtMs: this.now() });
+        return { found: record };
+      },
+      (): KeyLookup => {
+        // Store unreachable: a key we validated recently stays usable for a bounded time; an
+        // unknown one cannot be judged (never a 401 for it: the caller gets 503).
+        if (previous?.record && this.now() - previous.fetchedAtMs < this.options.staleMs) {
+          return { found: previous.record };
+        }
+        return { unavailable: true };
+      },
+    );
+    this.pending.set(id, read);
+    void read.finally(() => this.pending.delete(id));
+    return read;
+  }
+}

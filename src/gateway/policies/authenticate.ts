@@ -1,0 +1,62 @@
+import { hashApiKey, parseApiKey, sameHash } from '../../keys/format.js';
+import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
+import type { KeyCache, KeyLookup } from '../key-cache.js';
+
+// RFC 6750 §3: a 401 names the scheme; `error="invalid_token"` when a token was sent but is bad.
+const CHALLENGE = { 'www-authenticate': 'Bearer realm="tollgate"' };
+const INVALID_TOKEN = { 'www-authenticate': 'Bearer realm="tollgate", error="invalid_token"' };
+
+// RFC 7235: the scheme is case-insensitive; one token, optional surrounding whitespace.
+const BEARER = /^[ \t]*bearer[ \t]+([^ \t]+)[ \t]*$/i;
+/** Longer headers are refused before any parsing: no key is that long. */
+const MAX_HEADER_LENGTH = 256;
+
+/**
+ * `Authorization: Bearer <key>` → the key's record, or a 401 whose code tells the cause:
+ * missing_api_key, malformed_api_key (not a tollgate key at all; no store lookup),
+ * invalid_api_key (well-formed but unknown or wrong secret), revoked_api_key.
+ */
+export function authenticate(keys: KeyCache, blockedSeconds: (ctx: RequestContext) => number = () => 0): Policy {
+  return (ctx) => {
+    const header = ctx.req.headers.authorization;
+    if (header === undefined || header === '') return reject('missing_api_key', undefined, CHALLENGE);
+    if (countAuthorizationHeaders(ctx) > 1) {
+      return reject('malformed_api_key', 'Send exactly one Authorization header.', INVALID_TOKEN);
+    }
+    const match = header.length <= MAX_HEADER_LENGTH ? BEARER.exec(header) : null;
+    if (!match) {
+      return reject('malformed_api_key', 'Use the Bearer scheme: `Authorization: Bearer <API_KEY>`.', INVALID_TOKEN);
+    }
+    const token = match[1]!;
+    const id = parseApiKey(token);
+    if (id === null) return reject('malformed_api_key', undefined, INVALID_TOKEN);
+    // An address over its failed-authentication limit gets no store lookups (key guessing).
+    const cached = keys.cached(id);
+    if (!cached) {
+      const seconds = blockedSeconds(ctx);
+      if (seconds > 0) return reject('too_many_unauthenticated_requests', undefined, { 'retry-after': seconds });
+    }
+    const lookup = cached ?? keys.lookup(id);
+    return lookup instanceof Promise ? lookup.then((l) => judge(ctx, token, l)) : judge(ctx, token, lookup);
+  };
+}
+
+function judge(ctx: RequestContext, token: string, lookup: KeyLookup): Decision {
+  if ('unavailable' in lookup) return reject('key_store_unavailable', undefined, { 'retry-after': 1 });
+  const record = lookup.found;
+  if (!record || !sameHash(hashApiKey(token), record.hash)) return reject('invalid_api_key', undefined, INVALID_TOKEN);
+  if (record.status === 'revoked') return reject('revoked_api_key', undefined, INVALID_TOKEN);
+  ctx.consumer = record;
+  return CONTINUE;
+}
+
+/** Node keeps only the first Authorization header; the raw list shows whether more were sent. */
+function countAuthorizationHeaders(ctx: RequestContext): number {
+  const raw = ctx.req.rawHeaders;
+  let count = 0;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.length === 13 && name.toLowerCase() === 'authorization') count++;
+  }
+  return count;
+}

@@ -1,0 +1,75 @@
+import type { BanPolicy, PlansConfig, Quota } from '../../config/plans-schema.js';
+import type { Logger } from '../../observability/log.js';
+import { quotaFor } from '../../quota/quota-for.js';
+import type { QuotaOutcome } from '../../quota/quota-state.js';
+import { rateLimitHeaders, retryAfterSeconds } from '../../quota/rate-limit-headers.js';
+import { DAY_MS, MINUTE_MS, windowEndMs } from '../../quota/windows.js';
+import type { QuotaStore } from '../../store/quota-store.js';
+import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
+import type { LocalVerdicts } from '../local-verdicts.js';
+
+export type StoreFailureMode = 'local' | 'open' | 'closed';
+
+export interface QuotaDeps {
+  store: QuotaStore;
+  plans: () => PlansConfig;
+  local: LocalVerdicts;
+  /** Used while the shared store is unreachable, in `local` mode (per-replica share of limits). */
+  fallback: { mode: StoreFailureMode; store: QuotaStore; replicas: number };
+  onStoreFailure: (err: unknown) => void;
+  logger: Logger;
+}
+
+/**
+ * Both quota windows of the authenticated key, in one atomic store decision. Sets the rate-limit
+ * headers on the response whatever happens next (proxied 2xx, backend 4xx, 429, 502/504).
+ */
+export function enforceQuota(deps: QuotaDeps): Policy {
+  return (ctx) => {
+    const key = ctx.consumer!;
+    const plans = deps.plans();
+    const quota = quotaFor(key, plans);
+    if (!quota) {
+      deps.logger.error({ keyId: key.id, plan: key.plan }, 'key has a plan that plans.yaml does not define');
+      return reject('plan_not_configured');
+    }
+    const cached = deps.local.answer(key.id, quota);
+    if (cached) return judge(ctx, quota, cached);
+    return deps.store.consume(key.id, quota, plans.ban).then(
+      (outcome) => {
+        if (outcome.verdict !== 'allowed') deps.local.remember(key.id, outcome, quota, plans.ban, refusedUntilMs(quota, outcome));
+        return judge(ctx, quota, outcome);
+      },
+      (err: unknown) => degrade(ctx, deps, quota, plans.ban, err),
+    );
+  };
+}
+
+function judge(ctx: RequestContext, quota: Quota, outcome: QuotaOutcome): Decision {
+  const headers = rateLimitHeaders(quota, outcome);
+  for (const name in headers) ctx.res.setHeader(name, headers[name]!);
+  if (outcome.verdict === 'allowed') return CONTINUE;
+  const retryAfter = { 'retry-after': retryAfterSeconds(quota, outcome) };
+  return outcome.verdict === 'banned' ? reject('api_key_banned', undefined, retryAfter) : reject('rate_limit_exceeded', undefined, retryAfter);
+}
+
+/** When the refusal stops being true without any change of limits. */
+function refusedUntilMs(quota: Quota, outcome: QuotaOutcome): number {
+  if (outcome.verdict === 'banned') return outcome.bannedUntilMs;
+  if (outcome.dayCount >= quota.perDay) return windowEndMs(outcome.nowMs, DAY_MS);
+  return windowEndMs(outcome.nowMs, MINUTE_MS);
+}
+
+async function degrade(ctx: RequestContext, deps: QuotaDeps, quota: Quota, ban: BanPolicy, err: unknown): Promise<Decision> {
+  deps.onStoreFailure(err);
+  const { mode, store, replicas } = deps.fallback;
+  if (mode === 'closed') return reject('rate_limit_store_unavailable', undefined, { 'retry-after': 1 });
+  ctx.degraded = true;
+  ctx.res.setHeader('x-tollgate-degraded', mode === 'open' ? 'quota-open' : 'quota-local');
+  if (mode === 'open') return CONTINUE;
+  const share: Quota = {
+    perMinute: Math.max(1, Math.floor(quota.perMinute / replicas)),
+    perDay: Math.max(1, Math.floor(quota.perDay / replicas)),
+  };
+  return judge(ctx, share, await store.consume(ctx.consumer!.id, share, ban));
+}

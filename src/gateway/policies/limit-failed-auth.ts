@@ -1,0 +1,83 @@
+import type { Redis } from 'ioredis';
+import { LRUCache } from 'lru-cache';
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import type { Decision, Policy, RequestContext } from '../context.js';
+import { reject } from '../context.js';
+
+const WINDOW_SECONDS = 60;
+
+/**
+ * Failed authentications are limited per client address (shared across replicas through Redis,
+ * with an in-memory insurance limiter while Redis is down), so the key store cannot be used to
+ * guess keys. Their 401s carry that limit's headers; past it the address gets 429 until the
+ * window ends, and while it is blocked even a well-formed key is not looked up in the store.
+ */
+export function failedAuthLimiter(perMinute: number, redis: Redis | undefined): {
+  wrap: (authenticate: Policy) => Policy;
+  /** Seconds the address stays blocked, or 0. */
+  blockedSeconds: (ctx: RequestContext) => number;
+} {
+  const memory = new RateLimiterMemory({ points: perMinute, duration: WINDOW_SECONDS, keyPrefix: 'tg-unauth' });
+  const limiter: RateLimiterAbstract = redis
+    ? new RateLimiterRedis({
+        storeClient: redis,
+        points: perMinute,
+        duration: WINDOW_SECONDS,
+        keyPrefix: 'tg:unauth',
+        insuranceLimiter: memory,
+      })
+    : memory;
+  const blockedUntilMs = new LRUCache<string, number>({ max: 100_000 });
+
+  function setLimitHeaders(ctx: RequestContext, remaining: number, resetSeconds: number): void {
+    const res = ctx.res;
+    res.setHeader('x-ratelimit-limit', String(perMinute));
+    res.setHeader('x-ratelimit-remaining', String(remaining));
+    res.setHeader('x-ratelimit-reset', String(Math.ceil(Date.now() / 1000) + resetSeconds));
+    res.setHeader('ratelimit-policy', `"unauthenticated";q=${perMinute};w=${WINDOW_SECONDS}`);
+    res.setHeader('ratelimit', `"unauthenticated";r=${remaining};t=${resetSeconds}`);
+  }
+
+  const blockedSeconds = (ctx: RequestContext) => {
+    const untilMs = blockedUntilMs.get(clientAddress(ctx)) ?? 0;
+    return untilMs > Date.now() ? Math.ceil((untilMs - Date.now()) / 1000) : 0;
+  };
+
+  async function onFailure(ctx: RequestContext, failure: Decision & object): Promise<Decision> {
+    const address = clientAddress(ctx);
+    let result: RateLimiterRes;
+    let limited = false;
+    try {
+      result = await limiter.consume(address);
+    } catch (err) {
+      if (!(err instanceof RateLimiterRes)) return failure; // both stores failed: answer the 401 plainly
+      result = err;
+      limited = true;
+    }
+    const resetSeconds = Math.max(1, Math.ceil(result.msBeforeNext / 1000));
+    setLimitHeaders(ctx, Math.max(0, result.remainingPoints), resetSeconds);
+    if (!limited) return failure;
+    blockedUntilMs.set(address, Date.now() + result.msBeforeNext);
+    return reject('too_many_unauthenticated_requests', undefined, { 'retry-after': resetSeconds });
+  }
+
+  const wrap =
+    (authenticate: Policy): Policy =>
+    (ctx) => {
+      const decision = authenticate(ctx);
+      const settle = (d: Decision) => {
+        if (d && d.code === 'too_many_unauthenticated_requests') setLimitHeaders(ctx, 0, Number(d.headers?.['retry-after'] ?? 1));
+        return d && statusIs401(d.code) ? onFailure(ctx, d) : d;
+      };
+      return decision instanceof Promise ? decision.then(settle) : settle(decision);
+    };
+  return { wrap, blockedSeconds };
+}
+
+function statusIs401(code: string): boolean {
+  return code.endsWith('_api_key');
+}
+
+export function clientAddress(ctx: RequestContext): string {
+  return ctx.req.socket.remoteAddress ?? 'unknown';
+}

@@ -1,0 +1,64 @@
+import type { Redis } from 'ioredis';
+import type { BanPolicy, Quota } from '../../config/plans-schema.js';
+import type { QuotaOutcome, Verdict } from '../../quota/quota-state.js';
+import type { QuotaStore } from '../quota-store.js';
+import { QUOTA_SCRIPT, UNBAN_SCRIPT, USAGE_SCRIPT } from './quota-script.js';
+import { quotaKey } from './redis-keys.js';
+
+const VERDICTS: Verdict[] = ['allowed', 'limited', 'banned'];
+
+interface QuotaCommands {
+  tgQuota(key: string, ...args: Array<string | number>): Promise<number[]>;
+  tgQuotaUsage(key: string): Promise<number[]>;
+  tgUnban(key: string): Promise<number>;
+}
+
+/**
+ * Shared counters: one EVALSHA per request (ioredis falls back to EVAL once if the script cache
+ * was flushed), so quotas are exact however many replicas share the Redis.
+ */
+export class RedisQuotaStore implements QuotaStore {
+  private readonly commands: QuotaCommands;
+
+  constructor(redis: Redis) {
+    redis.defineCommand('tgQuota', { numberOfKeys: 1, lua: QUOTA_SCRIPT });
+    redis.defineCommand('tgQuotaUsage', { numberOfKeys: 1, lua: USAGE_SCRIPT });
+    redis.defineCommand('tgUnban', { numberOfKeys: 1, lua: UNBAN_SCRIPT });
+    this.commands = redis as unknown as QuotaCommands;
+  }
+
+  async consume(keyId: string, quota: Quota, ban: BanPolicy): Promise<QuotaOutcome> {
+    return this.run(keyId, quota, ban, 1, 0);
+  }
+
+  async reportRejections(keyId: string, rejections: number, quota: Quota, ban: BanPolicy): Promise<QuotaOutcome> {
+    return this.run(keyId, quota, ban, 0, rejections);
+  }
+
+  async usage(keyId: string): Promise<QuotaOutcome> {
+    return toOutcome(await this.commands.tgQuotaUsage(quotaKey(keyId)));
+  }
+
+  async unban(keyId: string): Promise<boolean> {
+    return (await this.commands.tgUnban(quotaKey(keyId))) === 1;
+  }
+
+  private async run(keyId: string, quota: Quota, ban: BanPolicy, cost: number, rejections: number): Promise<QuotaOutcome> {
+    const reply = await this.commands.tgQuota(
+      quotaKey(keyId),
+      quota.perMinute,
+      quota.perDay,
+      ban.afterRejections,
+      ban.window * 1000,
+      ban.duration * 1000,
+      cost,
+      rejections,
+    );
+    return toOutcome(reply);
+  }
+}
+
+function toOutcome(reply: number[]): QuotaOutcome {
+  const [verdict, minuteCount, dayCount, nowMs, bannedUntilMs] = reply.map(Number) as [number, number, number, number, number];
+  return { verdict: VERDICTS[verdict] ?? 'limited', minuteCount, dayCount, nowMs, bannedUntilMs };
+}

@@ -1,0 +1,126 @@
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { CONFIG_DIR, runCli } from '../helpers/processes.js';
+
+// `tollgate check-config [DIR]` run as a real process against the shipped config and against
+// fixture directories that each hold a copy of the shipped files with exactly one defect.
+
+const fixture = (name: string) => fileURLToPath(new URL(`../fixtures/config-${name}`, import.meta.url));
+
+/** Runs check-config on a fixture dir and returns its output after the checks every failure shares. */
+async function expectRefused(name: string, env: Record<string, string> = {}): Promise<string> {
+  const result = await runCli(['check-config', fixture(name)], env);
+  expect(result.code, `stderr: ${result.stderr}`).not.toBe(0);
+  expect(result.stdout).toBe('');
+  expect(result.stderr).toMatch(/^tollgate: /);
+  // One clear line per failure, not a stack trace.
+  expect(result.stderr).not.toMatch(/\n\s+at /);
+  return result.stderr;
+}
+
+describe('check-config on the shipped config', () => {
+  it('accepts config/ and says OK', async () => {
+    const result = await runCli(['check-config', CONFIG_DIR], {});
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/\bOK\b/);
+    expect(result.stdout).toContain('free');
+    expect(result.stdout).toContain('enterprise');
+  });
+
+  it('defaults to $TOLLGATE_CONFIG_DIR when no directory is given', async () => {
+    const ok = await runCli(['check-config'], { TOLLGATE_CONFIG_DIR: CONFIG_DIR });
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toMatch(/\bOK\b/);
+
+    const refused = await runCli(['check-config'], { TOLLGATE_CONFIG_DIR: fixture('negative-per-minute') });
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('plans.free.perMinute');
+  });
+});
+
+describe('check-config refuses a broken plans.yaml, naming file and field', () => {
+  it('refuses a negative perMinute and names plans.free.perMinute', async () => {
+    const stderr = await expectRefused('negative-per-minute');
+    expect(stderr).toContain('plans.yaml');
+    expect(stderr).toContain('plans.free.perMinute');
+  });
+
+  it('refuses a perDay lower than perMinute and names perDay', async () => {
+    const stderr = await expectRefused('per-day-below-per-minute');
+    expect(stderr).toContain('plans.yaml');
+    expect(stderr).toContain('plans.pro.perDay');
+  });
+
+  it('refuses an unknown field in a plan and names it', async () => {
+    const stderr = await expectRefused('unknown-plan-field');
+    expect(stderr).toContain('plans.yaml');
+    expect(stderr).toContain('plans.business');
+    expect(stderr).toContain('perHour');
+  });
+
+  it('refuses a plans.yaml without the ban section and names ban', async () => {
+    const stderr = await expectRefused('missing-ban');
+    expect(stderr).toContain('plans.yaml');
+    expect(stderr).toMatch(/\bban\b/);
+  });
+
+  it('refuses invalid YAML syntax and says so', async () => {
+    const stderr = await expectRefused('invalid-yaml');
+    expect(stderr).toContain('plans.yaml');
+    expect(stderr).toMatch(/YAML/);
+  });
+
+  it('refuses a plan name that is not lowercase letters, digits, "-" or "_" and names it', async () => {
+    const stderr = await expectRefused('bad-plan-name');
+    expect(stderr).toContain('plans.yaml');
+    expect(stderr).toContain('Free Plan');
+  });
+
+  it('refuses a directory without plans.yaml and names the file', async () => {
+    const stderr = await expectRefused('missing-plans');
+    expect(stderr).toContain('plans.yaml');
+  });
+});
+
+describe('check-config refuses a broken gateway.yaml, naming file and field', () => {
+  it('refuses an unknown top-level key and names it', async () => {
+    const stderr = await expectRefused('gateway-unknown-key');
+    expect(stderr).toContain('gateway.yaml');
+    expect(stderr).toContain('tracing');
+  });
+
+  it('refuses a non-http upstream.url and names upstream.url', async () => {
+    const stderr = await expectRefused('gateway-ftp-upstream');
+    expect(stderr).toContain('gateway.yaml');
+    expect(stderr).toContain('upstream.url');
+  });
+
+  it('refuses gateway.port 70000 and names gateway.port', async () => {
+    const stderr = await expectRefused('gateway-port-out-of-range');
+    expect(stderr).toContain('gateway.yaml');
+    expect(stderr).toContain('gateway.port');
+  });
+});
+
+describe('check-config validates the environment overrides', () => {
+  it('refuses GATEWAY_PORT=abc and names GATEWAY_PORT', async () => {
+    const result = await runCli(['check-config', CONFIG_DIR], { GATEWAY_PORT: 'abc' });
+    expect(result.code).not.toBe(0);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toContain('GATEWAY_PORT');
+    expect(result.stderr).toContain('abc');
+  });
+
+  it('refuses an out-of-range ADMIN_PORT and names ADMIN_PORT', async () => {
+    const result = await runCli(['check-config', CONFIG_DIR], { ADMIN_PORT: '65536' });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('ADMIN_PORT');
+  });
+
+  it('refuses a non-http UPSTREAM_URL and names UPSTREAM_URL', async () => {
+    const result = await runCli(['check-config', CONFIG_DIR], { UPSTREAM_URL: 'ftp://x' });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('UPSTREAM_URL');
+  });
+});

@@ -1,0 +1,246 @@
+import { writeFileSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EchoUpstream } from '../helpers/echo-upstream.js';
+import { TestRedis } from '../helpers/redis-server.js';
+import { bearer, configCopy, createKey, getFrom, keysCli, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
+import { awayFromMinuteEdge } from '../helpers/windows.js';
+
+// Quotas counted in one Redis and shared by three real gateway processes.
+
+let redis: TestRedis;
+let upstream: EchoUpstream;
+let gateways: GatewayHandle[];
+let configDir: string;
+
+const PLANS = `
+plans:
+  free:       { perMinute: 60,   perDay: 1000 }
+  pro:        { perMinute: 300,  perDay: 10000 }
+  business:   { perMinute: 1000, perDay: 100000 }
+  enterprise: { perMinute: 3000, perDay: 1000000 }
+  fifty:      { perMinute: 50,   perDay: 100000 }
+  tiny:       { perMinute: 4,    perDay: 100000 }
+ban:
+  afterRejections: 6
+  window: 60
+  duration: 120
+`;
+
+beforeAll(async () => {
+  redis = await TestRedis.start();
+  upstream = await new EchoUpstream().start();
+  configDir = configCopy({ 'plans.yaml': () => PLANS });
+  gateways = await Promise.all(
+    [1, 2, 3].map(() => startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configDir })),
+  );
+});
+
+afterAll(async () => {
+  await Promise.all(gateways?.map((g) => g.process.stop()) ?? []);
+  await upstream?.stop();
+  await redis?.stop();
+});
+
+const newKey = (args: string[]) => createKey(redis, args, configDir);
+
+/** One request through gateway `i % 3`. */
+function send(key: string, i: number, path = '/v1/categories'): Promise<Response> {
+  return fetch(`${gateways[i % gateways.length]!.url}${path}`, { headers: bearer(key) });
+}
+
+async function usage(key: CreatedKey) {
+  const result = await keysCli(redis, ['usage', key.id, '--json'], configDir);
+  expect(result.code).toBe(0);
+  return JSON.parse(result.stdout) as { minute: { used: number; limit: number }; day: { used: number; limit: number }; bannedUntil: string | null };
+}
+
+describe('quotas across three replicas', () => {
+  it('admit exactly 50 of 200 concurrent requests on a 50/minute plan', async () => {
+    await awayFromMinuteEdge();
+    const key = await newKey(['--plan', 'fifty']);
+    const responses = await Promise.all(Array.from({ length: 200 }, (_, i) => send(key.key, i)));
+    const statuses = responses.map((r) => r.status);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(50);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(150);
+    const used = await usage(key);
+    expect(used.minute.used).toBe(50);
+    expect(used.day.used).toBe(50);
+  });
+
+  it('answers over the limit with 429 rate_limit_exceeded, Retry-After and the headers', async () => {
+    await awayFromMinuteEdge();
+    const key = await newKey(['--plan', 'tiny']);
+    for (let i = 0; i < 4; i++) {
+      const ok = await send(key.key, i);
+      expect(ok.status).toBe(200);
+      expect(ok.headers.get('x-ratelimit-limit')).toBe('4');
+      expect(ok.headers.get('x-ratelimit-remaining')).toBe(String(3 - i));
+    }
+    const refused = await send(key.key, 4);
+    expect(refused.status).toBe(429);
+    expect(await refused.json()).toEqual({ code: 'rate_limit_exceeded', message: expect.any(String), status: 429 });
+    const retryAfter = Number(refused.headers.get('retry-after'));
+    const secondsToNextMinute = 60 - Math.floor((Date.now() % 60_000) / 1000);
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(Math.abs(retryAfter - secondsToNextMinute)).toBeLessThanOrEqual(1);
+    expect(refused.headers.get('x-ratelimit-remaining')).toBe('0');
+    expect(Number(refused.headers.get('x-ratelimit-reset'))).toBe(Math.ceil(Date.now() / 60_000) * 60);
+    expect(refused.headers.get('ratelimit-policy')).toBe('"minute";q=4;w=60, "day";q=100000;w=86400');
+    expect(refused.headers.get('ratelimit')).toMatch(/^"minute";r=0;t=\d+$/);
+    // Refusals consumed nothing in either window.
+    const used = await usage(key);
+    expect(used.minute.used).toBe(4);
+    expect(used.day.used).toBe(4);
+  });
+
+  it('puts the rate-limit headers on every kind of response', async () => {
+    await awayFromMinuteEdge();
+    const key = await newKey(['--plan', 'pro']);
+    const check = (res: Response, status: number) => {
+      expect(res.status).toBe(status);
+      for (const name of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'ratelimit-policy', 'ratelimit']) {
+        expect(res.headers.get(name), `${name} on ${status}`).toBeTruthy();
+      }
+    };
+    check(await send(key.key, 0), 200);
+    try {
+      upstream.behaviour = (_req, res) => {
+        res.statusCode = 404;
+        res.end('{"code":"not_found","message":"x","status":404}');
+      };
+      check(await send(key.key, 1), 404);
+      upstream.behaviour = (req) => req.socket.destroy();
+      check(await send(key.key, 2), 502);
+    } finally {
+      upstream.behaviour = new EchoUpstream().behaviour;
+    }
+    check(await fetch(`${gateways[0]!.url}/v1/categories`), 401);
+  });
+
+  it('lets the day window bind when the day has fewer requests left than the minute', async () => {
+    await awayFromMinuteEdge();
+    const key = await newKey(['--plan', 'free', '--per-minute', '10', '--per-day', '12']);
+    // Earlier traffic today: 9 of 12 used in previous minutes (written as the store would).
+    const client = redis.client();
+    const [seconds] = (await client.time()) as [number, number];
+    const nowMs = Number(seconds) * 1000;
+    await client.hset(`tg:quota:{${key.id}}`, 'ds', nowMs - (nowMs % 86_400_000), 'dc', 9);
+    client.disconnect();
+
+    const first = await send(key.key, 0);
+    expect(first.status).toBe(200);
+    expect(first.headers.get('x-ratelimit-limit')).toBe('12');
+    expect(first.headers.get('x-ratelimit-remaining')).toBe('2');
+    expect(first.headers.get('ratelimit')).toMatch(/^"day";r=2;t=\d+$/);
+    await send(key.key, 1);
+    await send(key.key, 2);
+    const refused = await send(key.key, 3);
+    expect(refused.status).toBe(429);
+    const secondsToMidnight = Math.ceil((86_400_000 - (Date.now() % 86_400_000)) / 1000);
+    expect(Math.abs(Number(refused.headers.get('retry-after')) - secondsToMidnight)).toBeLessThanOrEqual(2);
+    // The minute window was not charged for the refused request either.
+    expect((await usage(key)).minute.used).toBe(3);
+  });
+
+  it('bans a key that keeps going after 429, on every replica, until unbanned', async () => {
+    await awayFromMinuteEdge(30);
+    const key = await newKey(['--plan', 'tiny']);
+    const codes: string[] = [];
+    for (let i = 0; i < 40 && codes.at(-1) !== 'api_key_banned'; i++) {
+      const res = await send(key.key, i);
+      codes.push(res.status === 200 ? 'ok' : ((await res.json()) as { code: string }).code);
+      if (res.status === 429) await new Promise((r) => setTimeout(r, 30));
+    }
+    expect(codes.slice(0, 4)).toEqual(['ok', 'ok', 'ok', 'ok']);
+    const rejectionsBeforeBan = codes.filter((c) => c === 'rate_limit_exceeded').length;
+    expect(rejectionsBeforeBan).toBeGreaterThanOrEqual(5);
+    expect(codes.at(-1)).toBe('api_key_banned');
+
+    for (let i = 0; i < 3; i++) {
+      let banned = await send(key.key, i);
+      // A replica learns of the ban from its next store decision or the batched rejection report.
+      for (let tries = 0; banned.status === 429 && (await banned.clone().json()).code !== 'api_key_banned' && tries < 20; tries++) {
+        await new Promise((r) => setTimeout(r, 50));
+        banned = await send(key.key, i);
+      }
+      expect(banned.status).toBe(429);
+      expect((await banned.json()).code).toBe('api_key_banned');
+      const retryAfter = Number(banned.headers.get('retry-after'));
+      expect(retryAfter).toBeGreaterThan(60);
+      expect(retryAfter).toBeLessThanOrEqual(120);
+      expect(banned.headers.get('x-ratelimit-remaining')).toBe('0');
+    }
+    expect((await usage(key)).bannedUntil).not.toBeNull();
+
+    const unban = await keysCli(redis, ['unban', key.id], configDir);
+    expect(unban.code).toBe(0);
+    expect(unban.stdout).toContain('ban lifted');
+    await new Promise((r) => setTimeout(r, 200));
+    for (let i = 0; i < 3; i++) {
+      const after = await send(key.key, i);
+      expect(after.status).toBe(429);
+      expect((await after.json()).code).toBe('rate_limit_exceeded');
+    }
+  });
+
+  it('applies per-key quotas, and a quota change at once on every replica', async () => {
+    await awayFromMinuteEdge();
+    const key = await newKey(['--plan', 'free', '--per-minute', '3', '--per-day', '100']);
+    const first = await Promise.all([0, 1, 2, 3, 4].map((i) => send(key.key, i)));
+    expect(first.filter((r) => r.status === 200)).toHaveLength(3);
+    expect(first[0]!.headers.get('ratelimit-policy')).toBe('"minute";q=3;w=60, "day";q=100;w=86400');
+
+    expect((await keysCli(redis, ['set-quota', key.id, '--per-minute', '5', '--per-day', '100'], configDir)).code).toBe(0);
+    await new Promise((r) => setTimeout(r, 200));
+    const more = await Promise.all([0, 1, 2, 3, 4].map((i) => send(key.key, i)));
+    expect(more.filter((r) => r.status === 200)).toHaveLength(2);
+    expect(more.find((r) => r.status === 200)!.headers.get('x-ratelimit-limit')).toBe('5');
+  });
+
+  it('limits failed authentications per client address, with headers on the 401s', async () => {
+    const address = '127.0.0.7';
+    const url = (i: number) => `${gateways[i % 3]!.url}/v1/categories`;
+    const first = await getFrom(address, url(0), bearer('tg_not_a_key'));
+    expect(first.status).toBe(401);
+    expect(first.headers['ratelimit-policy']).toBe('"unauthenticated";q=60;w=60');
+    const remaining = Number(first.headers['x-ratelimit-remaining']);
+    expect(remaining).toBe(59);
+    // The allowance is shared by the replicas (counted in Redis): use it up across all three.
+    const statuses = await Promise.all(Array.from({ length: remaining + 3 }, (_, i) => getFrom(address, url(i), bearer('tg_bad')).then((r) => r.status)));
+    expect(statuses.filter((s) => s === 401)).toHaveLength(remaining);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(3);
+    const limited = await getFrom(address, url(1));
+    expect(limited.status).toBe(429);
+    expect(JSON.parse(limited.body).code).toBe('too_many_unauthenticated_requests');
+    expect(Number(limited.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(limited.headers['x-ratelimit-remaining']).toBe('0');
+    // Another address is not affected.
+    expect((await getFrom('127.0.0.8', url(1))).status).toBe(401);
+  });
+});
+
+describe('plans hot reload', () => {
+  it('applies a valid plans.yaml change within seconds, and refuses an invalid one keeping the last good plans', async () => {
+    await awayFromMinuteEdge(20);
+    const key = await newKey(['--plan', 'business']);
+    const limitOf = async (i: number) => (await send(key.key, i)).headers.get('x-ratelimit-limit');
+    expect(await limitOf(0)).toBe('1000');
+
+    const file = join(configDir, 'plans.yaml');
+    writeFileSync(file, readFileSync(file, 'utf8').replace('business:   { perMinute: 1000', 'business:   { perMinute: 700'));
+    const deadline = Date.now() + 8000;
+    let limits: Array<string | null> = [];
+    do {
+      await new Promise((r) => setTimeout(r, 200));
+      limits = await Promise.all([0, 1, 2].map(limitOf));
+    } while (limits.some((l) => l !== '700') && Date.now() < deadline);
+    expect(limits).toEqual(['700', '700', '700']);
+
+    writeFileSync(file, readFileSync(file, 'utf8').replace('business:   { perMinute: 700', 'business:   { perMinute: -1'));
+    for (const g of gateways) await g.process.waitForLog('config reload refused; the previous config stays in force', 8000);
+    expect(await Promise.all([0, 1, 2].map(limitOf))).toEqual(['700', '700', '700']);
+    const refusal = gateways[0]!.process.logs().find((l) => l.msg === 'config reload refused; the previous config stays in force');
+    expect(String(refusal!.error)).toContain('plans.yaml: plans.business.perMinute');
+  });
+});
