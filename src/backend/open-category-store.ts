@@ -1,5 +1,6 @@
 import type { Logger } from '../observability/log.js';
-import { connectRedis, redactUrl, watchConnection, whenReady } from '../store/redis/connect.js';
+import { connectRedis, watchConnection, whenReady } from '../store/redis/connect.js';
+import { describeRedis, topologyOf, type RedisTarget } from '../store/redis/redis-target.js';
 import type { CategoryStore } from './category-store.js';
 import { MemoryCategoryStore } from './memory-category-store.js';
 import { RedisCategoryStore } from './redis-category-store.js';
@@ -8,21 +9,21 @@ import { RedisCategoryStore } from './redis-category-store.js';
 const REDIS_STARTUP_WAIT_MS = 5_000;
 
 /**
- * Redis when a URL is given, memory otherwise. An unreachable Redis does not stop the backend from
- * starting: the connection keeps retrying, category requests answer 503 meanwhile, and recovery is
- * automatic. It is never a silent fallback to memory.
+ * Redis when one is given (a URL, Cluster nodes or Sentinels), memory otherwise. An unreachable
+ * Redis does not stop the backend from starting: the connection keeps retrying, category requests
+ * answer 503 meanwhile, and recovery is automatic. It is never a silent fallback to memory.
  */
 export async function openCategoryStore(
-  redisUrl: string | undefined,
+  redisTarget: string | RedisTarget | undefined,
   commandTimeoutMs: number,
   logger: Logger,
 ): Promise<CategoryStore> {
-  if (!redisUrl) {
+  if (topologyOf(redisTarget) === 'none') {
     logger.info('categories kept in memory (no REDIS_URL): they are lost when the backend stops');
     return new MemoryCategoryStore();
   }
-  const safeUrl = redactUrl(redisUrl);
-  const redis = connectRedis(redisUrl, 'gateway', commandTimeoutMs);
+  const safeUrl = describeRedis(redisTarget);
+  const redis = connectRedis(redisTarget!, 'gateway', commandTimeoutMs);
   watchConnection(redis, safeUrl, logger, 'category store (Redis)');
   try {
     await whenReady(redis, REDIS_STARTUP_WAIT_MS);

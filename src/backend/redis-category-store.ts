@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../store/redis/connect.js';
 import { CATEGORIES, CATEGORY_SEQUENCE } from '../store/redis/redis-keys.js';
 import { categoryOf, type Category, type NewCategory } from './category.js';
 import { CategoryStoreUnavailableError, type CategoryStore } from './category-store.js';
@@ -21,7 +21,7 @@ interface RedisWithCreateScript {
 }
 
 export class RedisCategoryStore implements CategoryStore {
-  constructor(private readonly redis: Redis) {
+  constructor(private readonly redis: RedisClient) {
     redis.defineCommand('tgCreateCategory', { numberOfKeys: 2, lua: CREATE_SCRIPT });
   }
 

@@ -4,14 +4,15 @@ import type { ErrorCode } from '../errors/registry.js';
 import { answerClientErrors } from '../http/client-errors.js';
 import { closeGracefully, listen } from '../http/listen.js';
 import type { Logger } from '../observability/log.js';
+import type { RedisTarget } from '../store/redis/redis-target.js';
 import { openCategoryStore } from './open-category-store.js';
 import { createRequestHandler } from './request-handler.js';
 
 export interface BackendOptions {
   settings: Settings;
   logger: Logger;
-  /** Redis for categories (they survive restarts); unset or empty → memory. */
-  redisUrl?: string;
+  /** Redis for categories (they survive restarts): a URL, or Cluster/Sentinel nodes; unset or empty → memory. */
+  redisUrl?: string | RedisTarget;
   /** Refuses a request with an error code (the gateway assertion check); default: accept all. */
   verifyRequest?: (req: IncomingMessage) => Promise<ErrorCode | null>;
 }

@@ -1,17 +1,19 @@
 import { parseArgs } from 'node:util';
 import { loadPlans } from '../config/load.js';
+import { redisSettings } from '../config/redis-settings.js';
 import { configDirFrom } from '../config/settings.js';
 import { hashApiKey, KEY_ID_PATTERN, KEY_PREFIX, newApiKey, parseApiKey } from '../keys/format.js';
 import { parseQuotaOverride } from '../keys/quota-override.js';
 import { publicView, type KeyPatch, type KeyRecord } from '../keys/record.js';
-import { connectRedis, redactUrl, whenReady } from '../store/redis/connect.js';
+import { connectRedis, whenReady } from '../store/redis/connect.js';
+import { describeRedis, topologyOf } from '../store/redis/redis-target.js';
 import { RedisKeyStore } from '../store/redis/redis-key-store.js';
 import { quotaFor } from '../quota/quota-for.js';
 import { RedisQuotaStore } from '../store/redis/redis-quota-store.js';
 import { CliError } from './cli-error.js';
 import { describeUsage, usageReport } from './usage-report.js';
 
-export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL)
+export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)
 
   create --plan P [--name N] [--per-minute X --per-day Y]   create a key; prints the secret once
   list                                                      all keys
@@ -23,6 +25,9 @@ export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL)
   usage ID                                                  both windows: used, limit, remaining, reset
 
   --json   one JSON document on stdout, for scripts`;
+
+// The CLI takes Redis from the environment only (REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINELS).
+const NO_REDIS = { url: '', clusterNodes: [], sentinels: [], sentinelMaster: 'mymaster', commandTimeoutMs: 250 };
 
 const KEY_ACTIONS = ['create', 'list', 'show', 'revoke', 'set-plan', 'set-quota', 'unban', 'usage'];
 
@@ -48,18 +53,18 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
   if (!action) throw new CliError(KEYS_USAGE, 2);
   if (!KEY_ACTIONS.includes(action)) throw new CliError(`unknown keys command "${action}"\n\n${KEYS_USAGE}`, 2);
 
-  const redisUrl = env.REDIS_URL;
-  if (!redisUrl) {
+  const target = redisSettings(env, NO_REDIS);
+  if (topologyOf(target) === 'none') {
     throw new CliError(
-      'keys commands manage the Redis key store: set REDIS_URL (the embedded store of `tollgate up` lives only inside that process)',
+      'keys commands manage the Redis key store: set REDIS_URL (or REDIS_CLUSTER_NODES, REDIS_SENTINELS); the embedded store of `tollgate up` lives only inside that process',
       2,
     );
   }
-  const redis = connectRedis(redisUrl, 'cli');
+  const redis = connectRedis(target, 'cli');
   redis.on('error', () => {});
   try {
     await whenReady(redis, 3000, true).catch((err: Error) => {
-      throw new CliError(`cannot reach Redis at ${redactUrl(redisUrl)}: ${err.message}`);
+      throw new CliError(`cannot reach Redis at ${describeRedis(target)}: ${err.message}`);
     });
     const store = new RedisKeyStore(redis);
     const show = (record: KeyRecord, extra: Record<string, unknown> = {}) =>

@@ -1,8 +1,11 @@
 import { startBackend } from '../backend/start-backend.js';
+import { assertionVerifier } from '../backend/verify-assertion.js';
 import { ConfigError } from '../config/config-error.js';
 import { loadPlans } from '../config/load.js';
 import { configDirFrom, loadSettings } from '../config/settings.js';
+import { loadOpenApiDocument } from '../gateway/openapi-document.js';
 import { startGateway } from '../gateway/start-gateway.js';
+import { assertionSecretsFromEnv, DEVELOPMENT_SECRET, logSecretSource, SECRET_ENV } from '../identity/assertion-secrets.js';
 import { createLogger } from '../observability/log.js';
 import { CliError } from './cli-error.js';
 import { KEYS_USAGE, keysCommand } from './keys-command.js';
@@ -17,7 +20,8 @@ const USAGE = `tollgate <command>
   keys <command>        manage API keys in Redis (see \`tollgate keys\`)
   check-config [DIR]    validate the config files (default: $TOLLGATE_CONFIG_DIR or ./config)
 
-Environment: REDIS_URL, GATEWAY_PORT, ADMIN_PORT, BACKEND_PORT, UPSTREAM_URL, TOLLGATE_CONFIG_DIR, LOG_LEVEL`;
+Environment: REDIS_URL (or REDIS_CLUSTER_NODES, REDIS_SENTINELS), GATEWAY_PORT, ADMIN_PORT, BACKEND_PORT, UPSTREAM_URL, TOLLGATE_CONFIG_DIR, LOG_LEVEL,
+TOLLGATE_ASSERTION_SECRET (and TOLLGATE_ASSERTION_SECRET_PREVIOUS while rotating)`;
 
 const out = (text: string) => process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
 
@@ -40,7 +44,11 @@ async function main(argv: string[]): Promise<void> {
     case 'backend': {
       const settings = loadSettings(env);
       const logger = createLogger(settings.logLevel, 'tollgate-backend');
-      const backend = await startBackend({ settings, logger, redisUrl: settings.redis.url || undefined });
+      // The backend answers only requests carrying a valid gateway assertion (401 otherwise).
+      const secrets = assertionSecretsFromEnv(env);
+      logSecretSource(secrets, logger, 'backend');
+      const verifyRequest = assertionVerifier({ secrets, settings: settings.assertion, logger });
+      const backend = await startBackend({ settings, logger, redisUrl: settings.redis, verifyRequest });
       return runUntilSignal(logger, backend.close);
     }
     case 'keys':
@@ -49,6 +57,11 @@ async function main(argv: string[]): Promise<void> {
       const dir = rest[0] ?? configDirFrom(env);
       const settings = loadSettings({ ...env, TOLLGATE_CONFIG_DIR: dir });
       const plans = loadPlans(settings.configDir);
+      if (settings.openapi.path) loadOpenApiDocument(settings.openapi.file, settings.configDir);
+      const secrets = assertionSecretsFromEnv(env);
+      if (secrets.source === 'development-default') {
+        process.stderr.write(`tollgate: warning: ${SECRET_ENV} is ${env[SECRET_ENV] === DEVELOPMENT_SECRET ? 'the public development default' : 'unset'}; gateway and backend would use a public secret\n`);
+      }
       out(`config OK: ${settings.configDir} (plans: ${Object.keys(plans.plans).join(', ')})`);
       return;
     }

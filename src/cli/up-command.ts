@@ -1,12 +1,15 @@
 import { startBackend } from '../backend/start-backend.js';
+import { assertionVerifier } from '../backend/verify-assertion.js';
 import { loadPlans } from '../config/load.js';
 import type { Settings } from '../config/settings.js';
 import { startGateway } from '../gateway/start-gateway.js';
+import { assertionSecretsFromEnv, logSecretSource } from '../identity/assertion-secrets.js';
 import { hashApiKey, newApiKey } from '../keys/format.js';
 import type { Logger } from '../observability/log.js';
 import { MemoryKeyStore } from '../store/memory/memory-key-store.js';
 import { MemoryQuotaStore } from '../store/memory/memory-quota-store.js';
 import { openStores } from '../store/open-stores.js';
+import { topologyOf } from '../store/redis/redis-target.js';
 import { runUntilSignal } from './run-until-signal.js';
 
 /**
@@ -15,12 +18,18 @@ import { runUntilSignal } from './run-until-signal.js';
  * can curl at once; with REDIS_URL nothing is seeded (create keys with `tollgate keys create`).
  */
 export async function upCommand(settings: Settings, logger: Logger, out: (text: string) => void): Promise<void> {
-  const backend = await startBackend({ settings, logger: logger.child({ role: 'backend' }), redisUrl: settings.redis.url || undefined });
+  // Gateway and backend share one process, so unless TOLLGATE_ASSERTION_SECRET is set they share a
+  // random secret generated here: nothing outside this process can forge an assertion.
+  const secrets = assertionSecretsFromEnv(process.env, { generate: true });
+  logSecretSource(secrets, logger, 'up');
+  const backendLogger = logger.child({ role: 'backend' });
+  const verifyRequest = assertionVerifier({ secrets, settings: settings.assertion, logger: backendLogger });
+  const backend = await startBackend({ settings, logger: backendLogger, redisUrl: settings.redis, verifyRequest });
   const gatewaySettings = { ...settings, upstream: { ...settings.upstream, url: backend.url } };
 
   const demoKeys: Array<{ plan: string; key: string }> = [];
   let stores;
-  if (!settings.redis.url) {
+  if (topologyOf(settings.redis) === 'none') {
     const keys = new MemoryKeyStore();
     for (const plan of Object.keys(loadPlans(settings.configDir).plans)) {
       const { id, key } = newApiKey();
@@ -29,9 +38,9 @@ export async function upCommand(settings: Settings, logger: Logger, out: (text: 
     }
     stores = { keys, quotas: new MemoryQuotaStore(), close: async () => {} };
   } else {
-    stores = await openStores(settings.redis.url, settings.redis.commandTimeoutMs, logger);
+    stores = await openStores(settings.redis, settings.redis.commandTimeoutMs, logger);
   }
-  const gateway = await startGateway(gatewaySettings, logger.child({ role: 'gateway' }), stores);
+  const gateway = await startGateway(gatewaySettings, logger.child({ role: 'gateway' }), stores, secrets);
 
   const lines = [
     '',

@@ -1,10 +1,23 @@
 import { z } from 'zod';
+import { assertionSchema } from './assertion-schema.js';
+import { routesSchema } from './routes-schema.js';
+import { nodeEntryError } from '../store/redis/redis-target.js';
 
 // Schema of config/gateway.yaml. Environment variables override some fields (see env.ts).
 
 const port = z.number().int().min(0).max(65535);
 const host = z.string().min(1);
 const ms = (min: number, max: number) => z.number().int().min(min).max(max);
+const redisNode = z.string().superRefine((entry, ctx) => {
+  const error = nodeEntryError(entry);
+  if (error) ctx.addIssue({ code: 'custom', message: error });
+});
+
+/** One Redis per deployment: a URL, Cluster nodes or Sentinels, not two of them. */
+function oneRedisTopology(redis: { url: string; clusterNodes: string[]; sentinels: string[] }, ctx: z.RefinementCtx): void {
+  const set = [redis.url && 'url', redis.clusterNodes.length && 'clusterNodes', redis.sentinels.length && 'sentinels'].filter(Boolean);
+  if (set.length > 1) ctx.addIssue({ code: 'custom', path: [set[1] as string], message: `set only one of url, clusterNodes, sentinels (${set.join(' and ')} are set)` });
+}
 
 export const gatewayFileSchema = z.strictObject({
   gateway: z.strictObject({
@@ -12,6 +25,15 @@ export const gatewayFileSchema = z.strictObject({
     port: port.default(8080),
     /** Seconds in-flight requests get to finish after SIGTERM before the process exits anyway. */
     shutdownGraceSeconds: z.number().int().min(0).max(300).default(10),
+    /**
+     * Proxies in front that append the client's address to X-Forwarded-For (a load balancer: 1).
+     * Per-address limits then count that address. 0: the socket's peer is the client.
+     */
+    trustProxyHops: z.number().int().min(0).max(10).default(0),
+    /** A client must send its whole request head within this time (slowloris); else 408. */
+    headersTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
+    /** A client must send its whole request, body included, within this time; else 408. */
+    requestTimeoutMs: z.number().int().min(100).max(3_600_000).default(60_000),
   }).prefault({}),
   admin: z.strictObject({
     host: host.default('127.0.0.1'),
@@ -33,9 +55,14 @@ export const gatewayFileSchema = z.strictObject({
   redis: z.strictObject({
     /** Empty: the embedded in-memory store (one process only). REDIS_URL overrides. */
     url: z.string().default(''),
+    /** Redis Cluster seed nodes (host:port); set instead of url. REDIS_CLUSTER_NODES overrides. */
+    clusterNodes: z.array(redisNode).default([]),
+    /** Sentinels (host:port) watching the master `sentinelMaster`; set instead of url. REDIS_SENTINELS overrides. */
+    sentinels: z.array(redisNode).default([]),
+    sentinelMaster: z.string().min(1).default('mymaster'),
     /** Per-command timeout: a slow Redis must never stall requests. */
     commandTimeoutMs: ms(10, 10_000).default(250),
-  }).prefault({}),
+  }).superRefine(oneRedisTopology).prefault({}),
   quota: z.strictObject({
     /**
      * What quotas do while Redis is unreachable: `local` (each replica enforces its share of
@@ -57,6 +84,17 @@ export const gatewayFileSchema = z.strictObject({
     staleSeconds: z.number().int().min(0).max(86_400).default(300),
     /** Most key records held per process (bounded memory under millions of keys). */
     maxEntries: z.number().int().min(1).max(10_000_000).default(100_000),
+  }).prefault({}),
+  /** Per-route rules (deprecation and sunset); hot: reloaded with the file, unlike the rest. */
+  routes: routesSchema.prefault({}),
+  /** The signed identity assertion for the upstream; the secret comes from the environment. */
+  assertion: assertionSchema.prefault({}),
+  /** The public OpenAPI document, served as JSON before authentication and quota (read at start). */
+  openapi: z.strictObject({
+    /** Where it is served; "" turns it off (the path is then proxied like any other). */
+    path: z.union([z.literal(''), z.string().regex(/^\/[A-Za-z0-9\-._~/]*$/, 'must be a path like /v1/openapi.json')]).default('/v1/openapi.json'),
+    /** A YAML or JSON OpenAPI file; "" is the openapi.yaml shipped with tollgate. Relative to the config directory. */
+    file: z.string().default(''),
   }).prefault({}),
 });
 

@@ -1,4 +1,4 @@
-import { unwatchFile, watchFile } from 'node:fs';
+import { unwatchFile, watchFile, type Stats } from 'node:fs';
 import type { Logger } from '../observability/log.js';
 import { ConfigError } from './config-error.js';
 
@@ -13,6 +13,9 @@ export class Reloading<T> {
   private readonly listeners: Array<(value: T) => void> = [];
   private lastError = '';
   private readonly onSighup = () => this.reload('SIGHUP');
+  private readonly onStat = (now: Stats, before: Stats) => {
+    if (now.mtimeMs !== before.mtimeMs || now.size !== before.size || now.ino !== before.ino) this.reload('file changed');
+  };
 
   constructor(
     private readonly path: string,
@@ -21,9 +24,7 @@ export class Reloading<T> {
     pollIntervalMs = 1000,
   ) {
     this.value = load();
-    watchFile(path, { interval: pollIntervalMs, persistent: false }, (now, before) => {
-      if (now.mtimeMs !== before.mtimeMs || now.size !== before.size || now.ino !== before.ino) this.reload('file changed');
-    });
+    watchFile(path, { interval: pollIntervalMs, persistent: false }, this.onStat);
     process.on('SIGHUP', this.onSighup);
   }
 
@@ -53,7 +54,8 @@ export class Reloading<T> {
   }
 
   close(): void {
-    unwatchFile(this.path);
+    // Only this watcher: another Reloading may follow the same file.
+    unwatchFile(this.path, this.onStat);
     process.off('SIGHUP', this.onSighup);
   }
 }

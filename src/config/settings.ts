@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import { ConfigError } from './config-error.js';
 import type { GatewayFile } from './gateway-schema.js';
 import { GATEWAY_FILE, loadGatewayFile } from './load.js';
+import { redisSettings } from './redis-settings.js';
 
 /**
  * Process settings: gateway.yaml with the environment laid over it (the environment wins, so a
@@ -33,12 +34,28 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
     ...file,
     configDir,
     logLevel,
-    gateway: { ...file.gateway, port: envPort(env, 'GATEWAY_PORT') ?? file.gateway.port },
-    admin: { ...file.admin, port: envPort(env, 'ADMIN_PORT') ?? file.admin.port },
-    backend: { ...file.backend, port: envPort(env, 'BACKEND_PORT') ?? file.backend.port },
+    gateway: {
+      ...file.gateway,
+      port: envPort(env, 'GATEWAY_PORT') ?? file.gateway.port,
+      trustProxyHops: envInteger(env, 'TRUST_PROXY_HOPS', 0, 10) ?? file.gateway.trustProxyHops,
+    },
+    // In a container the admin and backend listeners must bind 0.0.0.0 (ADMIN_HOST, BACKEND_HOST).
+    admin: { ...file.admin, host: env.ADMIN_HOST || file.admin.host, port: envPort(env, 'ADMIN_PORT') ?? file.admin.port },
+    backend: { ...file.backend, host: env.BACKEND_HOST || file.backend.host, port: envPort(env, 'BACKEND_PORT') ?? file.backend.port },
     upstream: { ...file.upstream, url: upstreamUrl },
-    redis: { ...file.redis, url: env.REDIS_URL ?? file.redis.url },
+    redis: redisSettings(env, file.redis),
+    quota: { ...file.quota, replicas: envInteger(env, 'QUOTA_REPLICAS', 1, 1000) ?? file.quota.replicas },
   });
+}
+
+function envInteger(env: NodeJS.ProcessEnv, name: string, min: number, max: number): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigError('environment', name, `must be an integer from ${min} to ${max}, got "${raw}"`);
+  }
+  return value;
 }
 
 function envPort(env: NodeJS.ProcessEnv, name: string): number | undefined {

@@ -1,10 +1,10 @@
-import type { Policy, Rejection, RequestContext } from './context.js';
+import type { Answer, Policy, Rejection, RequestContext } from './context.js';
 
 /**
- * Runs the policies in order; the first rejection ends the chain. Faults are not caught here:
+ * Runs the policies in order; the first rejection (or answer) ends the chain. Faults are not caught here:
  * they propagate to the server, which answers them once.
  */
-export async function runChain(ctx: RequestContext, chain: readonly Policy[]): Promise<Rejection | null> {
+export async function runChain(ctx: RequestContext, chain: readonly Policy[]): Promise<Rejection | Answer | null> {
   for (const policy of chain) {
     const decision = await policy(ctx);
     if (decision) return decision;

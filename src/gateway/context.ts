@@ -14,8 +14,8 @@ export interface RequestContext {
   degraded?: boolean;
 }
 
-/** A policy's verdict: go on, or answer now with an Error body. */
-export type Decision = typeof CONTINUE | Rejection;
+/** A policy's verdict: go on, answer now with an Error body, or (rarely) answer now with a fixed body. */
+export type Decision = typeof CONTINUE | Rejection | Answer;
 
 export interface Rejection {
   readonly code: ErrorCode;
@@ -23,7 +23,21 @@ export interface Rejection {
   readonly headers?: Readonly<Record<string, string | number>>;
 }
 
+/**
+ * A complete non-error answer given by a policy, as data: a fixed body prepared once (the public
+ * OpenAPI document, served before authentication). The server writes it; the policy does not.
+ */
+export interface Answer {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string | number>>;
+  readonly body: Buffer;
+}
+
 export const CONTINUE = null;
+
+export function isAnswer(decision: Rejection | Answer): decision is Answer {
+  return 'body' in decision;
+}
 
 export function reject(code: ErrorCode, message?: string, headers?: Record<string, string | number>): Rejection {
   return { code, message, headers };

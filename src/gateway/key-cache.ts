@@ -1,6 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { KeyRecord } from '../keys/record.js';
 import type { KeyStore } from '../store/key-store.js';
+import type { StoreHealth } from '../store/store-health.js';
 
 /** What a lookup found: a record, a known-unknown id, or a store we could not ask. */
 export type KeyLookup = { found: KeyRecord } | { found: null } | { unavailable: true };
@@ -8,6 +9,8 @@ export type KeyLookup = { found: KeyRecord } | { found: null } | { unavailable: 
 interface Entry {
   record: KeyRecord | null;
   fetchedAtMs: number;
+  /** Set when change messages may have been missed: re-read before serving, usable only as a fallback. */
+  suspect?: true;
 }
 
 export interface KeyCacheOptions {
@@ -16,6 +19,8 @@ export interface KeyCacheOptions {
   /** How long a known key stays usable from cache while the store is unreachable. */
   staleMs: number;
   maxEntries: number;
+  /** Shared breaker: while the store is down, answer from stale entries without waiting on it. */
+  health?: StoreHealth;
   now?: () => number;
 }
 
@@ -39,36 +44,55 @@ export class KeyCache {
 
   invalidate(id: string | null): void {
     this.generation++;
-    if (id === null) this.entries.clear();
-    else this.entries.delete(id);
+    if (id !== null) {
+      this.entries.delete(id);
+      return;
+    }
+    // Change messages may have been missed (the subscription was lost, e.g. a Redis Cluster node
+    // went away): nothing is fresh any more, but a key validated recently must stay usable as a
+    // stale fallback while its part of the store is still unreachable.
+    for (const entry of this.entries.values()) entry.suspect = true;
+  }
+
+  private isFresh(entry: Entry | undefined): entry is Entry {
+    return entry !== undefined && !entry.suspect && this.now() - entry.fetchedAtMs < this.options.freshMs;
   }
 
   /** A fresh cached answer, or undefined when the store would have to be asked. */
   cached(id: string): KeyLookup | undefined {
     const entry = this.entries.get(id);
-    return entry && this.now() - entry.fetchedAtMs < this.options.freshMs ? { found: entry.record } : undefined;
+    return this.isFresh(entry) ? { found: entry.record } : undefined;
   }
 
   lookup(id: string): KeyLookup | Promise<KeyLookup> {
     const entry = this.entries.get(id);
-    if (entry && this.now() - entry.fetchedAtMs < this.options.freshMs) return { found: entry.record };
-    return this.pending.get(id) ?? this.fetch(id, entry);
+    if (this.isFresh(entry)) return { found: entry.record };
+    const pending = this.pending.get(id);
+    if (pending) return pending;
+    if (this.options.health && !this.options.health.shouldTry()) return this.fallback(entry);
+    return this.fetch(id, entry);
+  }
+
+  /**
+   * Store unreachable: a key we validated recently stays usable for a bounded time; an unknown
+   * one cannot be judged (never a 401 for it: the caller gets 503).
+   */
+  private fallback(previous: Entry | undefined): KeyLookup {
+    if (previous?.record && this.now() - previous.fetchedAtMs < this.options.staleMs) return { found: previous.record };
+    return { unavailable: true };
   }
 
   private fetch(id: string, previous: Entry | undefined): Promise<KeyLookup> {
     const generation = this.generation;
     const read = this.store.get(id).then(
       (record): KeyLookup => {
+        this.options.health?.succeeded();
         if (generation === this.generation) this.entries.set(id, { record, fetchedAtMs: this.now() });
         return { found: record };
       },
-      (): KeyLookup => {
-        // Store unreachable: a key we validated recently stays usable for a bounded time; an
-        // unknown one cannot be judged (never a 401 for it: the caller gets 503).
-        if (previous?.record && this.now() - previous.fetchedAtMs < this.options.staleMs) {
-          return { found: previous.record };
-        }
-        return { unavailable: true };
+      (err: unknown): KeyLookup => {
+        this.options.health?.failed(err);
+        return this.fallback(previous);
       },
     );
     this.pending.set(id, read);

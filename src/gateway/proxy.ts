@@ -3,6 +3,7 @@ import { Agent as HttpsAgent } from 'node:https';
 import { createProxyServer } from 'http-proxy-3';
 import { sendError } from '../errors/render.js';
 import type { Logger } from '../observability/log.js';
+import type { Metrics } from '../observability/metrics.js';
 
 export interface UpstreamOptions {
   url: string;
@@ -21,7 +22,7 @@ class UpstreamTimeout extends Error {
  * client connection is destroyed (a truncated response, never a corrupted one). A client that goes
  * away destroys its upstream request (http-proxy-3 does that on `res` close).
  */
-export function createUpstreamProxy(options: UpstreamOptions, logger: Logger) {
+export function createUpstreamProxy(options: UpstreamOptions, logger: Logger, metrics: Metrics) {
   const target = new URL(options.url);
   // Idle pooled sockets are dropped after 60 s, before common upstream keep-alive timeouts (65 s
   // for our backend): reusing a socket the upstream is closing at that instant would be a 502.
@@ -35,15 +36,29 @@ export function createUpstreamProxy(options: UpstreamOptions, logger: Logger) {
     proxyReq.setTimeout(options.timeoutMs, () => proxyReq.destroy(new UpstreamTimeout('upstream timeout')));
   });
 
+  // http-proxy pipes the upstream body into the client response but ignores a body cut short: the
+  // client would wait forever. An upstream response that closes incomplete ends the client's too.
+  proxy.on('proxyRes', (proxyRes, _req, res) => {
+    proxyRes.once('close', () => {
+      if (!proxyRes.complete && !res.destroyed) {
+        metrics.upstreamErrors.inc({ kind: 'aborted_mid_response' });
+        res.destroy();
+      }
+    });
+  });
+
   function onError(err: Error, req: IncomingMessage, res: ServerResponse): void {
     const code = (err as NodeJS.ErrnoException).code;
     if (res.headersSent || res.destroyed) {
+      metrics.upstreamErrors.inc({ kind: 'aborted_mid_response' });
       res.destroy();
       return;
     }
     if (err instanceof UpstreamTimeout) {
+      metrics.upstreamErrors.inc({ kind: 'gateway_timeout' });
       sendError(res, 'gateway_timeout');
     } else {
+      metrics.upstreamErrors.inc({ kind: 'bad_gateway' });
       logger.warn({ err: { code, message: err.message }, reqId: req.headers['x-request-id'] }, 'upstream failed');
       sendError(res, 'bad_gateway');
     }

@@ -1,22 +1,29 @@
 import { join } from 'node:path';
 import { createAdminServer } from '../admin/admin-server.js';
-import { loadPlans, PLANS_FILE } from '../config/load.js';
+import { GATEWAY_FILE, loadGatewayFile, loadPlans, PLANS_FILE } from '../config/load.js';
 import { Reloading } from '../config/reloading.js';
 import type { Settings } from '../config/settings.js';
 import { canConnect } from '../http/probe.js';
 import { closeGracefully, listen } from '../http/listen.js';
+import { assertionSecretsFromEnv, logSecretSource, type AssertionSecrets } from '../identity/assertion-secrets.js';
 import type { Logger } from '../observability/log.js';
+import { createMetrics } from '../observability/metrics.js';
+import { StoreHealth } from '../store/store-health.js';
 import { MemoryQuotaStore } from '../store/memory/memory-quota-store.js';
 import { openStores, type Stores } from '../store/open-stores.js';
+import { AssertionSigner } from './assertion-signer.js';
 import type { Policy } from './context.js';
 import { KeyCache } from './key-cache.js';
 import { LocalVerdicts } from './local-verdicts.js';
+import { applyRouteRules } from './policies/apply-route-rules.js';
 import { authenticate } from './policies/authenticate.js';
 import { enforceQuota } from './policies/enforce-quota.js';
 import { failedAuthLimiter } from './policies/limit-failed-auth.js';
 import { requestId } from './policies/request-id.js';
+import { serveOpenApi } from './policies/serve-openapi.js';
 import { upstreamIdentity } from './policies/upstream-identity.js';
 import { createUpstreamProxy } from './proxy.js';
+import { RouteRules } from './route-rules.js';
 import { createGatewayServer } from './server.js';
 
 export interface RunningGateway {
@@ -26,15 +33,34 @@ export interface RunningGateway {
   close(): Promise<void>;
 }
 
-/** Wires stores, caches, the policy chain and the proxy into a listening gateway and admin port. */
-export async function startGateway(settings: Settings, logger: Logger, stores?: Stores): Promise<RunningGateway> {
-  const ownStores = stores ?? await openStores(settings.redis.url, settings.redis.commandTimeoutMs, logger);
+/**
+ * Wires stores, caches, the policy chain and the proxy into a listening gateway and admin port.
+ * `secrets` signs the upstream assertion; by default they are read from the environment.
+ */
+export async function startGateway(settings: Settings, logger: Logger, stores?: Stores, secrets?: AssertionSecrets): Promise<RunningGateway> {
+  const ownStores = stores ?? await openStores(settings.redis, settings.redis.commandTimeoutMs, logger);
   const plans = new Reloading(join(settings.configDir, PLANS_FILE), () => loadPlans(settings.configDir), logger);
+  // Route rules are the hot part of gateway.yaml (listeners, upstream and the rest need a restart).
+  const routes = new Reloading(
+    join(settings.configDir, GATEWAY_FILE),
+    () => new RouteRules(loadGatewayFile(settings.configDir).routes.deprecations),
+    logger,
+  );
+  const assertionSecrets = secrets ?? assertionSecretsFromEnv(process.env);
+  if (!secrets) logSecretSource(assertionSecrets, logger, 'gateway');
+  const assertions = new AssertionSigner(assertionSecrets.current, settings.assertion, settings.keyCache.maxEntries);
+
+  const metrics = createMetrics();
+  // One breaker for the shared store: once a command fails, requests stop waiting on Redis and
+  // use their fallbacks at once, while one probe every half second finds out when it is back.
+  const health = new StoreHealth('redis', logger);
+  health.onChange((down) => metrics.degraded.set(down ? 1 : 0));
 
   const keys = new KeyCache(ownStores.keys, {
     freshMs: settings.keyCache.ttlSeconds * 1000,
     staleMs: settings.keyCache.staleSeconds * 1000,
     maxEntries: settings.keyCache.maxEntries,
+    health,
   });
   const verdicts = new LocalVerdicts(
     (id, rejections, quota, ban) => ownStores.quotas.reportRejections(id, rejections, quota, ban),
@@ -44,26 +70,30 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
   ownStores.keys.onChange((id) => verdicts.forget(id));
   plans.onChange(() => verdicts.forget(null));
 
-  const failedAuth = failedAuthLimiter(settings.unauthenticated.perMinute, ownStores.redis);
-  const proxy = createUpstreamProxy(settings.upstream, logger);
+  const failedAuth = failedAuthLimiter(settings.unauthenticated.perMinute, ownStores.redis, settings.gateway.trustProxyHops);
+  const proxy = createUpstreamProxy(settings.upstream, logger, metrics);
 
   // The policy chain, in order. Each returns a decision; the first rejection answers the request.
   const chain: readonly Policy[] = [
     requestId,
+    serveOpenApi(settings.openapi, settings.configDir),
     failedAuth.wrap(authenticate(keys, failedAuth.blockedSeconds)),
     enforceQuota({
       store: ownStores.quotas,
+      health,
       plans: () => plans.current(),
       local: verdicts,
       fallback: { mode: settings.quota.onRedisFailure, store: new MemoryQuotaStore(), replicas: settings.quota.replicas },
-      onStoreFailure: () => {},
+      metrics,
       logger,
     }),
-    upstreamIdentity,
+    applyRouteRules(() => routes.current()),
+    upstreamIdentity(assertions),
   ];
 
-  const server = createGatewayServer({ chain: () => chain, proxy, logger });
+  const server = createGatewayServer({ chain, proxy, logger, metrics, timeouts: settings.gateway });
   const admin = createAdminServer({
+    metrics: async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
     readiness: async () => ({
       redis: ownStores.redis ? await ownStores.redis.ping().then(() => true, () => false) : true,
       upstream: await canConnect(settings.upstream.url, 1000),
@@ -81,6 +111,7 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
     stores: ownStores,
     async close() {
       plans.close();
+      routes.close();
       await closeGracefully(server, settings.gateway.shutdownGraceSeconds * 1000);
       await closeGracefully(admin, 0);
       verdicts.close();

@@ -20,15 +20,18 @@ export function listen(server: Server, host: string, port: number): Promise<stri
  */
 export function closeGracefully(server: Server, graceMs: number): Promise<void> {
   return new Promise((resolve) => {
+    // Connections busy when the close began become idle as their responses end; close those too.
+    const sweep = setInterval(() => server.closeIdleConnections(), 50);
     const timer = setTimeout(() => {
       server.closeAllConnections();
-      resolve();
+      finish();
     }, graceMs);
-    timer.unref();
-    server.close(() => {
+    function finish() {
+      clearInterval(sweep);
       clearTimeout(timer);
       resolve();
-    });
+    }
+    server.close(finish);
     server.closeIdleConnections();
   });
 }

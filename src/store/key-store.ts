@@ -15,7 +15,7 @@ export interface KeyStore {
   announce(id: string): Promise<void>;
   /**
    * Called with a key id whenever that key changed anywhere, and with null when changes may have
-   * been missed (a lost subscription), meaning: drop everything cached.
+   * been missed (a lost subscription), meaning: trust nothing cached without re-reading it.
    */
   onChange(listener: (id: string | null) => void): void;
   close(): Promise<void>;

@@ -18,7 +18,7 @@ export class EchoUpstream {
     res.setHeader('content-type', 'application/json');
     res.end(JSON.stringify({ method: req.method, url: req.url, headers: req.headers, body }));
   };
-  private server!: Server;
+  server!: Server;
   url = '';
 
   async start(): Promise<this> {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { TEST_ASSERTION_SECRET } from './assertion.js';
 
 export const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -27,7 +28,7 @@ export class TollgateProcess {
   static spawn(args: string[], env: Record<string, string | undefined>): TollgateProcess {
     const child = spawn(process.execPath, [CLI, ...args], {
       cwd: REPO_ROOT,
-      env: { PATH: process.env.PATH, TOLLGATE_CONFIG_DIR: CONFIG_DIR, LOG_LEVEL: 'info', ...env },
+      env: { PATH: process.env.PATH, TOLLGATE_CONFIG_DIR: CONFIG_DIR, LOG_LEVEL: 'info', TOLLGATE_ASSERTION_SECRET: TEST_ASSERTION_SECRET, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     return new TollgateProcess(child);
@@ -98,7 +99,7 @@ export function runCli(
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [CLI, ...args], {
       cwd: REPO_ROOT,
-      env: { PATH: process.env.PATH, TOLLGATE_CONFIG_DIR: CONFIG_DIR, ...env },
+      env: { PATH: process.env.PATH, TOLLGATE_CONFIG_DIR: CONFIG_DIR, TOLLGATE_ASSERTION_SECRET: TEST_ASSERTION_SECRET, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

@@ -11,15 +11,20 @@ export interface CreatedKey {
   plan: string;
 }
 
+/** Where the CLI finds Redis: a TestRedis (REDIS_URL), or an environment such as a TestRedisCluster's. */
+export type RedisUnderTest = TestRedis | { env: Record<string, string> };
+
+const redisEnv = (redis: RedisUnderTest) => ('env' in redis ? redis.env : { REDIS_URL: redis.url });
+
 /** Creates a key through the real CLI, as an operator would. */
-export async function createKey(redis: TestRedis, args: string[] = ['--plan', 'free'], configDir = CONFIG_DIR): Promise<CreatedKey> {
-  const result = await runCli(['keys', 'create', ...args, '--json'], { REDIS_URL: redis.url, TOLLGATE_CONFIG_DIR: configDir });
+export async function createKey(redis: RedisUnderTest, args: string[] = ['--plan', 'free'], configDir = CONFIG_DIR): Promise<CreatedKey> {
+  const result = await runCli(['keys', 'create', ...args, '--json'], { ...redisEnv(redis), TOLLGATE_CONFIG_DIR: configDir });
   if (result.code !== 0) throw new Error(`keys create failed: ${result.stderr}`);
   return JSON.parse(result.stdout) as CreatedKey;
 }
 
-export async function keysCli(redis: TestRedis, args: string[], configDir = CONFIG_DIR) {
-  return runCli(['keys', ...args], { REDIS_URL: redis.url, TOLLGATE_CONFIG_DIR: configDir });
+export async function keysCli(redis: RedisUnderTest, args: string[], configDir = CONFIG_DIR) {
+  return runCli(['keys', ...args], { ...redisEnv(redis), TOLLGATE_CONFIG_DIR: configDir });
 }
 
 /** A copy of the shipped config directory, with files replaced or edited by the test. */

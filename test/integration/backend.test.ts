@@ -1,11 +1,14 @@
 import http from 'node:http';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { gatewayIdentity } from '../helpers/assertion.js';
 import { TollgateProcess } from '../helpers/processes.js';
 import { TestRedis } from '../helpers/redis-server.js';
 
 // The category backend as it runs in production: `tollgate backend` as its own process, on a real
-// redis-server of the test's own, spoken to over HTTP. maxBodyBytes is the shipped 65536.
+// redis-server of the test's own, spoken to over HTTP. maxBodyBytes is the shipped 65536. The
+// backend answers only requests with a valid gateway assertion, so every request here carries one,
+// signed with the secret the test processes share (gateway-assertion.test.ts covers refusals).
 const MAX_BODY_BYTES = 65_536;
 const CATEGORIES_KEY = '{tg:categories}:items';
 
@@ -16,9 +19,10 @@ interface Answer {
 }
 
 async function call(url: string, method: string, path: string, body?: string | Buffer, headers: Record<string, string> = {}): Promise<Answer> {
+  const identity = await gatewayIdentity();
   const res = await fetch(url + path, {
     method,
-    headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+    headers: body === undefined ? { ...identity, ...headers } : { 'content-type': 'application/json', ...identity, ...headers },
     body: typeof body === 'string' || body === undefined ? body : new Uint8Array(body),
   });
   const text = await res.text();
@@ -43,11 +47,12 @@ function rawHttp(url: string, request: string): Promise<string> {
 }
 
 /** A chunked POST (no Content-Length) of `totalBytes`, so the limit must be enforced while streaming. */
-function postChunked(url: string, totalBytes: number): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: any }> {
+async function postChunked(url: string, totalBytes: number): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: any }> {
+  const identity = await gatewayIdentity();
   return new Promise((resolve, reject) => {
     const req = http.request(
       `${url}/v1/categories`,
-      { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } },
+      { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked', ...identity } },
       (res) => {
         let text = '';
         res.on('data', (d) => (text += d));
@@ -73,7 +78,8 @@ function postChunked(url: string, totalBytes: number): Promise<{ status: number;
 }
 
 /** A chunked POST that never ends on its own: resolves once the server cuts the connection. */
-function postForever(url: string): Promise<{ sentBytes: number; outcome: string }> {
+async function postForever(url: string): Promise<{ sentBytes: number; outcome: string }> {
+  const identity = await gatewayIdentity();
   return new Promise((resolve) => {
     let sentBytes = 0;
     let done = false;
@@ -84,7 +90,7 @@ function postForever(url: string): Promise<{ sentBytes: number; outcome: string 
     };
     const req = http.request(`${url}/v1/categories`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+      headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked', ...identity },
     });
     req.on('response', (res) => res.resume().on('close', () => finish('closed')));
     req.on('error', (err: NodeJS.ErrnoException) => finish(err.code ?? err.message));
@@ -221,7 +227,11 @@ describe('category backend on Redis (real process)', () => {
     for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/jsonx', 'application/json; charset=latin1']) {
       expectError(await post(url, '{"name":"Dog"}', { 'content-type': type }), 415, 'unsupported_media_type');
     }
-    const noType = await fetch(`${url}/v1/categories`, { method: 'POST', body: new Uint8Array(Buffer.from('{"name":"Dog"}')) });
+    const noType = await fetch(`${url}/v1/categories`, {
+      method: 'POST',
+      headers: await gatewayIdentity(),
+      body: new Uint8Array(Buffer.from('{"name":"Dog"}')),
+    });
     expect(noType.status).toBe(415);
     expect(await noType.json()).toMatchObject({ code: 'unsupported_media_type', status: 415 });
   });

@@ -100,3 +100,21 @@ describe('authentication', () => {
     expect(gateway.process.output()).not.toContain(key.key.slice(16));
   });
 });
+
+describe('metrics', () => {
+  it('count requests by route template and status, auth failures by code, and never name a key', async () => {
+    await fetch(`${gateway.url}/v1/pets/42`, { headers: bearer(key.key) });
+    await fetch(`${gateway.url}/v1/categories`);
+    const res = await fetch(`${gateway.adminUrl}/metrics`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
+    const text = await res.text();
+    expect(text).toMatch(/tollgate_requests_total\{route="\/v1\/pets\/\{param\}",method="GET",status="200"\} \d+/);
+    expect(text).toMatch(/tollgate_auth_failures_total\{code="missing_api_key"\} \d+/);
+    expect(text).toMatch(/tollgate_quota_decisions_total\{plan="pro",decision="allowed",source="store"\} \d+/);
+    expect(text).toMatch(/tollgate_redis_duration_seconds_bucket\{le="[^"]+",operation="quota"\} \d+/);
+    expect(text).toContain('tollgate_degraded 0');
+    expect(text).not.toContain(key.id);
+    expect(text).not.toContain(key.key);
+  });
+});

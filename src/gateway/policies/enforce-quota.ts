@@ -1,10 +1,12 @@
 import type { BanPolicy, PlansConfig, Quota } from '../../config/plans-schema.js';
 import type { Logger } from '../../observability/log.js';
+import type { Metrics } from '../../observability/metrics.js';
 import { quotaFor } from '../../quota/quota-for.js';
 import type { QuotaOutcome } from '../../quota/quota-state.js';
 import { rateLimitHeaders, retryAfterSeconds } from '../../quota/rate-limit-headers.js';
 import { DAY_MS, MINUTE_MS, windowEndMs } from '../../quota/windows.js';
 import type { QuotaStore } from '../../store/quota-store.js';
+import type { StoreHealth } from '../../store/store-health.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
 import type { LocalVerdicts } from '../local-verdicts.js';
 
@@ -12,19 +14,23 @@ export type StoreFailureMode = 'local' | 'open' | 'closed';
 
 export interface QuotaDeps {
   store: QuotaStore;
+  health: StoreHealth;
   plans: () => PlansConfig;
   local: LocalVerdicts;
   /** Used while the shared store is unreachable, in `local` mode (per-replica share of limits). */
   fallback: { mode: StoreFailureMode; store: QuotaStore; replicas: number };
-  onStoreFailure: (err: unknown) => void;
+  metrics: Metrics;
   logger: Logger;
 }
+
+type Source = 'store' | 'local_cache' | 'fallback';
 
 /**
  * Both quota windows of the authenticated key, in one atomic store decision. Sets the rate-limit
  * headers on the response whatever happens next (proxied 2xx, backend 4xx, 429, 502/504).
  */
 export function enforceQuota(deps: QuotaDeps): Policy {
+  const { store, health, local, metrics } = deps;
   return (ctx) => {
     const key = ctx.consumer!;
     const plans = deps.plans();
@@ -33,19 +39,32 @@ export function enforceQuota(deps: QuotaDeps): Policy {
       deps.logger.error({ keyId: key.id, plan: key.plan }, 'key has a plan that plans.yaml does not define');
       return reject('plan_not_configured');
     }
-    const cached = deps.local.answer(key.id, quota);
-    if (cached) return judge(ctx, quota, cached);
-    return deps.store.consume(key.id, quota, plans.ban).then(
+    const cached = local.answer(key.id, quota);
+    if (cached) return judge(ctx, deps, quota, cached, 'local_cache');
+    if (!health.shouldTry()) return degrade(ctx, deps, quota, plans.ban);
+
+    const startedMs = performance.now();
+    return store.consume(key.id, quota, plans.ban).then(
       (outcome) => {
-        if (outcome.verdict !== 'allowed') deps.local.remember(key.id, outcome, quota, plans.ban, refusedUntilMs(quota, outcome));
-        return judge(ctx, quota, outcome);
+        metrics.redisSeconds.observe({ operation: 'quota' }, (performance.now() - startedMs) / 1000);
+        health.succeeded();
+        if (outcome.verdict !== 'allowed') local.remember(key.id, outcome, quota, plans.ban, refusedUntilMs(quota, outcome));
+        if (outcome.verdict === 'banned' && outcome.bannedUntilMs - outcome.nowMs === plans.ban.duration * 1000) {
+          metrics.bans.inc({ plan: key.plan });
+        }
+        return judge(ctx, deps, quota, outcome, 'store');
       },
-      (err: unknown) => degrade(ctx, deps, quota, plans.ban, err),
+      (err: unknown) => {
+        metrics.redisErrors.inc({ operation: 'quota' });
+        health.failed(err);
+        return degrade(ctx, deps, quota, plans.ban);
+      },
     );
   };
 }
 
-function judge(ctx: RequestContext, quota: Quota, outcome: QuotaOutcome): Decision {
+function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: QuotaOutcome, source: Source): Decision {
+  deps.metrics.quotaDecisions.inc({ plan: ctx.consumer!.plan, decision: outcome.verdict, source });
   const headers = rateLimitHeaders(quota, outcome);
   for (const name in headers) ctx.res.setHeader(name, headers[name]!);
   if (outcome.verdict === 'allowed') return CONTINUE;
@@ -60,16 +79,17 @@ function refusedUntilMs(quota: Quota, outcome: QuotaOutcome): number {
   return windowEndMs(outcome.nowMs, MINUTE_MS);
 }
 
-async function degrade(ctx: RequestContext, deps: QuotaDeps, quota: Quota, ban: BanPolicy, err: unknown): Promise<Decision> {
-  deps.onStoreFailure(err);
+/** The configured failure mode, while the shared store cannot be asked. */
+async function degrade(ctx: RequestContext, deps: QuotaDeps, quota: Quota, ban: BanPolicy): Promise<Decision> {
   const { mode, store, replicas } = deps.fallback;
   if (mode === 'closed') return reject('rate_limit_store_unavailable', undefined, { 'retry-after': 1 });
   ctx.degraded = true;
   ctx.res.setHeader('x-tollgate-degraded', mode === 'open' ? 'quota-open' : 'quota-local');
   if (mode === 'open') return CONTINUE;
+  // Each replica enforces its share, so the replicas together stay near the real limit.
   const share: Quota = {
     perMinute: Math.max(1, Math.floor(quota.perMinute / replicas)),
     perDay: Math.max(1, Math.floor(quota.perDay / replicas)),
   };
-  return judge(ctx, share, await store.consume(ctx.consumer!.id, share, ban));
+  return judge(ctx, deps, share, await store.consume(ctx.consumer!.id, share, ban), 'fallback');
 }

@@ -1,8 +1,9 @@
-import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import { clientAddressOf } from '../../http/client-address.js';
+import type { RedisClient } from '../../store/redis/connect.js';
 import type { Decision, Policy, RequestContext } from '../context.js';
-import { reject } from '../context.js';
+import { isAnswer, reject } from '../context.js';
 
 const WINDOW_SECONDS = 60;
 
@@ -12,7 +13,7 @@ const WINDOW_SECONDS = 60;
  * guess keys. Their 401s carry that limit's headers; past it the address gets 429 until the
  * window ends, and while it is blocked even a well-formed key is not looked up in the store.
  */
-export function failedAuthLimiter(perMinute: number, redis: Redis | undefined): {
+export function failedAuthLimiter(perMinute: number, redis: RedisClient | undefined, trustedProxyHops = 0): {
   wrap: (authenticate: Policy) => Policy;
   /** Seconds the address stays blocked, or 0. */
   blockedSeconds: (ctx: RequestContext) => number;
@@ -39,12 +40,12 @@ export function failedAuthLimiter(perMinute: number, redis: Redis | undefined): 
   }
 
   const blockedSeconds = (ctx: RequestContext) => {
-    const untilMs = blockedUntilMs.get(clientAddress(ctx)) ?? 0;
+    const untilMs = blockedUntilMs.get(clientAddress(ctx, trustedProxyHops)) ?? 0;
     return untilMs > Date.now() ? Math.ceil((untilMs - Date.now()) / 1000) : 0;
   };
 
   async function onFailure(ctx: RequestContext, failure: Decision & object): Promise<Decision> {
-    const address = clientAddress(ctx);
+    const address = clientAddress(ctx, trustedProxyHops);
     let result: RateLimiterRes;
     let limited = false;
     try {
@@ -66,8 +67,9 @@ export function failedAuthLimiter(perMinute: number, redis: Redis | undefined): 
     (ctx) => {
       const decision = authenticate(ctx);
       const settle = (d: Decision) => {
-        if (d && d.code === 'too_many_unauthenticated_requests') setLimitHeaders(ctx, 0, Number(d.headers?.['retry-after'] ?? 1));
-        return d && statusIs401(d.code) ? onFailure(ctx, d) : d;
+        if (!d || isAnswer(d)) return d;
+        if (d.code === 'too_many_unauthenticated_requests') setLimitHeaders(ctx, 0, Number(d.headers?.['retry-after'] ?? 1));
+        return statusIs401(d.code) ? onFailure(ctx, d) : d;
       };
       return decision instanceof Promise ? decision.then(settle) : settle(decision);
     };
@@ -78,6 +80,7 @@ function statusIs401(code: string): boolean {
   return code.endsWith('_api_key');
 }
 
-export function clientAddress(ctx: RequestContext): string {
-  return ctx.req.socket.remoteAddress ?? 'unknown';
+/** The client's address; behind a load balancer, from X-Forwarded-For (see clientAddressOf). */
+export function clientAddress(ctx: RequestContext, trustedProxyHops = 0): string {
+  return clientAddressOf(ctx.req, trustedProxyHops);
 }

@@ -1,16 +1,30 @@
+import { ASSERTION_HEADER } from '../../identity/assertion.js';
+import type { AssertionSigner } from '../assertion-signer.js';
 import { CONTINUE, type Policy } from '../context.js';
 import { CONSUMER_ID_HEADER, CONSUMER_PLAN_HEADER, stripClientHeaders } from '../upstream-headers.js';
 
 /**
- * Last policy before the proxy: the client's credentials and any identity headers it sent are
- * removed, and the consumer the gateway authenticated is named instead.
+ * Last policy before the proxy: the client's credentials and any identity headers it sent
+ * (including a forged X-Tollgate-Assertion) are removed, and the consumer the gateway
+ * authenticated is named instead, with a short-lived signed assertion the upstream can verify.
+ * The assertion is usually a cache hit (see AssertionSigner), so this stays synchronous.
  */
-export const upstreamIdentity: Policy = (ctx) => {
-  const headers = ctx.req.headers;
-  stripClientHeaders(headers);
-  if (ctx.consumer) {
-    headers[CONSUMER_ID_HEADER] = ctx.consumer.id;
-    headers[CONSUMER_PLAN_HEADER] = ctx.consumer.plan;
-  }
-  return CONTINUE;
-};
+export function upstreamIdentity(assertions: AssertionSigner): Policy {
+  return (ctx) => {
+    const headers = ctx.req.headers;
+    stripClientHeaders(headers);
+    const consumer = ctx.consumer;
+    if (!consumer) return CONTINUE;
+    headers[CONSUMER_ID_HEADER] = consumer.id;
+    headers[CONSUMER_PLAN_HEADER] = consumer.plan;
+    const token = assertions.token(consumer.id, consumer.plan);
+    if (typeof token === 'string') {
+      headers[ASSERTION_HEADER] = token;
+      return CONTINUE;
+    }
+    return token.then((signed) => {
+      headers[ASSERTION_HEADER] = signed;
+      return CONTINUE;
+    });
+  };
+}

@@ -1,7 +1,13 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { Logger } from '../../observability/log.js';
+import { asTarget, describeRedis, parseNodeList, topologyOf, type RedisTarget } from './redis-target.js';
+
+export { redactUrl } from './redis-target.js';
 
 export type RedisRole = 'gateway' | 'cli';
+
+/** One Redis server (possibly found through Sentinel) or a Redis Cluster: the stores take either. */
+export type RedisClient = Redis | Cluster;
 
 /**
  * One place that decides how we talk to Redis.
@@ -9,45 +15,129 @@ export type RedisRole = 'gateway' | 'cli';
  *   disconnected (a request must not wait for a reconnect), and reconnects go on forever with a
  *   capped backoff so recovery is automatic.
  * - cli: one short attempt, then a clear error (an operator is waiting at a prompt).
+ *
+ * The target is a URL (one server), Cluster seed nodes, or Sentinels; the same rules apply to each.
  */
-export function connectRedis(url: string, role: RedisRole, commandTimeoutMs = 250): Redis {
+export function connectRedis(target: string | RedisTarget, role: RedisRole, commandTimeoutMs = 250): RedisClient {
+  const t = asTarget(target);
+  const gateway = role === 'gateway';
+  const backoffMs = (attempt: number) => Math.min(50 * 2 ** attempt, 1000);
   const common: RedisOptions = {
     lazyConnect: false,
     connectionName: `tollgate-${role}`,
-    // Concurrent commands from many requests share one write: fewer syscalls, same round trips.
-    enableAutoPipelining: true,
+    maxRetriesPerRequest: 0,
+    ...(gateway
+      ? { commandTimeout: commandTimeoutMs, connectTimeout: Math.max(1000, commandTimeoutMs * 4) }
+      : { commandTimeout: 5000, connectTimeout: 2000 }),
   };
-  const options: RedisOptions =
-    role === 'gateway'
-      ? {
-          ...common,
-          commandTimeout: commandTimeoutMs,
-          connectTimeout: Math.max(1000, commandTimeoutMs * 4),
-          enableOfflineQueue: false,
-          maxRetriesPerRequest: 0,
-          retryStrategy: (attempt) => Math.min(50 * 2 ** attempt, 1000),
-        }
-      : {
-          ...common,
-          connectTimeout: 2000,
-          commandTimeout: 5000,
-          maxRetriesPerRequest: 0,
-          retryStrategy: () => null,
-        };
-  return new Redis(url, options);
+
+  switch (topologyOf(t)) {
+    case 'cluster': {
+      const { nodes, username, password, tls } = parseNodeList(t.clusterNodes!);
+      const options: ClusterOptions = {
+        // Per-node connections: timeouts and credentials. (Node connections always queue while
+        // they connect; whether a command may wait for the cluster is enableOfflineQueue below.)
+        redisOptions: { ...common, username, password, ...(tls ? { tls: {} } : {}) },
+        // Concurrent commands from many requests share one write per node: fewer syscalls.
+        enableAutoPipelining: true,
+        // Failover and resharding are found by MOVED replies and by this periodic refresh.
+        slotsRefreshInterval: 5000,
+        slotsRefreshTimeout: gateway ? Math.max(1000, commandTimeoutMs * 4) : 2000,
+        ...(gateway
+          ? {
+              // Until the slots are loaded (and while the whole cluster is unreachable) commands
+              // fail at once instead of queueing: the quota fallback answers meanwhile.
+              enableOfflineQueue: false,
+              clusterRetryStrategy: backoffMs,
+              // ioredis would retry a command on a lost node or a CLUSTERDOWN up to 16 times, 100 ms
+              // apart: seconds of stall per request. Fail it like any other Redis failure instead.
+              retryDelayOnFailover: 0,
+              retryDelayOnClusterDown: 0,
+            }
+          : { clusterRetryStrategy: () => null }),
+      };
+      const cluster = new Cluster(nodes, options);
+      // ioredis connects to a node at its first command, so the first requests after startup (or
+      // a failover) would pay a connection setup inside their tight timeout: connect at once.
+      cluster.on('+node', (node: Redis) => {
+        if (node.status === 'wait') node.connect().catch(() => {});
+      });
+      return cluster;
+    }
+    case 'sentinel': {
+      const { nodes, username, password, tls } = parseNodeList(t.sentinels!);
+      return new Redis({
+        ...common,
+        ...(gateway ? { enableOfflineQueue: false, retryStrategy: backoffMs } : { retryStrategy: () => null }),
+        sentinels: nodes,
+        name: t.sentinelMaster || 'mymaster',
+        role: 'master',
+        username,
+        password,
+        ...(tls ? { tls: {}, enableTLSForSentinelMode: true } : {}),
+        sentinelRetryStrategy: gateway ? backoffMs : () => null,
+        sentinelCommandTimeout: gateway ? Math.max(1000, commandTimeoutMs * 4) : 2000,
+        // Follow a failover as soon as Sentinel announces it, and leave a master that was demoted
+        // under us (its writes answer READONLY) to ask Sentinel for the new one.
+        failoverDetector: true,
+        reconnectOnError: (err) => err.message.startsWith('READONLY'),
+        enableAutoPipelining: true,
+      });
+    }
+    case 'none':
+      throw new Error('no Redis configured (set REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)');
+    case 'single':
+      return new Redis(t.url!, {
+        ...common,
+        // Concurrent commands from many requests share one write: fewer syscalls, same round trips.
+        enableAutoPipelining: true,
+        ...(gateway ? { enableOfflineQueue: false, retryStrategy: backoffMs } : { retryStrategy: () => null }),
+      });
+  }
+}
+
+/** A second connection to the same Redis for SUBSCRIBE (a subscribed connection runs no other commands). */
+export function subscriberFor(client: RedisClient): RedisClient {
+  const connectionName = 'tollgate-subscriber';
+  if (client instanceof Cluster) {
+    // PUBLISH on a Cluster reaches every node, so subscribing on any one of them is enough; ioredis
+    // picks one and moves the subscription when that node goes away.
+    return client.duplicate([], {
+      enableOfflineQueue: true,
+      redisOptions: { ...client.options.redisOptions, connectionName },
+    });
+  }
+  return client.duplicate({ enableOfflineQueue: true, connectionName });
 }
 
 /**
- * Resolves when the client is ready; rejects on timeout, or at the first error when `failFast`
- * (the CLI: one attempt, then a clear message).
+ * Calls `onGap` whenever published messages may have been missed: after every (re)connection of
+ * the subscriber and, on a Cluster, when a node leaves (the subscription may have lived there; ioredis
+ * moves it to another node without an event, so once at once and once more a second later). The
+ * main client watches the nodes: the subscriber's own pool only notices nodes it used.
  */
-export function whenReady(redis: Redis, timeoutMs: number, failFast = false): Promise<void> {
+export function onSubscriptionGap(subscriber: RedisClient, main: RedisClient, onGap: () => void): void {
+  subscriber.on('ready', onGap);
+  for (const client of new Set([subscriber, main])) {
+    if (!(client instanceof Cluster)) continue;
+    client.on('-node', () => {
+      onGap();
+      setTimeout(onGap, 1000).unref();
+    });
+  }
+}
+
+/**
+ * Resolves when the client is ready (a Cluster: its slots are loaded); rejects on timeout, or at
+ * the first error when `failFast` (the CLI: one attempt, then a clear message).
+ */
+export function whenReady(redis: RedisClient, timeoutMs: number, failFast = false): Promise<void> {
   if (redis.status === 'ready') return Promise.resolve();
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => finish(lastError ?? new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
     const onReady = () => finish();
     let lastError: Error | undefined;
-    const onError = (err: Error) => (failFast ? finish(err) : (lastError = err));
+    const onError = (err: Error) => (failFast ? finish(withCause(err)) : (lastError = withCause(err)));
     const onEnd = () => finish(lastError ?? new Error('connection closed'));
     function finish(err?: Error) {
       clearTimeout(timer);
@@ -59,19 +149,14 @@ export function whenReady(redis: Redis, timeoutMs: number, failFast = false): Pr
   });
 }
 
-/** The URL with any password masked, for logs and messages. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return '(unparseable Redis URL)';
-  }
+/** A Cluster reports "Failed to refresh slots cache." and keeps the useful reason inside. */
+function withCause(err: Error): Error {
+  const cause = (err as Error & { lastNodeError?: Error }).lastNodeError;
+  return cause ? new Error(`${err.message.replace(/\.$/, '')}: ${cause.message}`) : err;
 }
 
 /** Logs each transition of the connection once (not every failed command, not every retry). */
-export function watchConnection(redis: Redis, where: string, logger: Logger, what: string): void {
+export function watchConnection(redis: RedisClient, where: string, logger: Logger, what: string): void {
   let up: boolean | undefined;
   redis.on('ready', () => {
     if (up !== true) logger.info({ redis: where }, `${what} connected`);
@@ -85,4 +170,12 @@ export function watchConnection(redis: Redis, where: string, logger: Logger, wha
     if (up === true) logger.error({ redis: where }, `${what} connection lost`);
     up = false;
   });
+  if (redis instanceof Cluster) {
+    // One node lost is not the whole cluster lost: only the keys in its slots fail meanwhile.
+    redis.on('-node', (node: Redis) => {
+      if (up === true) logger.warn({ redis: where, node: `${node.options.host}:${node.options.port}` }, `${what}: cluster node left`);
+    });
+  }
 }
+
+export { describeRedis };

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import { onSubscriptionGap, subscriberFor, type RedisClient } from './connect.js';
 import type { KeyPatch, KeyRecord } from '../../keys/record.js';
 import type { KeyStore } from '../key-store.js';
 import { INVALIDATION_CHANNEL, KEY_INDEX, keyRecordKey } from './redis-keys.js';
@@ -18,10 +18,10 @@ return redis.call('HGETALL', KEYS[1])
 
 /** Key records in Redis hashes; changes are published so every replica drops its cached copy. */
 export class RedisKeyStore implements KeyStore {
-  private subscriber: Redis | undefined;
+  private subscriber: RedisClient | undefined;
   private readonly listeners: Array<(id: string | null) => void> = [];
 
-  constructor(private readonly redis: Redis) {
+  constructor(private readonly redis: RedisClient) {
     redis.defineCommand('tgUpdateKey', { numberOfKeys: 1, lua: UPDATE_SCRIPT });
   }
 
@@ -65,14 +65,14 @@ export class RedisKeyStore implements KeyStore {
   onChange(listener: (id: string | null) => void): void {
     this.listeners.push(listener);
     if (this.subscriber) return;
-    const subscriber = this.redis.duplicate({ enableOfflineQueue: true, connectionName: 'tollgate-subscriber' });
+    const subscriber = subscriberFor(this.redis);
     this.subscriber = subscriber;
     subscriber.on('error', () => {
       // Errors surface through the main client's health; reconnection is automatic.
     });
     subscriber.on('message', (_channel: string, id: string) => this.emit(id));
     // After every (re)subscription, messages may have been missed while disconnected: drop all.
-    subscriber.on('ready', () => this.emit(null));
+    onSubscriptionGap(subscriber, this.redis, () => this.emit(null));
     void subscriber.subscribe(INVALIDATION_CHANNEL).catch(() => {});
   }
 

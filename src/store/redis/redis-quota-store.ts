@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './connect.js';
 import type { BanPolicy, Quota } from '../../config/plans-schema.js';
 import type { QuotaOutcome, Verdict } from '../../quota/quota-state.js';
 import type { QuotaStore } from '../quota-store.js';
@@ -20,7 +20,7 @@ interface QuotaCommands {
 export class RedisQuotaStore implements QuotaStore {
   private readonly commands: QuotaCommands;
 
-  constructor(redis: Redis) {
+  constructor(redis: RedisClient) {
     redis.defineCommand('tgQuota', { numberOfKeys: 1, lua: QUOTA_SCRIPT });
     redis.defineCommand('tgQuotaUsage', { numberOfKeys: 1, lua: USAGE_SCRIPT });
     redis.defineCommand('tgUnban', { numberOfKeys: 1, lua: UNBAN_SCRIPT });

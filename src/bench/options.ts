@@ -1,0 +1,98 @@
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { REPO_ROOT } from './processes.js';
+
+export const PHASES = ['throughput', 'latency', 'overlimit', 'memory', 'profile'] as const;
+export type Phase = (typeof PHASES)[number];
+
+export const HELP = `npm run bench -- [options]
+
+  --rounds N            alternating measured rounds per side (default 3)
+  --duration S          seconds per throughput round (default 10)
+  --warmup S            seconds of warmup per side, not measured (default 5)
+  --connections N       keep-alive connections (default 50)
+  --latency-duration S  seconds per fixed-rate round (default 10)
+  --latency-rounds N    alternating fixed-rate rounds per side (default 2)
+  --rate N              fixed rate of the latency rounds (default: half the bare proxy's maximum)
+  --keys N              key records written to Redis for the memory run (default 200000)
+  --distinct N          distinct keys the memory run sends, in 4 steps (default: min(keys, 200000))
+  --phases LIST         comma-separated, of ${PHASES.join(', ')}
+                        (default: all but profile)
+  --profile             also profile bare proxy and gateway under load (node --cpu-prof)
+  --variant NAME=CLI    also measure another build of the gateway (path to its dist/cli/main.js)
+                        in the throughput and latency rounds; repeatable. For A/B-testing a change.
+  --out DIR             where latest.json, latest.md and profiles go (default bench-results)
+  --quick               a smoke run: 1 round of 3 s, 20000 keys`;
+
+export interface Options {
+  rounds: number;
+  durationSeconds: number;
+  warmupSeconds: number;
+  connections: number;
+  latencySeconds: number;
+  latencyRounds: number;
+  rate?: number;
+  keys: number;
+  distinct: number;
+  phases: Set<Phase>;
+  variants: Array<{ name: string; cli: string }>;
+  outDir: string;
+}
+
+export function parseOptions(argv: string[]): Options | 'help' {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      rounds: { type: 'string' },
+      duration: { type: 'string' },
+      warmup: { type: 'string' },
+      connections: { type: 'string' },
+      'latency-duration': { type: 'string' },
+      'latency-rounds': { type: 'string' },
+      rate: { type: 'string' },
+      keys: { type: 'string' },
+      distinct: { type: 'string' },
+      phases: { type: 'string' },
+      profile: { type: 'boolean' },
+      variant: { type: 'string', multiple: true },
+      out: { type: 'string' },
+      quick: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) return 'help';
+  const quick = values.quick ?? false;
+  const int = (raw: string | undefined, fallback: number, name: string) => {
+    if (raw === undefined) return fallback;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, got "${raw}"`);
+    return n;
+  };
+  const keys = int(values.keys, quick ? 20_000 : 200_000, 'keys');
+  const phases = new Set<Phase>();
+  for (const name of (values.phases ?? 'throughput,latency,overlimit,memory').split(',')) {
+    if (!PHASES.includes(name as Phase)) throw new Error(`unknown phase "${name}" (phases: ${PHASES.join(', ')})`);
+    phases.add(name as Phase);
+  }
+  if (values.profile) phases.add('profile');
+  const variants = (values.variant ?? []).map((spec) => {
+    const at = spec.indexOf('=');
+    if (at < 1) throw new Error(`--variant wants NAME=PATH/TO/dist/cli/main.js, got "${spec}"`);
+    return { name: spec.slice(0, at), cli: resolve(spec.slice(at + 1)) };
+  });
+  return {
+    rounds: int(values.rounds, quick ? 1 : 3, 'rounds'),
+    durationSeconds: int(values.duration, quick ? 3 : 10, 'duration'),
+    warmupSeconds: int(values.warmup, quick ? 2 : 5, 'warmup'),
+    connections: int(values.connections, 50, 'connections'),
+    latencySeconds: int(values['latency-duration'], quick ? 3 : 10, 'latency-duration'),
+    latencyRounds: int(values['latency-rounds'], 2, 'latency-rounds'),
+    rate: values.rate === undefined ? undefined : int(values.rate, 0, 'rate'),
+    keys,
+    distinct: Math.min(keys, int(values.distinct, Math.min(keys, 200_000), 'distinct')),
+    phases,
+    variants,
+    outDir: resolve(values.out ?? resolve(REPO_ROOT, 'bench-results')),
+  };
+}

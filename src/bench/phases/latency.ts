@@ -1,0 +1,65 @@
+import { closedLoop } from '../closed-loop.js';
+import { CpuMeter } from '../cpu.js';
+import type { Options } from '../options.js';
+import { openLoop, rawGet, type RawResult } from '../raw-load.js';
+import type { LatencyResults, LatencySide } from '../report.js';
+import { Samples } from '../samples.js';
+import { PATH, type Stack } from '../stack.js';
+import { latencyStats, say } from './common.js';
+
+/**
+ * Latency below saturation: an open-loop load at half the bare proxy's maximum, the same schedule
+ * for every target, alternating rounds. What tollgate adds is its p50/p99 minus the bare proxy's.
+ */
+export async function latencyPhase(stack: Stack, options: Options, bareMaxPerSecond?: number): Promise<LatencyResults> {
+  const maxRate =
+    options.rate === undefined
+      ? (bareMaxPerSecond ??
+        (await closedLoop({ url: stack.bare.url + PATH, headers: stack.headers, connections: options.connections, durationSeconds: options.warmupSeconds }))
+          .requestsPerSecond)
+      : 2 * options.rate;
+  const rate = Math.max(50, Math.round(maxRate / 2));
+  const targets = stack.targets();
+  const why = options.rate === undefined ? "half the bare proxy's maximum" : '--rate';
+  say(`\nlatency at a fixed rate: ${rate} req/s (${why}), open loop, ${options.latencyRounds} × ${options.latencySeconds} s per side, alternating`);
+  const collected = new Map(targets.map((t) => [t.name, { latency: new Samples(), fromDue: new Samples(), runs: [] as RawResult[], cpuMs: 0 }]));
+  for (let round = 1; round <= options.latencyRounds; round++) {
+    for (const target of targets) {
+      const side = collected.get(target.name)!;
+      const meter = new CpuMeter({ proxy: target.process.pid });
+      const run = await openLoop({
+        url: target.url,
+        request: rawGet(target.url + PATH, stack.headers),
+        ratePerSecond: rate,
+        durationMs: options.latencySeconds * 1000,
+        connections: options.connections,
+      });
+      side.latency.addAll(run.latency);
+      side.fromDue.addAll(run.latencyFromDue);
+      side.runs.push(run);
+      side.cpuMs += meter.read().proxy!;
+      stack.truncateLogs();
+      say(
+        `  round ${round} ${target.name.padEnd(10)} ${((1000 * run.requests) / run.elapsedMs).toFixed(0).padStart(6)} req/s  p50 ${run.latency.quantile(0.5).toFixed(3)} ms  p99 ${run.latency.quantile(0.99).toFixed(3)} ms  CPU ${((1000 * meter.read().proxy!) / run.requests).toFixed(0)} µs/request  non-2xx ${run.non2xx}  errors ${run.errors}`,
+      );
+    }
+  }
+  const sides: LatencySide[] = targets.map((target) => {
+    const { latency, fromDue, runs, cpuMs } = collected.get(target.name)!;
+    return {
+      name: target.name,
+      proxyCpuUsPerRequest: (1000 * cpuMs) / runs.reduce((n, r) => n + r.requests, 0),
+      latency: latencyStats(latency),
+      latencyFromDue: latencyStats(fromDue),
+      non2xx: runs.reduce((n, r) => n + r.non2xx, 0),
+      errors: runs.reduce((n, r) => n + r.errors, 0),
+      queued: runs.reduce((n, r) => n + r.queued, 0),
+    };
+  });
+  const [bare, tollgate, ...variants] = sides as [LatencySide, LatencySide, ...LatencySide[]];
+  for (const side of sides) {
+    side.addedP50Ms = side.latency.p50Ms - bare.latency.p50Ms;
+    side.addedP99Ms = side.latency.p99Ms - bare.latency.p99Ms;
+  }
+  return { ratePerSecond: rate, bare, tollgate, variants };
+}

@@ -1,0 +1,264 @@
+import type { ProfileDiff, ProfileSummary } from './profile-summary.js';
+
+export interface LatencyStats {
+  p50Ms: number;
+  p90Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  count: number;
+}
+
+export interface RedisPerRequest {
+  requests: number;
+  /** Calls of each command the gateway sent, per request. */
+  commands: Record<string, number>;
+  /** Commands sent per request: each one a request waits for, in turn (its round trips). */
+  commandsPerRequest: number;
+  /** Commands run inside the quota script, per request (no round trip of their own). */
+  scripted: Record<string, number>;
+  /** Socket reads Redis processed per request: how many batches the commands came in. */
+  readsPerRequest: number;
+}
+
+export interface Side {
+  name: string;
+  /** Mean over the measured rounds. */
+  requestsPerSecond: number;
+  roundsRequestsPerSecond: number[];
+  /** Round by round, this side's requests/s over the bare proxy's in the same round. */
+  roundRatios: number[];
+  ratioToBare?: number;
+  /** The median of `roundRatios`: steadier than the ratio of means when the machine's load varies. */
+  medianRoundRatio?: number;
+  requests: number;
+  latency: LatencyStats;
+  non2xx: number;
+  errors: number;
+  /** CPU microseconds per request of each process (proxy = this side's proxy process). */
+  cpuUsPerRequest: Record<string, number>;
+  redis?: RedisPerRequest;
+}
+
+export interface ThroughputResults {
+  bare: Side;
+  tollgate: Side;
+  variants: Side[];
+}
+
+export interface LatencySide {
+  name: string;
+  /** CPU time of the proxy process per request at this rate. */
+  proxyCpuUsPerRequest: number;
+  /** From the moment the request was written. */
+  latency: LatencyStats;
+  /** From the moment it was due (includes any wait for a free connection in the generator). */
+  latencyFromDue: LatencyStats;
+  non2xx: number;
+  errors: number;
+  queued: number;
+  addedP50Ms?: number;
+  addedP99Ms?: number;
+}
+
+export interface LatencyResults {
+  ratePerSecond: number;
+  bare: LatencySide;
+  tollgate: LatencySide;
+  variants: LatencySide[];
+}
+
+export interface OverLimitResults {
+  requestsPerSecond: number;
+  statusCounts: Record<string, number>;
+  latency: LatencyStats;
+  errors: number;
+  redis: RedisPerRequest & { totalCommands: number; commandsByName: Record<string, number> };
+}
+
+export interface MemoryStep {
+  distinctKeys: number;
+  rssMiB: number;
+  peakRssMiB: number;
+  requestsPerSecond: number;
+  non2xx: number;
+  errors: number;
+}
+
+export interface MemoryResults {
+  keyRecords: number;
+  keyRecordsWriteSeconds: number;
+  rssBeforeMiB: number;
+  steps: MemoryStep[];
+  redis: RedisPerRequest;
+  redisUsedMemoryMiB: number;
+}
+
+export interface ProfileResults {
+  /** Throughput under the profiler, tollgate over bare. */
+  ratio: number;
+  files: { gateway: string; bare: string };
+  summary: ProfileSummary;
+  diff: ProfileDiff;
+}
+
+export interface BenchResults {
+  date: string;
+  machine: { cpus: number; model: string; node: string; loadAverageAtStart: number[]; loadAverageAtEnd?: number[] };
+  options: Record<string, unknown>;
+  durationSeconds: number;
+  throughput?: ThroughputResults;
+  latency?: LatencyResults;
+  overLimit?: OverLimitResults;
+  memory?: MemoryResults;
+  profile?: ProfileResults;
+}
+
+interface Target {
+  what: string;
+  target: string;
+  measured: string;
+  met: boolean;
+}
+
+const int = (n: number) => Math.round(n).toLocaleString('en-US');
+const ms = (n: number, digits = 2) => `${n.toFixed(digits)} ms`;
+const signed = (n: number, digits = 2) => `${n >= 0 ? '+' : '−'}${Math.abs(n).toFixed(digits)} ms`;
+const per = (n: number) => n.toFixed(n < 0.01 && n > 0 ? 4 : 2);
+const ratio = (n: number | undefined) => `${(n ?? NaN).toFixed(2)}×`;
+
+function commandList(commands: Record<string, number>): string {
+  const entries = Object.entries(commands).sort((a, b) => b[1] - a[1]);
+  return entries.length ? entries.map(([name, n]) => `${name} ${per(n)}`).join(', ') : 'none';
+}
+
+export function targets(r: BenchResults): Target[] {
+  const list: Target[] = [];
+  if (r.throughput) {
+    const t = r.throughput.tollgate;
+    list.push({ what: 'throughput vs bare proxy', target: '≥ 0.85×', measured: ratio(t.ratioToBare), met: (t.ratioToBare ?? 0) >= 0.85 });
+    // A request awaits each command it sends in turn (a key read on a cache miss, then the quota
+    // script), so the commands sent per request are its critical-path round trips.
+    const roundTrips = t.redis?.commandsPerRequest ?? NaN;
+    list.push({ what: 'Redis round trips per request (steady state)', target: '≤ 1', measured: per(roundTrips), met: roundTrips <= 1.005 });
+  }
+  if (r.latency) {
+    const t = r.latency.tollgate;
+    const rate = int(r.latency.ratePerSecond);
+    list.push({ what: `added p50 latency at ${rate} req/s`, target: '≤ 0.5 ms', measured: signed(t.addedP50Ms ?? NaN, 3), met: (t.addedP50Ms ?? 1) <= 0.5 });
+    list.push({ what: `added p99 latency at ${rate} req/s`, target: '≤ 2 ms', measured: signed(t.addedP99Ms ?? NaN, 3), met: (t.addedP99Ms ?? 3) <= 2 });
+  }
+  if (r.overLimit) {
+    const c = r.overLimit.redis.commandsPerRequest;
+    const measured = `${per(c)} (${r.overLimit.redis.totalCommands} in ${int(r.overLimit.redis.requests)})`;
+    list.push({ what: 'Redis commands per request, over-limit/banned key', target: '≈ 0', measured, met: c < 0.01 });
+  }
+  if (r.memory && r.memory.steps.length >= 2) {
+    const steps = r.memory.steps;
+    const half = steps[Math.floor(steps.length / 2) - 1]!;
+    const last = steps[steps.length - 1]!;
+    const growth = last.rssMiB / half.rssMiB - 1;
+    list.push({
+      what: `gateway RSS, ${int(half.distinctKeys)} → ${int(last.distinctKeys)} distinct keys`,
+      target: 'bounded (levels off)',
+      measured: `${int(half.rssMiB)} → ${int(last.rssMiB)} MiB (${growth >= 0 ? '+' : ''}${(growth * 100).toFixed(0)}%)`,
+      met: growth < 0.15,
+    });
+  }
+  return list;
+}
+
+function table(header: string[], rows: string[][]): string {
+  const align = `|${header.map((_, i) => (i === 0 ? '---' : '---:')).join('|')}|`;
+  return [`| ${header.join(' | ')} |`, align, ...rows.map((row) => `| ${row.join(' | ')} |`)].join('\n');
+}
+
+function throughputTable(r: BenchResults): string {
+  const { bare, tollgate, variants } = r.throughput!;
+  const sides = [bare, tollgate, ...variants];
+  const name = (s: Side) => (s === bare ? 'bare http-proxy-3' : s === tollgate ? 'tollgate (full policy)' : `variant ${s.name}`);
+  const header = [`GET /v1/categories, ${r.options.connections} connections, ${bare.roundsRequestsPerSecond.length} × ${r.options.durationSeconds} s each, alternating`, ...sides.map(name)];
+  const row = (label: string, cell: (s: Side) => string) => [label, ...sides.map(cell)];
+  return table(header, [
+    row('requests/s (mean of rounds)', (s) => (s === bare ? int(s.requestsPerSecond) : `${int(s.requestsPerSecond)} (**${ratio(s.ratioToBare)}**)`)),
+    row('round-by-round ratio to bare (median)', (s) => (s === bare ? '' : `${s.roundRatios.map((x) => x.toFixed(2)).join(', ')} (${ratio(s.medianRoundRatio)})`)),
+    row('latency p50 / p99', (s) => `${ms(s.latency.p50Ms)} / ${ms(s.latency.p99Ms)}`),
+    row('errors / non-2xx', (s) => `${s.errors} / ${s.non2xx}`),
+    row('CPU per request: proxy process', (s) => `${int(s.cpuUsPerRequest.proxy ?? NaN)} µs${s === bare ? '' : ` (${ratio((s.cpuUsPerRequest.proxy ?? NaN) / (bare.cpuUsPerRequest.proxy ?? NaN))})`}`),
+    row('CPU per request: backend, Redis, load generator', (s) => ['backend', 'redis', 'loadgen'].map((p) => int(s.cpuUsPerRequest[p] ?? NaN)).join(', ') + ' µs'),
+  ]);
+}
+
+function latencyTable(r: BenchResults): string {
+  const { bare, tollgate, variants } = r.latency!;
+  const sides = [bare, tollgate, ...variants];
+  const header = [`fixed rate ${int(r.latency!.ratePerSecond)} req/s (${r.options.rate === undefined ? 'half the bare maximum' : 'fixed with --rate'}), open loop, ${r.options.latencyRounds} × ${r.options.latencySeconds} s each`, 'bare', ...sides.slice(1).map((s) => (s === tollgate ? 'tollgate (added)' : `${s.name} (added)`))];
+  const cell = (s: LatencySide, q: 'p50Ms' | 'p90Ms' | 'p99Ms', bold: boolean) =>
+    s === bare ? ms(s.latency[q], 3) : `${ms(s.latency[q], 3)} (${bold ? '**' : ''}${signed(s.latency[q] - bare.latency[q], 3)}${bold ? '**' : ''})`;
+  return table(header, [
+    ['latency p50', ...sides.map((s) => cell(s, 'p50Ms', true))],
+    ['latency p90', ...sides.map((s) => cell(s, 'p90Ms', false))],
+    ['latency p99', ...sides.map((s) => cell(s, 'p99Ms', true))],
+    ['errors / non-2xx', ...sides.map((s) => `${s.errors} / ${s.non2xx}`)],
+    ['CPU per request: proxy process', ...sides.map((s) => `${int(s.proxyCpuUsPerRequest)} µs${s === bare ? '' : ` (${ratio(s.proxyCpuUsPerRequest / bare.proxyCpuUsPerRequest)})`}`)],
+  ]);
+}
+
+function redisTable(r: BenchResults): string | undefined {
+  const rows: string[][] = [];
+  const t = r.throughput?.tollgate.redis;
+  if (t) rows.push(['steady state, one key (throughput rounds)', per(t.commandsPerRequest), commandList(t.commands), commandList(t.scripted), per(t.readsPerRequest)]);
+  if (r.overLimit) {
+    const o = r.overLimit.redis;
+    const calls = Object.entries(o.commandsByName).map(([name, n]) => `${name} ×${n}`).join(', ') || 'none';
+    const scripted = Object.entries(o.scripted).map(([name, n]) => `${name} ×${Math.round(n * o.requests)}`).join(', ') || 'none';
+    rows.push([`over-limit, then banned key (429s)`, per(o.commandsPerRequest), `${calls} in ${int(o.requests)} requests`, scripted, per(o.readsPerRequest)]);
+  }
+  if (r.memory) {
+    const m = r.memory.redis;
+    rows.push(['a new key every request (memory run: key cache misses)', per(m.commandsPerRequest), commandList(m.commands), commandList(m.scripted), per(m.readsPerRequest)]);
+  }
+  if (rows.length === 0) return undefined;
+  return table(['Redis, per tollgate request', 'commands sent (= round trips)', 'by command', 'run inside the script', 'socket reads by Redis'], rows);
+}
+
+function memoryTable(r: BenchResults): string {
+  const m = r.memory!;
+  return table(
+    [`gateway memory, ${int(m.keyRecords)} keys in Redis, key cache max 100,000`, 'RSS', 'peak RSS', 'req/s'],
+    [
+      ['before', `${int(m.rssBeforeMiB)} MiB`, '', ''],
+      ...m.steps.map((s) => [`after ${int(s.distinctKeys)} distinct keys`, `${int(s.rssMiB)} MiB`, `${int(s.peakRssMiB)} MiB`, int(s.requestsPerSecond)]),
+    ],
+  );
+}
+
+export function markdownReport(r: BenchResults): string {
+  const load = r.machine.loadAverageAtStart.map((x) => x.toFixed(1)).join(', ');
+  const parts: string[] = [
+    `Measured ${r.date.slice(0, 10)} on ${r.machine.cpus} CPUs (${r.machine.model}), Node ${r.machine.node}, load average at start ${load}; ` +
+      'load generator, gateway, upstream and Redis share the machine, so only the ratios carry over to another machine.',
+  ];
+  if (r.throughput) parts.push(throughputTable(r));
+  if (r.latency) parts.push(latencyTable(r));
+  const redis = redisTable(r);
+  if (redis) parts.push(redis);
+  if (r.memory) parts.push(memoryTable(r));
+  const t = targets(r);
+  if (t.length) parts.push(table(['target (issue 6)', 'wanted', 'measured', 'met'], t.map((x) => [x.what, x.target, x.measured, x.met ? 'yes' : '**no**'])));
+  return `${parts.join('\n\n')}\n`;
+}
+
+export function textReport(r: BenchResults): string {
+  const lines = ['targets:'];
+  for (const x of targets(r)) lines.push(`  ${x.met ? 'met    ' : 'NOT MET'}  ${x.what}: ${x.measured} (wanted ${x.target})`);
+  const t = r.throughput?.tollgate.redis;
+  if (t) {
+    lines.push(
+      `Redis: ${per(t.commandsPerRequest)} commands sent per request (${commandList(t.commands)}), Redis did ${per(t.readsPerRequest)} socket reads per request. ` +
+        'With auto-pipelining, commands of concurrent requests share one write, so Redis reads fewer batches than commands; ' +
+        'each request still waits for one reply per command it sends, in turn: its critical-path round trips. ' +
+        `Commands run inside the quota script (${commandList(t.scripted)}) are counted by Redis but cost no round trip.`,
+    );
+  }
+  return lines.join('\n');
+}

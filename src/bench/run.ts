@@ -1,0 +1,75 @@
+// `npm run bench`: tollgate with its full default policy against a bare http-proxy-3 on the same
+// upstream, in one run on this machine, so every target is a ratio that holds on any machine.
+// `npm run bench -- --help` lists the options.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { join } from 'node:path';
+import { HELP, parseOptions } from './options.js';
+import { say } from './phases/common.js';
+import { latencyPhase } from './phases/latency.js';
+import { memoryPhase } from './phases/memory.js';
+import { overLimitPhase } from './phases/over-limit.js';
+import { profilePhase } from './phases/profile.js';
+import { throughputPhase } from './phases/throughput.js';
+import { removeWorkDir, WORK_DIR } from './processes.js';
+import { markdownReport, textReport, type BenchResults } from './report.js';
+import { Stack } from './stack.js';
+
+async function main(): Promise<void> {
+  const options = parseOptions(process.argv.slice(2));
+  if (options === 'help') {
+    say(HELP);
+    return;
+  }
+  const started = Date.now();
+  const machine = { cpus: cpus().length, model: cpus()[0]?.model ?? 'unknown', node: process.version, loadAverageAtStart: loadavg() };
+  say(`tollgate bench: ${machine.cpus} CPUs (${machine.model}), Node ${machine.node}, load average ${machine.loadAverageAtStart.map((x) => x.toFixed(2)).join(' ')}`);
+  if (machine.loadAverageAtStart[0]! > machine.cpus) {
+    say(`  note: the machine is already busy (load ${machine.loadAverageAtStart[0]!.toFixed(1)} on ${machine.cpus} CPUs): absolute figures will be low and noisy; ratios less so`);
+  }
+
+  const stack = await Stack.start(options);
+  try {
+    say(`redis ${stack.redis.url}, backend ${stack.backendUrl}, ${stack.targets().map((t) => `${t.name} ${t.url}`).join(', ')}; scratch ${WORK_DIR}`);
+    await sanityCheck(stack);
+    const results: BenchResults = { date: new Date().toISOString(), machine, options: { ...options, phases: [...options.phases] }, durationSeconds: 0 };
+    if (options.phases.has('throughput')) results.throughput = await throughputPhase(stack, options);
+    if (options.phases.has('latency')) results.latency = await latencyPhase(stack, options, results.throughput?.bare.requestsPerSecond);
+    if (options.phases.has('overlimit')) results.overLimit = await overLimitPhase(stack, options);
+    if (options.phases.has('memory')) results.memory = await memoryPhase(stack, options);
+    if (options.phases.has('profile')) results.profile = await profilePhase(stack, options);
+
+    const problems = stack.tollgate.process.problems();
+    if (problems.length > 0) say(`\ngateway warnings and errors (since the last phase):\n${problems.slice(0, 10).join('\n')}`);
+
+    results.machine.loadAverageAtEnd = loadavg();
+    results.durationSeconds = (Date.now() - started) / 1000;
+    mkdirSync(options.outDir, { recursive: true });
+    writeFileSync(join(options.outDir, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
+    const markdown = markdownReport(results);
+    writeFileSync(join(options.outDir, 'latest.md'), markdown);
+    say(`\n${textReport(results)}`);
+    say(`\n${markdown}`);
+    say(`results: ${join(options.outDir, 'latest.json')} and latest.md; ${results.durationSeconds.toFixed(0)} s in all`);
+  } finally {
+    await stack.close();
+    removeWorkDir();
+  }
+}
+
+/** Every proxy answers 200 through to the backend, and tollgate's answer carries its policy's headers. */
+async function sanityCheck(stack: Stack): Promise<void> {
+  for (const target of stack.targets()) {
+    const res = await fetch(`${target.url}/v1/categories`, { headers: stack.headers });
+    const body = await res.text();
+    if (res.status !== 200) throw new Error(`${target.name} answered ${res.status}: ${body.slice(0, 300)}`);
+    if (target.usesRedis && (!res.headers.get('x-ratelimit-limit') || !res.headers.get('x-request-id'))) {
+      throw new Error(`${target.name} answered without its rate-limit and request-id headers`);
+    }
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${(err as Error)?.stack ?? String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,85 @@
+import { z } from 'zod';
+
+// Schema of the `routes` section of gateway.yaml: per-route rules applied after the quota check.
+// The dates and links are for clients (RFC 9745 Deprecation, RFC 8594 Sunset, RFC 8288 Link);
+// src/gateway/route-rules.ts compiles them once per load.
+
+/** Methods a rule may name. A GET rule also covers HEAD (RFC 9110 §9.3.2: HEAD is GET without a body). */
+export const RULE_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+// A literal path segment: RFC 3986 `pchar`s only (no braces, no `?` or `#`).
+const LITERAL_SEGMENT = /^[A-Za-z0-9\-._~!$&'()*+,;=:@%]+$/;
+// A parameter is a whole segment, `{name}`, like an OpenAPI path template.
+const PARAM_SEGMENT = /^\{([A-Za-z_][A-Za-z0-9_]*)\}$/;
+
+/** Why a path pattern is malformed, or null when it is fine. Shared with the compiler. */
+export function patternProblem(pattern: string): string | null {
+  if (!pattern.startsWith('/')) return 'must start with "/" (the full request path, e.g. /v1/pets/{petId})';
+  if (pattern.length > 512) return 'must be at most 512 characters';
+  if (pattern === '/') return null;
+  const names = new Set<string>();
+  for (const segment of pattern.slice(1).split('/')) {
+    if (segment === '') return 'must not contain an empty segment ("//" or a trailing "/")';
+    const param = PARAM_SEGMENT.exec(segment);
+    if (param) {
+      if (names.has(param[1]!)) return `names the parameter {${param[1]}} twice`;
+      names.add(param[1]!);
+    } else if (!LITERAL_SEGMENT.test(segment)) {
+      return `segment "${segment}" is neither literal path characters nor a whole-segment {parameter}`;
+    }
+  }
+  return null;
+}
+
+const isoDateTime = z.iso.datetime({
+  offset: true,
+  error: (issue) =>
+    issue.input === undefined ? 'is required' : 'must be an ISO 8601 date-time with a time zone, e.g. 2027-06-30T00:00:00Z',
+});
+const docUrl = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' });
+
+export const deprecationRuleSchema = z
+  .strictObject({
+    /** HTTP method, upper case. */
+    method: z.enum(RULE_METHODS),
+    /** Full request path with `{param}` segments, e.g. /v1/pets/{petId}; matched exactly, query ignored. */
+    path: z.string().superRefine((value, ctx) => {
+      const problem = patternProblem(value);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    }),
+    /** When the route is (or will be) deprecated: `Deprecation: @<unix seconds>` (RFC 9745). */
+    deprecatedAt: isoDateTime,
+    /** When the route goes away: `Sunset: <IMF-fixdate>` (RFC 8594). Never before deprecatedAt. */
+    sunsetAt: isoDateTime,
+    /** Human-readable deprecation notice: `Link: <url>; rel="deprecation"; type="text/html"`. */
+    link: docUrl.optional(),
+    /** Sunset policy or migration page: `Link: <url>; rel="sunset"`. */
+    sunsetLink: docUrl.optional(),
+    /** After sunsetAt, answer 410 route_sunset instead of proxying. */
+    goneAfterSunset: z.boolean().default(false),
+  })
+  .refine((rule) => Date.parse(rule.sunsetAt) >= Date.parse(rule.deprecatedAt), {
+    path: ['sunsetAt'],
+    message: 'must not be earlier than deprecatedAt',
+  });
+
+export const routesSchema = z
+  .strictObject({
+    /** Deprecated routes; the first rule that matches a request applies. */
+    deprecations: z.array(deprecationRuleSchema).max(1000).default([]),
+  })
+  .superRefine((routes, ctx) => {
+    const seen = new Map<string, number>();
+    routes.deprecations.forEach((rule, index) => {
+      // /v1/pets/{id} and /v1/pets/{petId} match the same requests.
+      const key = `${rule.method} ${rule.path.replace(/\{[^}]*\}/g, '{}')}`;
+      const first = seen.get(key);
+      if (first !== undefined) {
+        ctx.addIssue({ code: 'custom', path: ['deprecations', index, 'path'], message: `matches the same requests as deprecations.${first}` });
+      } else {
+        seen.set(key, index);
+      }
+    });
+  });
+
+export type DeprecationRule = z.output<typeof deprecationRuleSchema>;

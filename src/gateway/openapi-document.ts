@@ -1,0 +1,32 @@
+import { readFileSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
+import { ConfigError } from '../config/config-error.js';
+
+/**
+ * The OpenAPI document shipped with tollgate, at the package root (beside package.json). Found
+ * from this module's own location (src/gateway/ or dist/gateway/, two levels down), never from
+ * the working directory, so `npx tollgate` works from anywhere.
+ */
+export const BUNDLED_OPENAPI_FILE = fileURLToPath(new URL('../../openapi.yaml', import.meta.url));
+
+/**
+ * Reads an OpenAPI document (YAML or JSON) once, at start, and returns it as the JSON bytes the
+ * gateway serves: no parsing or serialising per request. `file` "" means the bundled one; a
+ * relative path is relative to the config directory.
+ */
+export function loadOpenApiDocument(file: string, configDir: string): Buffer {
+  const path = file === '' ? BUNDLED_OPENAPI_FILE : isAbsolute(file) ? file : resolve(configDir, file);
+  let document: unknown;
+  try {
+    document = parseYaml(readFileSync(path, 'utf8'));
+  } catch (err) {
+    const reason = (err as NodeJS.ErrnoException).code ?? (err as Error).message.split('\n')[0];
+    throw new ConfigError('gateway.yaml', 'openapi.file', `cannot load ${path}: ${reason}`);
+  }
+  if (!document || typeof document !== 'object' || typeof (document as { openapi?: unknown }).openapi !== 'string') {
+    throw new ConfigError('gateway.yaml', 'openapi.file', `${path} is not an OpenAPI document (no "openapi" version field)`);
+  }
+  return Buffer.from(JSON.stringify(document));
+}

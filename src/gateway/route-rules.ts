@@ -1,0 +1,101 @@
+import type { DeprecationRule } from '../config/routes-schema.js';
+import { patternProblem } from '../config/routes-schema.js';
+
+/** One deprecation rule, compiled once per config load: a regex and the header values it sends. */
+export interface CompiledDeprecation {
+  /** `GET /v1/pets/{petId}`, for messages and logs. */
+  readonly name: string;
+  readonly pattern: RegExp;
+  readonly sunsetAtMs: number;
+  readonly goneAfterSunset: boolean;
+  /** Header name → value, lower-case names, ready for `setHeader`. */
+  readonly headers: ReadonlyArray<readonly [string, string]>;
+  /** The 410 message after sunset. */
+  readonly goneMessage: string;
+}
+
+/** The compiled rules of one load, indexed by method so a request tests only its own method's rules. */
+export class RouteRules {
+  private readonly byMethod = new Map<string, CompiledDeprecation[]>();
+
+  constructor(rules: readonly DeprecationRule[]) {
+    for (const rule of rules) {
+      const compiled = compileDeprecation(rule);
+      // HEAD is GET without a body (RFC 9110 §9.3.2): a client probing with HEAD sees the same fields.
+      for (const method of rule.method === 'GET' ? ['GET', 'HEAD'] : [rule.method]) {
+        const list = this.byMethod.get(method) ?? [];
+        list.push(compiled);
+        this.byMethod.set(method, list);
+      }
+    }
+  }
+
+  get size(): number {
+    return new Set([...this.byMethod.values()].flat()).size;
+  }
+
+  /** The first rule matching method and path (no query string), or undefined. */
+  match(method: string, path: string): CompiledDeprecation | undefined {
+    const candidates = this.byMethod.get(method);
+    if (!candidates) return undefined;
+    for (const rule of candidates) if (rule.pattern.test(path)) return rule;
+    return undefined;
+  }
+}
+
+export function compileDeprecation(rule: DeprecationRule): CompiledDeprecation {
+  const problem = patternProblem(rule.path);
+  if (problem) throw new Error(`route pattern ${rule.path} ${problem}`); // the schema refuses these first
+  const deprecatedAtMs = Date.parse(rule.deprecatedAt);
+  const sunsetAtMs = Date.parse(rule.sunsetAt);
+  const name = `${rule.method} ${rule.path}`;
+  const headers: Array<[string, string]> = [
+    ['deprecation', deprecationValue(deprecatedAtMs)],
+    ['sunset', sunsetValue(sunsetAtMs)],
+  ];
+  const link = linkValue(rule.link, rule.sunsetLink);
+  if (link) headers.push(['link', link]);
+  return {
+    name,
+    pattern: patternToRegExp(rule.path),
+    sunsetAtMs,
+    goneAfterSunset: rule.goneAfterSunset,
+    headers,
+    goneMessage: `${name} passed its sunset date (${sunsetValue(sunsetAtMs)}) and is gone.` + (rule.sunsetLink || rule.link ? ' See the Link header.' : ''),
+  };
+}
+
+/**
+ * `/v1/pets/{petId}` → /^\/v1\/pets\/[^/]+$/. A parameter matches one non-empty segment; literal
+ * segments match exactly (case-sensitive, as paths are). The query string is not part of it.
+ */
+export function patternToRegExp(pattern: string): RegExp {
+  if (pattern === '/') return /^\/$/;
+  const parts = pattern
+    .slice(1)
+    .split('/')
+    .map((segment) => (segment.startsWith('{') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+  return new RegExp(`^/${parts.join('/')}$`);
+}
+
+/** RFC 9745 §2.1: a Structured Field Date, `@` and integer Unix seconds. */
+export function deprecationValue(ms: number): string {
+  return `@${Math.floor(ms / 1000)}`;
+}
+
+/** RFC 8594 §3: an HTTP-date in IMF-fixdate form, e.g. `Tue, 30 Jun 2027 00:00:00 GMT`. */
+export function sunsetValue(ms: number): string {
+  return new Date(Math.floor(ms / 1000) * 1000).toUTCString();
+}
+
+/**
+ * RFC 8288 Link entries: the deprecation notice (RFC 9745 §3, `type="text/html"` as its example)
+ * and the sunset policy (RFC 8594 §6). URLs are serialised by the URL parser, which
+ * percent-encodes `<`, `>`, `"` and whitespace, so no value can break out of its `<…>`.
+ */
+export function linkValue(deprecationLink?: string, sunsetLink?: string): string | undefined {
+  const entries: string[] = [];
+  if (deprecationLink) entries.push(`<${new URL(deprecationLink).href}>; rel="deprecation"; type="text/html"`);
+  if (sunsetLink) entries.push(`<${new URL(sunsetLink).href}>; rel="sunset"`);
+  return entries.length ? entries.join(', ') : undefined;
+}

@@ -1,0 +1,14 @@
+import { webcrypto } from 'node:crypto';
+import type { AssertionSecret } from './assertion-secrets.js';
+
+// The gateway's signed statement of who is calling, for the upstream: a JWT (RFC 7519) in
+// X-Tollgate-Assertion with iss, aud, sub (the key id), plan, iat and exp. Short-lived, HMAC
+// (HS256) with a secret both sides hold.
+
+export const ASSERTION_HEADER = 'x-tollgate-assertion';
+export const ASSERTION_ALG = 'HS256';
+
+/** The key as a WebCrypto key, imported once: jose re-imports a raw Uint8Array on every call. */
+export function importAssertionKey(secret: AssertionSecret, usage: 'sign' | 'verify'): Promise<webcrypto.CryptoKey> {
+  return webcrypto.subtle.importKey('raw', secret.bytes, { name: 'HMAC', hash: 'SHA-256' }, false, [usage]);
+}

@@ -1,0 +1,72 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * The gateway's Prometheus metrics, on their own registry (served on the admin port). Labels are
+ * bounded sets: route templates, status codes, plans, decisions. Never a key, a key id or a path
+ * as sent.
+ */
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'tollgate_' });
+  const metrics = {
+    registry,
+    requests: new Counter({
+      name: 'tollgate_requests_total',
+      help: 'Requests answered, by route template, method and status.',
+      labelNames: ['route', 'method', 'status'] as const,
+      registers: [registry],
+    }),
+    requestSeconds: new Histogram({
+      name: 'tollgate_request_duration_seconds',
+      help: 'Time from request to response end, by route template.',
+      labelNames: ['route'] as const,
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    }),
+    quotaDecisions: new Counter({
+      name: 'tollgate_quota_decisions_total',
+      help: 'Quota decisions by plan and result (allowed, limited, banned), and where they were taken.',
+      labelNames: ['plan', 'decision', 'source'] as const,
+      registers: [registry],
+    }),
+    bans: new Counter({
+      name: 'tollgate_bans_total',
+      help: 'Bans observed starting (a key crossing ban.afterRejections).',
+      labelNames: ['plan'] as const,
+      registers: [registry],
+    }),
+    authFailures: new Counter({
+      name: 'tollgate_auth_failures_total',
+      help: 'Requests refused by authentication, by error code.',
+      labelNames: ['code'] as const,
+      registers: [registry],
+    }),
+    redisErrors: new Counter({
+      name: 'tollgate_redis_errors_total',
+      help: 'Failed Redis operations on the request path, by operation.',
+      labelNames: ['operation'] as const,
+      registers: [registry],
+    }),
+    redisSeconds: new Histogram({
+      name: 'tollgate_redis_duration_seconds',
+      help: 'Latency of Redis operations on the request path, by operation.',
+      labelNames: ['operation'] as const,
+      buckets: [0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5],
+      registers: [registry],
+    }),
+    degraded: new Gauge({
+      name: 'tollgate_degraded',
+      help: '1 while the shared store is unavailable and the gateway runs in its configured failure mode.',
+      registers: [registry],
+    }),
+    upstreamErrors: new Counter({
+      name: 'tollgate_upstream_errors_total',
+      help: 'Upstream failures by kind (bad_gateway, gateway_timeout, aborted_mid_response).',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+    }),
+  };
+  return metrics;
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

@@ -1,0 +1,61 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EchoUpstream } from '../helpers/echo-upstream.js';
+import { TestRedisSentinel } from '../helpers/redis-sentinel.js';
+import { bearer, createKey, keysCli, startGateway, type GatewayHandle } from '../helpers/stack.js';
+
+// REDIS_SENTINELS: the gateway and the CLI find the master through Sentinel, and follow a failover.
+
+let redis: TestRedisSentinel;
+let upstream: EchoUpstream;
+let gateway: GatewayHandle;
+
+beforeAll(async () => {
+  redis = await TestRedisSentinel.start();
+  upstream = await new EchoUpstream().start();
+  gateway = await startGateway({ ...redis.env, UPSTREAM_URL: upstream.url });
+}, 60_000);
+
+afterAll(async () => {
+  await gateway?.process.stop();
+  await upstream?.stop();
+  await redis?.stop();
+});
+
+describe('Redis through Sentinel', () => {
+  it('serves keys created with the CLI, and counts in the master', async () => {
+    const key = await createKey(redis, ['--plan', 'free']);
+    const res = await fetch(`${gateway.url}/v1/categories`, { headers: bearer(key.key) });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-tollgate-degraded')).toBeNull();
+    const usage = JSON.parse((await keysCli(redis, ['usage', key.id, '--json'])).stdout) as { minute: { used: number } };
+    expect(usage.minute.used).toBe(1);
+  });
+
+  it('follows a failover to the promoted replica', async () => {
+    const key = await createKey(redis, ['--plan', 'pro']);
+    expect((await fetch(`${gateway.url}/v1/categories`, { headers: bearer(key.key) })).status).toBe(200);
+    // Replication is asynchronous: let the replica have that count before promoting it.
+    const replica = redis.replica.client();
+    while (Number(await replica.hget(`tg:quota:{${key.id}}`, 'mc')) !== 1) await new Promise((r) => setTimeout(r, 20));
+    replica.disconnect();
+    await redis.failover();
+    // The gateway reconnects to the promoted replica (Sentinel announces +switch-master; writes on
+    // the demoted master answer READONLY).
+    const promoted = redis.replica.client();
+    const deadline = Date.now() + 10_000;
+    while (!String(await promoted.call('CLIENT', 'LIST')).includes('name=tollgate-gateway') && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(String(await promoted.call('CLIENT', 'LIST'))).toContain('name=tollgate-gateway');
+    const countBefore = Number(await promoted.hget(`tg:quota:{${key.id}}`, 'mc'));
+    promoted.disconnect();
+
+    const res = await fetch(`${gateway.url}/v1/categories`, { headers: bearer(key.key) });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-tollgate-degraded')).toBeNull();
+    const usage = await keysCli(redis, ['usage', key.id, '--json']);
+    expect(usage.code, usage.stderr).toBe(0);
+    expect((JSON.parse(usage.stdout) as { minute: { used: number } }).minute.used).toBe(countBefore + 1);
+    expect(await redis.masterPort()).toBe(redis.replica.port);
+  });
+});

@@ -1,0 +1,57 @@
+import autocannon from 'autocannon';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openSockets, residentBytes } from '../helpers/open-sockets.js';
+import { TestRedis } from '../helpers/redis-server.js';
+import { bearer, createKey, startBackend, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
+
+// 100,000 requests through the real gateway and backend: open sockets must not grow and memory
+// must stay bounded. (A soak, not a benchmark: nothing here is timed.)
+
+let redis: TestRedis;
+let backend: Awaited<ReturnType<typeof startBackend>>;
+let gateway: GatewayHandle;
+let key: CreatedKey;
+
+beforeAll(async () => {
+  redis = await TestRedis.start();
+  backend = await startBackend({});
+  gateway = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: backend.url });
+  key = await createKey(redis, ['--plan', 'enterprise', '--per-minute', '100000000', '--per-day', '1000000000']);
+});
+
+afterAll(async () => {
+  await gateway?.process.stop();
+  await backend?.process.stop();
+  await redis?.stop();
+});
+
+function load(amount: number): Promise<autocannon.Result> {
+  return new Promise((resolve, reject) => {
+    autocannon(
+      { url: `${gateway.url}/v1/categories`, connections: 50, amount, headers: bearer(key.key), timeout: 10 },
+      (err, result) => (err ? reject(err) : resolve(result)),
+    );
+  });
+}
+
+describe('soak', () => {
+  it('serves 100,000 requests with no growth in open sockets and bounded memory', { timeout: 180_000 }, async () => {
+    const pid = gateway.process.child.pid!;
+    const warm = await load(10_000);
+    expect(warm['2xx']).toBe(10_000);
+    await expect.poll(() => openSockets(pid), { timeout: 5000 }).toBeLessThan(200);
+    const socketsBefore = openSockets(pid);
+    const rssBefore = residentBytes(pid);
+
+    const result = await load(100_000);
+    expect(result.errors).toBe(0);
+    expect(result.timeouts).toBe(0);
+    expect(result['2xx']).toBe(100_000);
+
+    // Client connections closed; upstream keep-alive pool back to its steady size.
+    await expect.poll(() => openSockets(pid), { timeout: 10_000, interval: 250 }).toBeLessThanOrEqual(socketsBefore + 5);
+    const rssAfter = residentBytes(pid);
+    expect(rssAfter - rssBefore).toBeLessThan(64 * 1024 * 1024);
+    expect((await fetch(`${gateway.adminUrl}/healthz`)).status).toBe(200);
+  });
+});
