@@ -1,4 +1,4 @@
-import autocannon from 'autocannon';
+import autocannon, { type Result } from 'autocannon';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openSockets, residentBytes } from '../helpers/open-sockets.js';
 import { TestRedis } from '../helpers/redis-server.js';
@@ -25,7 +25,7 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-function load(amount: number): Promise<autocannon.Result> {
+function load(amount: number): Promise<Result> {
   return new Promise((resolve, reject) => {
     autocannon(
       { url: `${gateway.url}/v1/categories`, connections: 50, amount, headers: bearer(key.key), timeout: 10 },
