@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { TestRedis } from '../helpers/redis-server.js';
-import { bearer, configCopy, createKey, getFrom, keysCli, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
+import { bearer, configCopy, createKey, getFrom, keysCli, slackRedisTimeout, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
 import { awayFromMinuteEdge } from '../helpers/windows.js';
 
 // Quotas counted in one Redis and shared by three real gateway processes.
@@ -30,7 +30,7 @@ ban:
 beforeAll(async () => {
   redis = await TestRedis.start();
   upstream = await new EchoUpstream().start();
-  configDir = configCopy({ 'plans.yaml': () => PLANS });
+  configDir = configCopy({ 'plans.yaml': () => PLANS, 'gateway.yaml': slackRedisTimeout });
   gateways = await Promise.all(
     [1, 2, 3].map(() => startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configDir })),
   );

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nginxBinary, TestNginx } from '../helpers/nginx.js';
 import type { TollgateProcess } from '../helpers/processes.js';
 import { TestRedis } from '../helpers/redis-server.js';
-import { bearer, configCopy, createKey, getFrom, startBackend, startGateway, type GatewayHandle } from '../helpers/stack.js';
+import { bearer, configCopy, slackRedisTimeout, createKey, getFrom, startBackend, startGateway, type GatewayHandle } from '../helpers/stack.js';
 import { awayFromMinuteEdge } from '../helpers/windows.js';
 
 // The docker-compose.yml topology as plain processes: Redis, the category backend, three
@@ -32,7 +32,6 @@ ban:
  * longer than the shipped 250 ms per Redis command, and the (correct) degraded answer would make
  * the counts inexact. The fault tests cover the tight timeout.
  */
-const slackCommandTimeout = (text: string) => text.replace(/commandTimeoutMs: 250\b/, 'commandTimeoutMs: 2000');
 
 let redis: TestRedis;
 let backend: { process: TollgateProcess; url: string };
@@ -42,7 +41,7 @@ let configDir: string;
 
 beforeAll(async () => {
   redis = await TestRedis.start(['--appendonly', 'yes', '--appendfsync', 'everysec']);
-  configDir = configCopy({ 'plans.yaml': () => PLANS, 'gateway.yaml': slackCommandTimeout });
+  configDir = configCopy({ 'plans.yaml': () => PLANS, 'gateway.yaml': slackRedisTimeout });
   const env = { REDIS_URL: redis.url, TOLLGATE_CONFIG_DIR: configDir, TOLLGATE_ASSERTION_SECRET: SECRET };
   backend = await startBackend(env);
   gateways = await Promise.all(

@@ -23,7 +23,6 @@ export function connectRedis(target: string | RedisTarget, role: RedisRole, comm
   const gateway = role === 'gateway';
   const backoffMs = (attempt: number) => Math.min(50 * 2 ** attempt, 1000);
   const common: RedisOptions = {
-    lazyConnect: false,
     connectionName: `tollgate-${role}`,
     maxRetriesPerRequest: 0,
     ...(gateway
@@ -112,19 +111,36 @@ export function subscriberFor(client: RedisClient): RedisClient {
 
 /**
  * Calls `onGap` whenever published messages may have been missed: after every (re)connection of
- * the subscriber and, on a Cluster, when a node leaves (the subscription may have lived there; ioredis
- * moves it to another node without an event, so once at once and once more a second later). The
- * main client watches the nodes: the subscriber's own pool only notices nodes it used.
+ * the subscriber and, on a Cluster, when a node is lost (the subscription may have lived there;
+ * ioredis moves it to another node without an event, so once at once and once more a second
+ * later). The main client watches the nodes: the subscriber's own pool only notices nodes it used.
  */
 export function onSubscriptionGap(subscriber: RedisClient, main: RedisClient, onGap: () => void): void {
   subscriber.on('ready', onGap);
   for (const client of new Set([subscriber, main])) {
-    if (!(client instanceof Cluster)) continue;
-    client.on('-node', () => {
+    onNodeLost(client, () => {
       onGap();
       setTimeout(onGap, 1000).unref();
     });
   }
+}
+
+/**
+ * On a Cluster, calls `listener` once when a node's connection is lost, and not again for that
+ * node until a connection to it has been ready again: while a master is down, ioredis opens and
+ * loses a connection to it at every command routed there (after each MOVED), which is one loss.
+ */
+function onNodeLost(client: RedisClient, listener: (node: string) => void): void {
+  if (!(client instanceof Cluster)) return;
+  const lost = new Set<string>();
+  const nameOf = (node: Redis) => `${node.options.host}:${node.options.port}`;
+  client.on('+node', (node: Redis) => node.once('ready', () => lost.delete(nameOf(node))));
+  client.on('-node', (node: Redis) => {
+    const name = nameOf(node);
+    if (lost.has(name)) return;
+    lost.add(name);
+    listener(name);
+  });
 }
 
 /**
@@ -138,14 +154,19 @@ export function whenReady(redis: RedisClient, timeoutMs: number, failFast = fals
     const onReady = () => finish();
     let lastError: Error | undefined;
     const onError = (err: Error) => (failFast ? finish(withCause(err)) : (lastError = withCause(err)));
+    // A Cluster reports each seed node's failure as 'node error': the reason to give if none answers.
+    // (The first system error, e.g. ECONNREFUSED, says more than the "Connection is closed." after it.)
+    const onNodeError = (err: NodeJS.ErrnoException) => {
+      if (!lastError || (err.code && !(lastError as NodeJS.ErrnoException).code)) lastError = err;
+    };
     const onEnd = () => finish(lastError ?? new Error('connection closed'));
     function finish(err?: Error) {
       clearTimeout(timer);
-      redis.off('ready', onReady).off('error', onError).off('end', onEnd);
+      redis.off('ready', onReady).off('error', onError).off('node error', onNodeError).off('end', onEnd);
       if (err) reject(err);
       else resolve();
     }
-    redis.once('ready', onReady).on('error', onError).once('end', onEnd);
+    redis.once('ready', onReady).on('error', onError).on('node error', onNodeError).once('end', onEnd);
   });
 }
 
@@ -170,12 +191,8 @@ export function watchConnection(redis: RedisClient, where: string, logger: Logge
     if (up === true) logger.error({ redis: where }, `${what} connection lost`);
     up = false;
   });
-  if (redis instanceof Cluster) {
-    // One node lost is not the whole cluster lost: only the keys in its slots fail meanwhile.
-    redis.on('-node', (node: Redis) => {
-      if (up === true) logger.warn({ redis: where, node: `${node.options.host}:${node.options.port}` }, `${what}: cluster node left`);
-    });
-  }
+  // One node lost is not the whole cluster lost: only the keys in its slots fail meanwhile.
+  onNodeLost(redis, (node) => logger.warn({ redis: where, node }, `${what}: cluster node lost`));
 }
 
 export { describeRedis };

@@ -71,7 +71,7 @@ export class RedisKeyStore implements KeyStore {
       // Errors surface through the main client's health; reconnection is automatic.
     });
     subscriber.on('message', (_channel: string, id: string) => this.emit(id));
-    // After every (re)subscription, messages may have been missed while disconnected: drop all.
+    // After every (re)subscription, messages may have been missed: re-read every cached record.
     onSubscriptionGap(subscriber, this.redis, () => this.emit(null));
     void subscriber.subscribe(INVALIDATION_CHANNEL).catch(() => {});
   }

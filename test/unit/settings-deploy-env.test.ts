@@ -1,0 +1,39 @@
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { loadSettings } from '../../src/config/settings.js';
+
+// The environment variables a container deployment sets (docker-compose.yml) override gateway.yaml.
+
+const TOLLGATE_CONFIG_DIR = fileURLToPath(new URL('../../config', import.meta.url));
+
+describe('deployment settings from the environment', () => {
+  it('keeps the shipped defaults without them', () => {
+    const settings = loadSettings({ TOLLGATE_CONFIG_DIR });
+    expect(settings.admin.host).toBe('127.0.0.1');
+    expect(settings.backend.host).toBe('127.0.0.1');
+    expect(settings.quota.replicas).toBe(1);
+    expect(settings.gateway.trustProxyHops).toBe(0);
+    expect(settings.redis).toMatchObject({ url: '', clusterNodes: [], sentinels: [], sentinelMaster: 'mymaster' });
+  });
+
+  it('applies ADMIN_HOST, BACKEND_HOST, QUOTA_REPLICAS, TRUST_PROXY_HOPS and REDIS_CLUSTER_NODES', () => {
+    const settings = loadSettings({
+      TOLLGATE_CONFIG_DIR,
+      ADMIN_HOST: '0.0.0.0',
+      BACKEND_HOST: '0.0.0.0',
+      QUOTA_REPLICAS: '3',
+      TRUST_PROXY_HOPS: '1',
+      REDIS_CLUSTER_NODES: 'redis-1:6379,redis-2:6379',
+    });
+    expect(settings.admin.host).toBe('0.0.0.0');
+    expect(settings.backend.host).toBe('0.0.0.0');
+    expect(settings.quota.replicas).toBe(3);
+    expect(settings.gateway.trustProxyHops).toBe(1);
+    expect(settings.redis.clusterNodes).toEqual(['redis-1:6379', 'redis-2:6379']);
+  });
+
+  it('refuses out-of-range values, naming the variable', () => {
+    expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, QUOTA_REPLICAS: '0' })).toThrow('environment: QUOTA_REPLICAS: must be an integer from 1 to 1000, got "0"');
+    expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, TRUST_PROXY_HOPS: 'yes' })).toThrow(/TRUST_PROXY_HOPS/);
+  });
+});
