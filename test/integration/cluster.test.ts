@@ -279,6 +279,7 @@ describe('on a 3-master Redis Cluster', () => {
     }
     // Node losses are logged as transitions, not once per request routed to the lost node (a
     // loaded machine may see a node drop and return more than once while the cluster settles).
+    await gateways[0]!.process.waitForLog('redis: cluster node lost', 3000);
     const lostLines = gateways[0]!.process.logs().filter((l) => l.msg === 'redis: cluster node lost');
     expect(lostLines.length, JSON.stringify(lostLines)).toBeGreaterThanOrEqual(1);
     expect(lostLines.length, JSON.stringify(lostLines)).toBeLessThan(10);

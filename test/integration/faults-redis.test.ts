@@ -89,7 +89,8 @@ describe('Redis paused (SIGSTOP)', () => {
       .toBeNull();
     await expect.poll(async () => (await get(closed, key.key)).status, { timeout: 5000, interval: 100 }).toBe(200);
     expect(await metric(local, 'tollgate_degraded')).toBe('tollgate_degraded 0');
-    // Each transition is logged once, not per request.
+    // Each transition is logged once, not per request (logs are written in batches: wait for it).
+    await local.process.waitForLog('redis available again: normal mode', 3000);
     const transitions = local.process.logs().filter((l) => typeof l.msg === 'string' && /redis (un)?available/.test(l.msg));
     expect(transitions.map((l) => l.msg)).toEqual(['redis unavailable: degraded mode', 'redis available again: normal mode']);
   });
