@@ -384,6 +384,19 @@ describe('category backend persistence and Redis failure (real process)', () => 
     await second.process.stop();
   });
 
+  it('loses no acknowledged category when the backend crashes (SIGKILL)', async () => {
+    const first = await start();
+    const before = (await list(first.url)).length;
+    const created = await post(first.url, { name: 'Hamster' });
+    expect(created.status).toBe(201);
+    expect(await first.process.stop('SIGKILL')).not.toBe(0);
+    const second = await start();
+    const after = await list(second.url);
+    expect(after).toHaveLength(before + 1);
+    expect(after).toContainEqual(created.body);
+    await second.process.stop();
+  });
+
   it('answers 503 service_unavailable while Redis is down and recovers on its own', async () => {
     const { process, url } = await start();
     await redis.kill();
