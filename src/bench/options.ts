@@ -14,13 +14,17 @@ export const HELP = `npm run bench -- [options]
   --latency-duration S  seconds per fixed-rate round (default 10)
   --latency-rounds N    alternating fixed-rate rounds per side (default 2)
   --rate N              fixed rate of the latency rounds (default: half the bare proxy's maximum)
-  --keys N              key records written to Redis for the memory run (default 200000)
-  --distinct N          distinct keys the memory run sends, in 4 steps (default: min(keys, 200000))
+  --keys N              key records written to Redis for the memory run (default 120000)
+  --distinct N          distinct keys the memory run sends, one request each, in 4 steps (default:
+                        all of them). The key cache holds keyCache.maxEntries (100000): to see
+                        memory level off beyond it, run with --keys 1000000 --distinct 400000
   --phases LIST         comma-separated, of ${PHASES.join(', ')}
                         (default: all but profile)
   --profile             also profile bare proxy and gateway under load (node --cpu-prof)
   --variant NAME=CLI    also measure another build of the gateway (path to its dist/cli/main.js)
                         in the throughput and latency rounds; repeatable. For A/B-testing a change.
+  --gateway-node-args=A  Node options for the gateways, space-separated, e.g. --gateway-node-args=--max-old-space-size=256
+                        (a memory run with a capped heap shows whether memory is bounded or leaks)
   --out DIR             where latest.json, latest.md and profiles go (default bench-results)
   --quick               a smoke run: 1 round of 3 s, 20000 keys`;
 
@@ -36,6 +40,7 @@ export interface Options {
   distinct: number;
   phases: Set<Phase>;
   variants: Array<{ name: string; cli: string }>;
+  gatewayNodeArgs: string[];
   outDir: string;
 }
 
@@ -56,6 +61,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
       phases: { type: 'string' },
       profile: { type: 'boolean' },
       variant: { type: 'string', multiple: true },
+      'gateway-node-args': { type: 'string' },
       out: { type: 'string' },
       quick: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -69,7 +75,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
     if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, got "${raw}"`);
     return n;
   };
-  const keys = int(values.keys, quick ? 20_000 : 200_000, 'keys');
+  const keys = int(values.keys, quick ? 20_000 : 120_000, 'keys');
   const phases = new Set<Phase>();
   for (const name of (values.phases ?? 'throughput,latency,overlimit,memory').split(',')) {
     if (!PHASES.includes(name as Phase)) throw new Error(`unknown phase "${name}" (phases: ${PHASES.join(', ')})`);
@@ -90,9 +96,10 @@ export function parseOptions(argv: string[]): Options | 'help' {
     latencyRounds: int(values['latency-rounds'], 2, 'latency-rounds'),
     rate: values.rate === undefined ? undefined : int(values.rate, 0, 'rate'),
     keys,
-    distinct: Math.min(keys, int(values.distinct, Math.min(keys, 200_000), 'distinct')),
+    distinct: Math.min(keys, int(values.distinct, keys, 'distinct')),
     phases,
     variants,
+    gatewayNodeArgs: (values['gateway-node-args'] ?? '').split(' ').filter(Boolean),
     outDir: resolve(values.out ?? resolve(REPO_ROOT, 'bench-results')),
   };
 }

@@ -10,8 +10,13 @@ export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const CLI = join(REPO_ROOT, 'dist/cli/main.js');
 export const CONFIG_DIR = join(REPO_ROOT, 'config');
 
-/** A scratch directory for logs, Redis and profiles; removed by `cleanup` unless kept. */
-export const WORK_DIR = mkdtempSync(join(tmpdir(), 'tollgate-bench-'));
+let scratch: string | undefined;
+
+/** The run's scratch directory (process logs, Redis, profiles), made on first use. */
+export function workDir(): string {
+  scratch ??= mkdtempSync(join(tmpdir(), 'tollgate-bench-'));
+  return scratch;
+}
 
 /**
  * A process of the benchmark. Its stdout and stderr go to a file opened O_APPEND, not to a pipe:
@@ -21,10 +26,10 @@ export const WORK_DIR = mkdtempSync(join(tmpdir(), 'tollgate-bench-'));
  */
 export class BenchProcess {
   private exitCode: number | null = null;
-  private readonly exited: Promise<number | null>;
+  private readonly exit: Promise<number | null>;
 
   private constructor(readonly name: string, readonly child: ChildProcess, readonly logFile: string) {
-    this.exited = new Promise((resolve) =>
+    this.exit = new Promise((resolve) =>
       child.once('exit', (code, signal) => {
         this.exitCode = code ?? (signal ? 128 : null);
         resolve(this.exitCode);
@@ -33,7 +38,7 @@ export class BenchProcess {
   }
 
   static spawn(name: string, args: string[], env: Record<string, string | undefined>, execArgv: string[] = []): BenchProcess {
-    const logFile = join(WORK_DIR, `${name}.log`);
+    const logFile = join(workDir(), `${name}.log`);
     const fd = openSync(logFile, 'a');
     const child = spawn(process.execPath, [...execArgv, ...args], {
       cwd: REPO_ROOT,
@@ -46,6 +51,16 @@ export class BenchProcess {
 
   get pid(): number {
     return this.child.pid!;
+  }
+
+  /** The exit code (or 128 for a signal) once the process has ended, else null. */
+  get exited(): number | null {
+    return this.exitCode;
+  }
+
+  /** The last part of the process's log, for error messages. */
+  logTail(chars = 3000): string {
+    return readFileSync(this.logFile, 'utf8').slice(-chars);
   }
 
   /** Waits for a JSON log line whose `msg` is `msg`, and returns it parsed. */
@@ -64,7 +79,7 @@ export class BenchProcess {
       if (this.exitCode !== null) break;
       await sleep(25);
     }
-    throw new Error(`${this.name}: no "${msg}" log line (exit ${this.exitCode}); log:\n${readFileSync(this.logFile, 'utf8').slice(-4000)}`);
+    throw new Error(`${this.name}: no "${msg}" log line (exit ${this.exitCode}); log:\n${this.logTail()}`);
   }
 
   /** Waits until the process accepts TCP connections on `port` (127.0.0.1). */
@@ -81,7 +96,7 @@ export class BenchProcess {
       if (ok) return;
       await sleep(25);
     }
-    throw new Error(`${this.name}: not accepting on port ${port} (exit ${this.exitCode}); log:\n${readFileSync(this.logFile, 'utf8').slice(-4000)}`);
+    throw new Error(`${this.name}: not accepting on port ${port} (exit ${this.exitCode}); log:\n${this.logTail()}`);
   }
 
   async listening(msg: string): Promise<string> {
@@ -110,7 +125,7 @@ export class BenchProcess {
   async stop(): Promise<number | null> {
     if (this.exitCode === null) this.child.kill('SIGTERM');
     const timer = setTimeout(() => this.child.kill('SIGKILL'), 15_000);
-    const code = await this.exited;
+    const code = await this.exit;
     clearTimeout(timer);
     return code;
   }
@@ -122,12 +137,8 @@ export class BenchRedis {
 
   static async start(): Promise<BenchRedis> {
     const port = await freePort();
-    const dir = join(WORK_DIR, 'redis');
-    const child = spawn(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', WORK_DIR, '--logfile', `${dir}.log`],
-      { stdio: 'ignore' },
-    );
+    const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', workDir()];
+    const child = spawn('redis-server', [...args, '--logfile', join(workDir(), 'redis.log')], { stdio: 'ignore' });
     const redis = new BenchRedis(port, child);
     await redis.waitForPing();
     return redis;
@@ -204,5 +215,6 @@ export function sleep(ms: number): Promise<void> {
 }
 
 export function removeWorkDir(): void {
-  rmSync(WORK_DIR, { recursive: true, force: true });
+  if (scratch) rmSync(scratch, { recursive: true, force: true });
+  scratch = undefined;
 }

@@ -39,6 +39,8 @@ export interface Aggregate {
   idleUs: number;
   byFunction: Map<string, Entry>;
   byOwner: Map<string, Entry>;
+  /** Self time by tollgate concern (see CONCERNS). */
+  byConcern: Map<string, Entry>;
   /** Self + callees of functions in tollgate's own compiled files (dist/), the benchmark's left out. */
   inclusiveOwn: Map<string, Entry>;
 }
@@ -56,7 +58,35 @@ export interface ProfileSummary {
   busyMs: number;
   selfByFunction: Row[];
   selfByOwner: Row[];
+  byConcern: Row[];
   inclusiveOwn: Row[];
+}
+
+/**
+ * What a sample's time was spent for, from the innermost frame of its stack that belongs to one
+ * of tollgate's concerns (a policy calling res.setHeader counts for that policy, ioredis parsing a
+ * reply counts for Redis). Stacks with none of them are the HTTP server and proxy work that the
+ * bare proxy does too.
+ */
+const CONCERNS: Array<[concern: string, url: RegExp]> = [
+  ['access log (pino)', /\/node_modules\/(pino|sonic-boom|quick-format-unescaped|fast-redact|@pinojs)\/|\/dist\/observability\/log\.js/],
+  ['metrics (prom-client, route labels)', /\/node_modules\/(prom-client|tdigest|bintrees)\/|\/dist\/gateway\/route-label\.js|\/dist\/observability\/metrics\.js/],
+  ['Redis client (ioredis)', /\/node_modules\/(ioredis|redis-parser|standard-as-callback|cluster-key-slot|denque|redis-errors)\//],
+  ['quota policy and headers', /\/dist\/(gateway\/policies\/enforce-quota|gateway\/local-verdicts|quota\/|store\/)/],
+  ['authentication (key parse, hash, cache)', /\/dist\/(gateway\/policies\/(authenticate|limit-failed-auth)|gateway\/key-cache|keys\/)/],
+  ['upstream identity (headers, assertion)', /\/dist\/(gateway\/policies\/upstream-identity|gateway\/assertion-signer|gateway\/upstream-headers|identity\/)|\/node_modules\/jose\//],
+  ['request id', /\/dist\/gateway\/policies\/request-id/],
+  ['route rules, openapi', /\/dist\/gateway\/(policies\/(apply-route-rules|serve-openapi)|route-rules|openapi-document)/],
+  ['policy chain, access-log glue', /\/dist\/gateway\/(chain|context|send-answer|access-log)\.js/],
+];
+const SHARED = 'HTTP server + proxy (what the bare proxy does too)';
+
+function concernOf(stack: CallFrame[]): string {
+  for (const frame of stack) {
+    if (frame.functionName === '(garbage collector)') return '(garbage collector)';
+    for (const [concern, url] of CONCERNS) if (url.test(frame.url)) return concern;
+  }
+  return stack.length === 1 && stack[0]!.functionName.startsWith('(') ? stack[0]!.functionName : SHARED;
 }
 
 /** Who a frame belongs to: a tollgate file, an npm package, a Node core module, or V8 itself. */
@@ -113,6 +143,7 @@ export function aggregate(profile: CpuProfile, window?: { fromUs: number; toUs: 
     idleUs: 0,
     byFunction: new Map(),
     byOwner: new Map(),
+    byConcern: new Map(),
     inclusiveOwn: new Map(),
   };
   for (const [id, us] of selfUs) {
@@ -125,10 +156,15 @@ export function aggregate(profile: CpuProfile, window?: { fromUs: number; toUs: 
     bump(result.byFunction, `${frame.functionName}@${at}`, frame.functionName || '(anonymous)', at, us);
     const owner = ownerOf(frame);
     bump(result.byOwner, owner, owner, '', us);
+    const stack: CallFrame[] = [];
+    for (let node: number | undefined = id; node !== undefined; node = parent.get(node)) stack.push(byId.get(node)!.callFrame);
+    // The root frame '(root)' says nothing; drop it.
+    if (stack.length > 1) stack.pop();
+    const concern = concernOf(stack);
+    bump(result.byConcern, concern, concern, '', us);
     // Inclusive time of our own functions: each function counted once per stack (recursion).
     const seen = new Set<string>();
-    for (let node: number | undefined = id; node !== undefined; node = parent.get(node)) {
-      const f = byId.get(node)!.callFrame;
+    for (const f of stack) {
       if (!/\/dist\/(?!bench\/)/.test(f.url)) continue;
       const fAt = where(f);
       const key = `${f.functionName}@${fAt}`;
@@ -154,6 +190,7 @@ export function summarise(agg: Aggregate, n = 30): ProfileSummary {
     busyMs: busyUs / 1000,
     selfByFunction: top(agg.byFunction, n, busyUs),
     selfByOwner: top(agg.byOwner, n, busyUs),
+    byConcern: top(agg.byConcern, n, busyUs),
     inclusiveOwn: top(agg.inclusiveOwn, n, busyUs),
   };
 }
@@ -170,6 +207,7 @@ export interface DiffRow {
 export interface ProfileDiff {
   tollgateBusyUsPerRequest: number;
   bareBusyUsPerRequest: number;
+  byConcern: DiffRow[];
   byOwner: DiffRow[];
   byFunction: DiffRow[];
 }
@@ -186,12 +224,13 @@ export function diff(tollgate: Aggregate, tollgateRequests: number, bare: Aggreg
         const bareUs = (u?.us ?? 0) / bareRequests;
         return { name: (t ?? u)!.name, where: (t ?? u)!.where, tollgateUs, bareUs, addedUs: tollgateUs - bareUs };
       })
-      .sort((x, y) => y.addedUs - x.addedUs)
+      .sort((x, y) => Math.abs(y.addedUs) - Math.abs(x.addedUs))
       .slice(0, n);
   };
   return {
     tollgateBusyUsPerRequest: (tollgate.wallUs - tollgate.idleUs) / tollgateRequests,
     bareBusyUsPerRequest: (bare.wallUs - bare.idleUs) / bareRequests,
+    byConcern: rows(tollgate.byConcern, bare.byConcern),
     byOwner: rows(tollgate.byOwner, bare.byOwner),
     byFunction: rows(tollgate.byFunction, bare.byFunction),
   };
@@ -207,26 +246,29 @@ export function formatSummary(summary: ProfileSummary): string {
     ].join('\n');
   return [
     `${summary.wallMs.toFixed(0)} ms wall, ${summary.busyMs.toFixed(0)} ms busy on the main thread (${((100 * summary.busyMs) / summary.wallMs).toFixed(0)}%); percentages are of busy time`,
+    table('time by concern (innermost tollgate concern on the stack):', summary.byConcern, false),
     table('self time by owner:', summary.selfByOwner, false),
     table(`top ${summary.selfByFunction.length} functions by self time:`, summary.selfByFunction, true),
     table("tollgate's own functions, inclusive time (self + callees):", summary.inclusiveOwn, true),
   ].join('\n\n');
 }
 
-export function formatDiff(d: ProfileDiff): string {
+export function formatDiff(d: ProfileDiff, a = 'tollgate', b = 'bare'): string {
   const table = (title: string, rows: DiffRow[], withWhere: boolean) =>
     [
       title,
-      '  added  tollgate      bare   (µs of main-thread CPU per request)',
+      `  ${'added'.padStart(6)}  ${a.slice(0, 8).padStart(8)}  ${b.slice(0, 8).padStart(8)}   (µs of main-thread CPU per request)`,
       ...rows.map(
         (r) =>
           `  ${r.addedUs.toFixed(1).padStart(6)}  ${r.tollgateUs.toFixed(1).padStart(8)}  ${r.bareUs.toFixed(1).padStart(8)}   ${r.name}${withWhere && r.where ? `  (${r.where})` : ''}`,
       ),
     ].join('\n');
+  const added = d.tollgateBusyUsPerRequest - d.bareBusyUsPerRequest;
   return [
-    `main thread busy per request: tollgate ${d.tollgateBusyUsPerRequest.toFixed(0)} µs, bare proxy ${d.bareBusyUsPerRequest.toFixed(0)} µs (+${(d.tollgateBusyUsPerRequest - d.bareBusyUsPerRequest).toFixed(0)} µs)`,
-    table('what tollgate adds, by owner:', d.byOwner.filter((r) => r.addedUs > 0.05), false),
-    table(`what tollgate adds, top ${d.byFunction.length} functions:`, d.byFunction, true),
+    `main thread busy per request: ${a} ${d.tollgateBusyUsPerRequest.toFixed(0)} µs, ${b} ${d.bareBusyUsPerRequest.toFixed(0)} µs (${added >= 0 ? '+' : ''}${added.toFixed(0)} µs)`,
+    table('by concern:', d.byConcern, false),
+    table('by owner:', d.byOwner.filter((r) => Math.abs(r.addedUs) > 0.5), false),
+    table(`top ${d.byFunction.length} functions:`, d.byFunction, true),
   ].join('\n\n');
 }
 

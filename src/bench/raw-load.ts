@@ -36,6 +36,7 @@ class Connection {
   private chunks: Buffer[] = [];
   private received = 0;
   private done: Done | null = null;
+  private closing = false;
 
   constructor(private readonly host: string, private readonly port: number, private readonly onBroken: () => void) {
     this.open();
@@ -56,8 +57,6 @@ class Connection {
       this.open();
     });
   }
-
-  private closing = false;
 
   send(request: Buffer, done: Done): void {
     this.done = done;

@@ -11,7 +11,7 @@ import { memoryPhase } from './phases/memory.js';
 import { overLimitPhase } from './phases/over-limit.js';
 import { profilePhase } from './phases/profile.js';
 import { throughputPhase } from './phases/throughput.js';
-import { removeWorkDir, WORK_DIR } from './processes.js';
+import { removeWorkDir, workDir } from './processes.js';
 import { markdownReport, textReport, type BenchResults } from './report.js';
 import { Stack } from './stack.js';
 
@@ -28,15 +28,22 @@ async function main(): Promise<void> {
     say(`  note: the machine is already busy (load ${machine.loadAverageAtStart[0]!.toFixed(1)} on ${machine.cpus} CPUs): absolute figures will be low and noisy; ratios less so`);
   }
 
-  const stack = await Stack.start(options);
+  const stack = await Stack.start(options).catch((err: unknown) => {
+    removeWorkDir();
+    throw err;
+  });
   try {
-    say(`redis ${stack.redis.url}, backend ${stack.backendUrl}, ${stack.targets().map((t) => `${t.name} ${t.url}`).join(', ')}; scratch ${WORK_DIR}`);
+    say(`redis ${stack.redis.url}, backend ${stack.backendUrl}, ${stack.targets().map((t) => `${t.name} ${t.url}`).join(', ')}; scratch ${workDir()}`);
     await sanityCheck(stack);
     const results: BenchResults = { date: new Date().toISOString(), machine, options: { ...options, phases: [...options.phases] }, durationSeconds: 0 };
     if (options.phases.has('throughput')) results.throughput = await throughputPhase(stack, options);
+    stack.assertRunning();
     if (options.phases.has('latency')) results.latency = await latencyPhase(stack, options, results.throughput?.bare.requestsPerSecond);
+    stack.assertRunning();
     if (options.phases.has('overlimit')) results.overLimit = await overLimitPhase(stack, options);
+    stack.assertRunning();
     if (options.phases.has('memory')) results.memory = await memoryPhase(stack, options);
+    stack.assertRunning();
     if (options.phases.has('profile')) results.profile = await profilePhase(stack, options);
 
     const problems = stack.tollgate.process.problems();

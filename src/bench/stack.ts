@@ -14,6 +14,8 @@ export interface Target {
   process: BenchProcess;
   /** Tollgate builds talk to Redis; the bare proxy does not. */
   usesRedis: boolean;
+  /** Tollgate's admin listener (/metrics), if it logged one. */
+  adminUrl?: string;
 }
 
 /**
@@ -22,6 +24,7 @@ export interface Target {
  */
 export class Stack {
   private readonly processes: BenchProcess[] = [];
+  private readonly stopped = new Set<BenchProcess>();
   readonly admin: Redis;
   backendUrl = '';
   keyId = '';
@@ -31,6 +34,7 @@ export class Stack {
   variants: Target[] = [];
   // Gateway, backend and bare proxy share an assertion secret of this run's own.
   private readonly secretEnv = { TOLLGATE_ASSERTION_SECRET: randomBytes(48).toString('base64') };
+  private gatewayNodeArgs: string[] = [];
 
   private constructor(readonly redis: BenchRedis) {
     this.admin = redis.client();
@@ -48,6 +52,7 @@ export class Stack {
   }
 
   private async startAll(options: Options): Promise<void> {
+    this.gatewayNodeArgs = options.gatewayNodeArgs;
     // Quotas high enough never to refuse: the benchmark measures the full policy, not 429s.
     const { id, key } = await createKeyWithCli(this.redis.url, ['--plan', 'enterprise', '--per-minute', '100000000', '--per-day', '1000000000']);
     this.keyId = id;
@@ -64,7 +69,9 @@ export class Stack {
     const bare = this.startBare('bare-proxy');
     this.bare = { name: 'bare', url: await bare.listening('bare proxy listening'), process: bare, usesRedis: false };
     const gateway = this.startGateway('gateway');
-    this.tollgate = { name: 'tollgate', url: await gateway.listening('gateway listening'), process: gateway, usesRedis: true };
+    const url = await gateway.listening('gateway listening');
+    const adminUrl = await gateway.listening('admin listening').catch(() => undefined);
+    this.tollgate = { name: 'tollgate', url, process: gateway, usesRedis: true, adminUrl };
     for (const variant of options.variants) {
       const proc = this.startGateway(`gateway-${variant.name}`, [], variant.cli);
       this.variants.push({ name: variant.name, url: await proc.listening('gateway listening'), process: proc, usesRedis: true });
@@ -87,13 +94,28 @@ export class Stack {
   /** A gateway with its full default policy; LOG_LEVEL=info, so the access log is part of the cost. */
   startGateway(name: string, execArgv: string[] = [], cli = CLI): BenchProcess {
     const env = { REDIS_URL: this.redis.url, UPSTREAM_URL: this.backendUrl, GATEWAY_PORT: '0', ADMIN_PORT: '0', LOG_LEVEL: 'info' };
-    return this.spawn(name, [cli, 'gateway'], env, execArgv);
+    return this.spawn(name, [cli, 'gateway'], env, [...this.gatewayNodeArgs, ...execArgv]);
   }
 
   private spawn(name: string, args: string[], env: Record<string, string>, execArgv: string[] = []): BenchProcess {
     const proc = BenchProcess.spawn(name, args, { ...env, ...this.secretEnv }, execArgv);
     this.processes.push(proc);
     return proc;
+  }
+
+  /** Throws, with its log, if a process of the run has ended: later figures would be meaningless. */
+  assertRunning(): void {
+    for (const proc of this.processes) {
+      if (proc.exited !== null && !this.stopped.has(proc)) {
+        throw new Error(`${proc.name} (pid ${proc.pid}) exited with ${proc.exited} during the run; its log ends:\n${proc.logTail()}`);
+      }
+    }
+  }
+
+  /** Stops one process of the run on purpose (a profiled one). */
+  async stop(proc: BenchProcess): Promise<void> {
+    this.stopped.add(proc);
+    await proc.stop();
   }
 
   /** Empties the gateways' log files (they grow by one line per request). */

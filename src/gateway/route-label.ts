@@ -6,15 +6,26 @@
  */
 export function routeLabeler(maxLabels = 100): (url: string | undefined) => string {
   const seen = new Set<string>();
-  return (url) => {
-    const path = (url ?? '/').split('?', 1)[0]!;
+  // Most requests repeat a few URLs: remember their labels (bounded; cleared when full).
+  const byUrl = new Map<string, string>();
+  return (url = '/') => {
+    const known = byUrl.get(url);
+    if (known !== undefined) return known;
+    const label = labelOf(url);
+    if (byUrl.size >= 1000) byUrl.clear();
+    byUrl.set(url, label);
+    return label;
+  };
+
+  function labelOf(url: string): string {
+    const path = url.split('?', 1)[0]!;
     const segments = path.split('/').filter(Boolean).slice(0, 4);
     const label = '/' + segments.map((s) => (isParam(s) ? '{param}' : s)).join('/');
     if (seen.has(label)) return label;
     if (seen.size >= maxLabels) return 'other';
     seen.add(label);
     return label;
-  };
+  }
 }
 
 /** Numbers, id-like tokens (digits in six or more characters), long or unusual segments. */

@@ -1,5 +1,7 @@
+import { loadSettings } from '../../config/settings.js';
 import { createKeysInBulk } from '../keys.js';
 import type { Options } from '../options.js';
+import { CONFIG_DIR } from '../processes.js';
 import { closedLoopOver, rawGet } from '../raw-load.js';
 import { addCounts, NO_COUNTS, readRedisStats, resetRedisStats } from '../redis-stats.js';
 import type { MemoryResults, MemoryStep } from '../report.js';
@@ -36,25 +38,31 @@ export async function memoryPhase(stack: Stack, options: Options): Promise<Memor
       amount,
       connections: options.connections,
     });
+    stack.assertRunning();
     counts = addCounts(counts, await readRedisStats(stack.admin));
     requests += run.requests;
     stack.truncateLogs();
     const memory = gateway.memory();
+    const heap = await heapOf(stack.tollgate.adminUrl);
     const step = {
       distinctKeys: offset + amount,
       rssMiB: memory.rssKiB / 1024,
       peakRssMiB: memory.peakKiB / 1024,
+      heapUsedMiB: heap?.usedMiB,
+      heapTotalMiB: heap?.totalMiB,
       requestsPerSecond: (1000 * run.requests) / run.elapsedMs,
       non2xx: run.non2xx,
+      statusCounts: run.statusCounts,
       errors: run.errors,
     };
     steps.push(step);
     say(
-      `  ${step.distinctKeys} distinct keys: RSS ${step.rssMiB.toFixed(0)} MiB (peak ${step.peakRssMiB.toFixed(0)}), ${step.requestsPerSecond.toFixed(0)} req/s, non-2xx ${step.non2xx}, errors ${step.errors}`,
+      `  ${step.distinctKeys} distinct keys: RSS ${step.rssMiB.toFixed(0)} MiB (peak ${step.peakRssMiB.toFixed(0)}), JS heap used ${step.heapUsedMiB?.toFixed(0) ?? '?'} of ${step.heapTotalMiB?.toFixed(0) ?? '?'} MiB, ${step.requestsPerSecond.toFixed(0)} req/s, statuses ${JSON.stringify(step.statusCounts)}, errors ${step.errors}`,
     );
   }
   const redisMemory = /^used_memory:(\d+)/m.exec(await stack.admin.info('memory'))?.[1];
   return {
+    cacheMaxEntries: loadSettings({ TOLLGATE_CONFIG_DIR: CONFIG_DIR }).keyCache.maxEntries,
     keyRecords: options.keys,
     keyRecordsWriteSeconds: writeSeconds,
     rssBeforeMiB: before.rssKiB / 1024,
@@ -62,4 +70,18 @@ export async function memoryPhase(stack: Stack, options: Options): Promise<Memor
     redis: perRequest(counts, requests),
     redisUsedMemoryMiB: Number(redisMemory) / 1024 / 1024,
   };
+}
+
+/** The gateway's V8 heap, from its Prometheus metrics (prom-client's default process metrics). */
+async function heapOf(adminUrl: string | undefined): Promise<{ usedMiB: number; totalMiB: number } | undefined> {
+  if (!adminUrl) return undefined;
+  try {
+    const text = await (await fetch(`${adminUrl}/metrics`)).text();
+    const value = (name: string) => Number(new RegExp(`^\\w*${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+    const used = value('nodejs_heap_size_used_bytes');
+    const total = value('nodejs_heap_size_total_bytes');
+    return Number.isNaN(used) ? undefined : { usedMiB: used / 1024 / 1024, totalMiB: total / 1024 / 1024 };
+  } catch {
+    return undefined;
+  }
 }

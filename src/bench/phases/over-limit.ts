@@ -7,10 +7,11 @@ import { PATH, type Stack } from '../stack.js';
 import { latencyStats, perRequest, say } from './common.js';
 
 /**
- * A key over its limit (1 a minute, 1 a day) after one allowed request: the first refusal comes
- * from Redis, later ones from the gateway's local verdict cache, with rejections reported to Redis
- * in batches (so the key gets banned, after which nothing is reported). Redis commands per request
- * should be about 0.
+ * A key over its limit (1 a minute, 1 a day) after one allowed request. The first refusal comes
+ * from Redis, and so do those of the requests already on their way to Redis when it arrives (at
+ * most one per connection); later ones come from the gateway's local verdict cache, with the
+ * rejections reported to Redis in batches (so the key gets banned, after which nothing is
+ * reported). Redis commands per request should be about 0.
  */
 export async function overLimitPhase(stack: Stack, options: Options): Promise<OverLimitResults> {
   const seconds = Math.min(5, options.durationSeconds);

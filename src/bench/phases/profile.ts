@@ -3,71 +3,109 @@ import { join } from 'node:path';
 import { closedLoop } from '../closed-loop.js';
 import { CpuMeter } from '../cpu.js';
 import type { Options } from '../options.js';
-import { WORK_DIR } from '../processes.js';
-import { aggregate, diff, formatDiff, formatSummary, summarise, type CpuProfile } from '../profile-summary.js';
+import { workDir, type BenchProcess } from '../processes.js';
+import { aggregate, diff, formatDiff, formatSummary, summarise, type Aggregate, type CpuProfile } from '../profile-summary.js';
 import type { ProfileResults } from '../report.js';
 import { PATH, type Stack } from '../stack.js';
 import { say } from './common.js';
 
+interface Profiled {
+  name: string;
+  aggregate: Aggregate;
+  /** Requests in the aggregated window, scaled so that per-request figures are main-thread CPU. */
+  requests: number;
+  requestsPerSecond: number;
+  cpuUsPerRequest: number;
+  mainThreadCpuUsPerRequest: number;
+  file: string;
+}
+
 /**
- * A bare proxy and a gateway of their own under `node --cpu-prof`, loaded one after the other like
- * the throughput rounds, then stopped (the profile is written at exit). Only the samples taken
- * during the measured load count (not startup, warmup or shutdown). On a shared machine a sampled
- * interval includes time the process waited for a CPU, so each profile's busy time is scaled to
- * the CPU time the process really used (from /proc) before comparing per request.
+ * The bare proxy, the gateway and any variants, each a process of its own under `node --cpu-prof`,
+ * loaded one after the other like the throughput rounds, then stopped (the profile is written at
+ * exit). Only the samples taken during the measured load count (not startup, warmup or shutdown).
+ * A sampled interval includes time the process waited for a CPU (the machine is shared), so each
+ * profile's busy time is scaled to the CPU time its main thread really used (from /proc).
  */
 export async function profilePhase(stack: Stack, options: Options): Promise<ProfileResults> {
   const seconds = Math.max(options.durationSeconds, 10);
-  say(`\nprofile: bare proxy, then gateway, each under node --cpu-prof, ${options.connections} connections for ${seconds} s after ${options.warmupSeconds} s warmup`);
+  const sides: Array<{ name: string; start: (execArgv: string[]) => BenchProcess; listening: string }> = [
+    { name: 'bare', start: (a) => stack.startBare('bare-profiled', a), listening: 'bare proxy listening' },
+    { name: 'tollgate', start: (a) => stack.startGateway('gateway-profiled', a), listening: 'gateway listening' },
+    ...options.variants.map((v) => ({ name: v.name, start: (a: string[]) => stack.startGateway(`${v.name}-profiled`, a, v.cli), listening: 'gateway listening' })),
+  ];
+  say(`\nprofile: ${sides.map((s) => s.name).join(', ')}, one after the other under node --cpu-prof, ${options.connections} connections for ${seconds} s after ${options.warmupSeconds} s warmup`);
   mkdirSync(options.outDir, { recursive: true });
-  const sides = {} as Record<'bare' | 'tollgate', { requests: number; requestsPerSecond: number; file: string; aggregate: ReturnType<typeof aggregate> }>;
-  for (const side of ['bare', 'tollgate'] as const) {
-    const dir = join(WORK_DIR, `profile-${side}`);
-    mkdirSync(dir, { recursive: true });
-    const execArgv = ['--cpu-prof', '--cpu-prof-dir', dir];
-    const proc = side === 'bare' ? stack.startBare('bare-profiled', execArgv) : stack.startGateway('gateway-profiled', execArgv);
-    const url = await proc.listening(side === 'bare' ? 'bare proxy listening' : 'gateway listening');
-    const load = { url: url + PATH, headers: stack.headers, connections: options.connections };
-    await closedLoop({ ...load, durationSeconds: options.warmupSeconds });
-    const loadStartMs = Date.now();
-    const all = new CpuMeter({ proxy: proc.pid });
-    const main = new CpuMeter({ proxy: proc.pid }, true);
-    const run = await closedLoop({ ...load, durationSeconds: seconds });
-    const cpuMs = all.read().proxy!;
-    const mainCpuMs = main.read().proxy!;
-    const loadEndMs = Date.now();
-    await proc.stop();
-    const exitMs = Date.now();
-    const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
-    if (!file) throw new Error(`the profiled ${side} wrote no .cpuprofile`);
-    const text = readFileSync(join(dir, file), 'utf8');
-    const kept = join(options.outDir, `${side === 'bare' ? 'bare-proxy' : 'gateway'}.cpuprofile`);
-    writeFileSync(kept, text);
-    const profile = JSON.parse(text) as CpuProfile;
-    // The profile ends at exit, and writing it delays the exit we see: the window is placed back
-    // from the end and trimmed by a second at each side, to stay inside the load.
-    const fromUs = profile.endTime - (exitMs - loadStartMs - 1000) * 1000;
-    const toUs = profile.endTime - (exitMs - loadEndMs + 1000) * 1000;
-    const agg = aggregate(profile, { fromUs, toUs });
-    // Requests in the window, and how much of the sampled busy time the main thread really ran
-    // (the rest it waited for a CPU); per-request figures are then main-thread CPU microseconds.
-    const loadSeconds = (loadEndMs - loadStartMs) / 1000;
-    const windowSeconds = agg.wallUs / 1e6;
-    const running = Math.min(1, (mainCpuMs * 1000 * (windowSeconds / loadSeconds)) / (agg.wallUs - agg.idleUs));
-    const requests = run.requestsPerSecond * windowSeconds;
-    sides[side] = { requests: requests / running, requestsPerSecond: run.requestsPerSecond, file: kept, aggregate: agg };
-    const perRequest = (ms: number) => ((1000 * ms) / (run.requestsPerSecond * loadSeconds)).toFixed(0);
-    say(`  ${side}: ${run.requestsPerSecond.toFixed(0)} req/s under the profiler; CPU per request ${perRequest(cpuMs)} µs (main thread ${perRequest(mainCpuMs)} µs); ${kept}`);
+  const profiled: Profiled[] = [];
+  for (const side of sides) profiled.push(await profileOne(side, stack, options, seconds));
+
+  const [bare, tollgate, ...variants] = profiled as [Profiled, Profiled, ...Profiled[]];
+  const summary = summarise(tollgate.aggregate, 30);
+  const d = diff(tollgate.aggregate, tollgate.requests, bare.aggregate, bare.requests, 30);
+  let text = `gateway:\n${formatSummary(summary)}\n\n${formatDiff(d)}`;
+  for (const variant of variants) {
+    const v = diff(variant.aggregate, variant.requests, tollgate.aggregate, tollgate.requests, 30);
+    text += `\n\nvariant ${variant.name} against tollgate (negative: saved):\n${formatDiff(v, variant.name, 'tollgate')}`;
   }
-  const summary = summarise(sides.tollgate.aggregate, 30);
-  const d = diff(sides.tollgate.aggregate, sides.tollgate.requests, sides.bare.aggregate, sides.bare.requests, 30);
-  const text = `gateway:\n${formatSummary(summary)}\n\n${formatDiff(d)}`;
   writeFileSync(join(options.outDir, 'profile.txt'), `${text}\n`);
   say(`\n${text}`);
   return {
-    ratio: sides.tollgate.requestsPerSecond / sides.bare.requestsPerSecond,
-    files: { gateway: sides.tollgate.file, bare: sides.bare.file },
+    ratio: tollgate.requestsPerSecond / bare.requestsPerSecond,
+    files: Object.fromEntries(profiled.map((p) => [p.name, p.file])),
+    cpuUsPerRequest: Object.fromEntries(profiled.map((p) => [p.name, { all: p.cpuUsPerRequest, mainThread: p.mainThreadCpuUsPerRequest }])),
     summary,
     diff: d,
+  };
+}
+
+async function profileOne(
+  side: { name: string; start: (execArgv: string[]) => BenchProcess; listening: string },
+  stack: Stack,
+  options: Options,
+  seconds: number,
+): Promise<Profiled> {
+  const dir = join(workDir(), `profile-${side.name}`);
+  mkdirSync(dir, { recursive: true });
+  const proc = side.start(['--cpu-prof', '--cpu-prof-dir', dir]);
+  const url = await proc.listening(side.listening);
+  const load = { url: url + PATH, headers: stack.headers, connections: options.connections };
+  await closedLoop({ ...load, durationSeconds: options.warmupSeconds });
+  const loadStartMs = Date.now();
+  const all = new CpuMeter({ proxy: proc.pid });
+  const main = new CpuMeter({ proxy: proc.pid }, true);
+  const run = await closedLoop({ ...load, durationSeconds: seconds });
+  const cpuMs = all.read().proxy!;
+  const mainCpuMs = main.read().proxy!;
+  const loadEndMs = Date.now();
+  await proc.stop();
+  const exitMs = Date.now();
+
+  const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
+  if (!file) throw new Error(`the profiled ${side.name} wrote no .cpuprofile`);
+  const text = readFileSync(join(dir, file), 'utf8');
+  const kept = join(options.outDir, `${side.name}.cpuprofile`);
+  writeFileSync(kept, text);
+  const profile = JSON.parse(text) as CpuProfile;
+  // The profile ends at exit, and writing it delays the exit we see: the window is placed back
+  // from the end and trimmed by a second at each side, to stay inside the load.
+  const fromUs = profile.endTime - (exitMs - loadStartMs - 1000) * 1000;
+  const toUs = profile.endTime - (exitMs - loadEndMs + 1000) * 1000;
+  const agg = aggregate(profile, { fromUs, toUs });
+  // How much of the sampled busy time the main thread really ran (the rest it waited for a CPU).
+  const loadSeconds = (loadEndMs - loadStartMs) / 1000;
+  const windowSeconds = agg.wallUs / 1e6;
+  const running = Math.min(1, (mainCpuMs * 1000 * (windowSeconds / loadSeconds)) / (agg.wallUs - agg.idleUs));
+  const perRequest = (ms: number) => (1000 * ms) / (run.requestsPerSecond * loadSeconds);
+  say(
+    `  ${side.name}: ${run.requestsPerSecond.toFixed(0)} req/s under the profiler; CPU per request ${perRequest(cpuMs).toFixed(0)} µs (main thread ${perRequest(mainCpuMs).toFixed(0)} µs); ${kept}`,
+  );
+  return {
+    name: side.name,
+    aggregate: agg,
+    requests: (run.requestsPerSecond * windowSeconds) / running,
+    requestsPerSecond: run.requestsPerSecond,
+    cpuUsPerRequest: perRequest(cpuMs),
+    mainThreadCpuUsPerRequest: perRequest(mainCpuMs),
+    file: kept,
   };
 }

@@ -1,7 +1,7 @@
 import { ASSERTION_HEADER } from '../../identity/assertion.js';
 import type { AssertionSigner } from '../assertion-signer.js';
 import { CONTINUE, type Policy } from '../context.js';
-import { CONSUMER_ID_HEADER, CONSUMER_PLAN_HEADER, stripClientHeaders } from '../upstream-headers.js';
+import { CONSUMER_ID_HEADER, CONSUMER_PLAN_HEADER, withoutClientHeaders } from '../upstream-headers.js';
 
 /**
  * Last policy before the proxy: the client's credentials and any identity headers it sent
@@ -11,8 +11,8 @@ import { CONSUMER_ID_HEADER, CONSUMER_PLAN_HEADER, stripClientHeaders } from '..
  */
 export function upstreamIdentity(assertions: AssertionSigner): Policy {
   return (ctx) => {
-    const headers = ctx.req.headers;
-    stripClientHeaders(headers);
+    const headers = withoutClientHeaders(ctx.req.headers);
+    ctx.req.headers = headers;
     const consumer = ctx.consumer;
     if (!consumer) return CONTINUE;
     headers[CONSUMER_ID_HEADER] = consumer.id;
