@@ -88,3 +88,23 @@ export function getFrom(
  * tests are about.
  */
 export const slackRedisTimeout = (gatewayYaml: string) => gatewayYaml.replace(/commandTimeoutMs: 250\b/, 'commandTimeoutMs: 2000');
+
+/**
+ * plans.yaml for quota tests: the shipped plans plus `fifty` (50/minute, for exact-count tests)
+ * and `tiny` (a few a minute, for 429s and bans), with the ban policy a test needs.
+ */
+export function testPlans(tinyPerMinute: number, ban: { afterRejections: number; window: number; duration: number }): string {
+  return `
+plans:
+  free:       { perMinute: 60,   perDay: 1000 }
+  pro:        { perMinute: 300,  perDay: 10000 }
+  business:   { perMinute: 1000, perDay: 100000 }
+  enterprise: { perMinute: 3000, perDay: 1000000 }
+  fifty:      { perMinute: 50,   perDay: 100000 }
+  tiny:       { perMinute: ${tinyPerMinute},    perDay: 100000 }
+ban:
+  afterRejections: ${ban.afterRejections}
+  window: ${ban.window}
+  duration: ${ban.duration}
+`;
+}

@@ -13,6 +13,7 @@ import {
   startGateway,
   type CreatedKey,
   type GatewayHandle,
+  testPlans,
 } from '../helpers/stack.js';
 import type { TollgateProcess } from '../helpers/processes.js';
 import { awayFromMinuteEdge } from '../helpers/windows.js';
@@ -22,19 +23,7 @@ import { awayFromMinuteEdge } from '../helpers/windows.js';
 // their ids hash to different masters: every script must keep one API key's data in one slot.
 
 const SECRET = 'cluster-test-assertion-secret-0123456789abcdef';
-const PLANS = `
-plans:
-  free:       { perMinute: 60,   perDay: 1000 }
-  pro:        { perMinute: 300,  perDay: 10000 }
-  business:   { perMinute: 1000, perDay: 100000 }
-  enterprise: { perMinute: 3000, perDay: 1000000 }
-  fifty:      { perMinute: 50,   perDay: 100000 }
-  tiny:       { perMinute: 4,    perDay: 100000 }
-ban:
-  afterRejections: 6
-  window: 60
-  duration: 120
-`;
+const PLANS = testPlans(4, { afterRejections: 6, window: 60, duration: 120 });
 
 // The counts must be exact, so the config copy gets slackRedisTimeout (see stack.ts). The last
 // test shows that a lost master still fails fast: a refused connection is not retried whatever

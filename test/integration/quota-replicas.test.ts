@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { TestRedis } from '../helpers/redis-server.js';
-import { bearer, configCopy, createKey, getFrom, keysCli, slackRedisTimeout, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
+import { bearer, configCopy, createKey, getFrom, keysCli, slackRedisTimeout, startGateway, type CreatedKey, type GatewayHandle, testPlans } from '../helpers/stack.js';
 import { awayFromMinuteEdge } from '../helpers/windows.js';
 
 // Quotas counted in one Redis and shared by three real gateway processes.
@@ -13,19 +13,7 @@ let upstream: EchoUpstream;
 let gateways: GatewayHandle[];
 let configDir: string;
 
-const PLANS = `
-plans:
-  free:       { perMinute: 60,   perDay: 1000 }
-  pro:        { perMinute: 300,  perDay: 10000 }
-  business:   { perMinute: 1000, perDay: 100000 }
-  enterprise: { perMinute: 3000, perDay: 1000000 }
-  fifty:      { perMinute: 50,   perDay: 100000 }
-  tiny:       { perMinute: 4,    perDay: 100000 }
-ban:
-  afterRejections: 6
-  window: 60
-  duration: 120
-`;
+const PLANS = testPlans(4, { afterRejections: 6, window: 60, duration: 120 });
 
 beforeAll(async () => {
   redis = await TestRedis.start();

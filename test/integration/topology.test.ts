@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nginxBinary, TestNginx } from '../helpers/nginx.js';
 import type { TollgateProcess } from '../helpers/processes.js';
 import { TestRedis } from '../helpers/redis-server.js';
-import { bearer, configCopy, slackRedisTimeout, createKey, getFrom, startBackend, startGateway, type GatewayHandle } from '../helpers/stack.js';
+import { bearer, configCopy, slackRedisTimeout, createKey, getFrom, startBackend, startGateway, type GatewayHandle, testPlans } from '../helpers/stack.js';
 import { awayFromMinuteEdge } from '../helpers/windows.js';
 
 // The docker-compose.yml topology as plain processes: Redis, the category backend, three
@@ -13,25 +13,10 @@ const nginxPath = nginxBinary();
 if (!nginxPath) console.warn('SKIPPED topology test: nginx is not installed (apt-get install nginx; .ci/run installs it)');
 
 const SECRET = 'topology-test-assertion-secret-0123456789abcdef';
-const PLANS = `
-plans:
-  free:       { perMinute: 60,   perDay: 1000 }
-  pro:        { perMinute: 300,  perDay: 10000 }
-  business:   { perMinute: 1000, perDay: 100000 }
-  enterprise: { perMinute: 3000, perDay: 1000000 }
-  fifty:      { perMinute: 50,   perDay: 100000 }
-  tiny:       { perMinute: 2,    perDay: 100000 }
-ban:
-  afterRejections: 20
-  window: 60
-  duration: 900
-`;
+const PLANS = testPlans(2, { afterRejections: 20, window: 60, duration: 900 });
 
-/**
- * These tests assert exact counts, not latency: a 2-core CI machine running other suites can take
- * longer than the shipped 250 ms per Redis command, and the (correct) degraded answer would make
- * the counts inexact. The fault tests cover the tight timeout.
- */
+// These tests assert exact counts, so the config copy gets slackRedisTimeout (see stack.ts); the
+// fault tests cover the tight shipped timeout.
 
 let redis: TestRedis;
 let backend: { process: TollgateProcess; url: string };
