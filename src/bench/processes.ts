@@ -1,6 +1,8 @@
+import { freePort } from '../dev/free-port.js';
+import { waitForRedis } from '../dev/wait-for-redis.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, truncateSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -140,7 +142,7 @@ export class BenchRedis {
     const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', workDir()];
     const child = spawn('redis-server', [...args, '--logfile', join(workDir(), 'redis.log')], { stdio: 'ignore' });
     const redis = new BenchRedis(port, child);
-    await redis.waitForPing();
+    await waitForRedis(redis.url);
     return redis;
   }
 
@@ -163,23 +165,6 @@ export class BenchRedis {
     await exited;
   }
 
-  private async waitForPing(): Promise<void> {
-    const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline) {
-      const client = new Redis(this.url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
-      client.on('error', () => {});
-      try {
-        await client.connect();
-        if ((await client.ping()) === 'PONG') return;
-      } catch {
-        // not up yet
-      } finally {
-        client.disconnect();
-      }
-      await sleep(50);
-    }
-    throw new Error(`redis-server on port ${this.port} did not start`);
-  }
 }
 
 /** Runs the tollgate CLI to completion and returns its stdout (throws on a non-zero exit). */
@@ -198,17 +183,7 @@ export function runCli(args: string[], env: Record<string, string | undefined>):
   });
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));

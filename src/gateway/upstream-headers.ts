@@ -5,9 +5,6 @@ import type { IncomingHttpHeaders } from 'node:http';
 // close our pooled keep-alive socket to the upstream.
 const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade', 'proxy-authorization'];
 
-/** Identity headers only the gateway may set; a client sending them is trying to impersonate. */
-export const IDENTITY_PREFIXES = ['x-tollgate-', 'x-consumer-'];
-
 export const CONSUMER_ID_HEADER = 'x-tollgate-consumer-id';
 export const CONSUMER_PLAN_HEADER = 'x-tollgate-plan';
 
@@ -24,6 +21,7 @@ export function withoutClientHeaders(headers: IncomingHttpHeaders): IncomingHttp
     if (
       name === 'authorization' ||
       HOP_BY_HOP.includes(name) ||
+      // identity headers only the gateway may set: a client sending them is impersonating
       name.startsWith('x-tollgate-') ||
       name.startsWith('x-consumer-') ||
       connectionListed?.includes(name)

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { waitForRedis } from '../../src/dev/wait-for-redis.js';
 import { freePort } from './ports.js';
 
 /**
@@ -31,7 +32,7 @@ export class TestRedis {
       ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, ...this.extraArgs],
       { stdio: 'ignore' },
     );
-    await this.waitForPing();
+    await waitForRedis(this.url);
   }
 
   /** A client for assertions and fixtures (never used by the code under test). */
@@ -67,21 +68,4 @@ export class TestRedis {
     rmSync(this.dir, { recursive: true, force: true });
   }
 
-  private async waitForPing(): Promise<void> {
-    const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline) {
-      const client = new Redis(this.url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
-      client.on('error', () => {});
-      try {
-        await client.connect();
-        if ((await client.ping()) === 'PONG') return;
-      } catch {
-        // not up yet
-      } finally {
-        client.disconnect();
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`redis-server on port ${this.port} did not start`);
-  }
 }

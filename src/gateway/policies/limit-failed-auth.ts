@@ -1,3 +1,4 @@
+import { statusOf } from '../../errors/registry.js';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { clientAddressOf } from '../../http/client-address.js';
@@ -69,16 +70,13 @@ export function failedAuthLimiter(perMinute: number, redis: RedisClient | undefi
       const settle = (d: Decision) => {
         if (!d || isAnswer(d)) return d;
         if (d.code === 'too_many_unauthenticated_requests') setLimitHeaders(ctx, 0, Number(d.headers?.['retry-after'] ?? 1));
-        return statusIs401(d.code) ? onFailure(ctx, d) : d;
+        return statusOf(d.code) === 401 ? onFailure(ctx, d) : d;
       };
       return decision instanceof Promise ? decision.then(settle) : settle(decision);
     };
   return { wrap, blockedSeconds };
 }
 
-function statusIs401(code: string): boolean {
-  return code.endsWith('_api_key');
-}
 
 /** The client's address; behind a load balancer, from X-Forwarded-For (see clientAddressOf). */
 export function clientAddress(ctx: RequestContext, trustedProxyHops = 0): string {
