@@ -1,29 +1,31 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { DeferredCounter, PlainHistogram } from './deferred-metrics.js';
 
 /**
  * The gateway's Prometheus metrics, on their own registry (served on the admin port). Labels are
  * bounded sets: route templates, status codes, plans, decisions. Never a key, a key id or a path
- * as sent.
+ * as sent. Those counted on every request are plain-map counters moved into prom-client on scrape
+ * (deferred-metrics.ts); the rare ones are prom-client's own.
  */
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'tollgate_' });
   const metrics = {
     registry,
-    requests: new Counter({
+    requests: new DeferredCounter({
       name: 'tollgate_requests_total',
       help: 'Requests answered, by route template, method and status.',
       labelNames: ['route', 'method', 'status'] as const,
       registers: [registry],
     }),
-    requestSeconds: new Histogram({
+    requestSeconds: new PlainHistogram({
       name: 'tollgate_request_duration_seconds',
       help: 'Time from request to response end, by route template.',
       labelNames: ['route'] as const,
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers: [registry],
     }),
-    quotaDecisions: new Counter({
+    quotaDecisions: new DeferredCounter({
       name: 'tollgate_quota_decisions_total',
       help: 'Quota decisions by plan and result (allowed, limited, banned), and where they were taken.',
       labelNames: ['plan', 'decision', 'source'] as const,
@@ -47,7 +49,7 @@ export function createMetrics() {
       labelNames: ['operation'] as const,
       registers: [registry],
     }),
-    redisSeconds: new Histogram({
+    redisSeconds: new PlainHistogram({
       name: 'tollgate_redis_duration_seconds',
       help: 'Latency of Redis operations on the request path, by operation.',
       labelNames: ['operation'] as const,

@@ -1,0 +1,105 @@
+import { Counter, type Registry } from 'prom-client';
+
+// Request-path metrics counted in plain maps, one entry per label set, and handed to prom-client
+// only when /metrics is scraped. prom-client's own inc/observe validate the label names and hash
+// a sorted copy of the labels on every call; a request counts three or four times (measured:
+// issue 14). The /metrics output is the same: the same series, labels, buckets and sums.
+
+type Labels<L extends string> = Record<L, string>;
+
+/** The key of a label set: its values in the caller's order (each call site passes one shape). */
+function keyOf(labels: Record<string, string>): string {
+  let key = '';
+  for (const name in labels) key += `${labels[name]}\u0000`;
+  return key;
+}
+
+/** A prom-client Counter whose increments wait in a plain map until the next scrape. */
+export class DeferredCounter<L extends string> {
+  private readonly pending = new Map<string, { labels: Labels<L>; n: number }>();
+
+  constructor(config: { name: string; help: string; labelNames: readonly L[]; registers: Registry[] }) {
+    const pending = this.pending;
+    const counter: Counter<L> = new Counter<L>({
+      ...config,
+      collect() {
+        for (const entry of pending.values()) {
+          if (entry.n === 0) continue;
+          counter.inc(entry.labels, entry.n);
+          entry.n = 0;
+        }
+      },
+    });
+  }
+
+  inc(labels: Labels<L>, n = 1): void {
+    const key = keyOf(labels);
+    const entry = this.pending.get(key);
+    if (entry) entry.n += n;
+    else this.pending.set(key, { labels, n });
+  }
+}
+
+interface Series {
+  labels: Record<string, string>;
+  /** Observations per bucket (not cumulative), one per upper bound. */
+  buckets: number[];
+  sum: number;
+  count: number;
+}
+
+/**
+ * A histogram kept in plain arrays and served to the registry in prom-client's own form (what
+ * its Histogram's `get()` returns: `_bucket` series with `le` first, then `_sum` and `_count`),
+ * so /metrics prints it exactly as a prom-client Histogram would. Sums are added in the order
+ * of observation, as prom-client adds them.
+ */
+export class PlainHistogram<L extends string> {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  readonly name: string;
+  readonly help: string;
+  private readonly upperBounds: number[];
+  private series = new Map<string, Series>();
+
+  constructor(config: { name: string; help: string; labelNames: readonly L[]; buckets: number[]; registers: Registry[] }) {
+    this.name = config.name;
+    this.help = config.help;
+    this.upperBounds = [...config.buckets].sort((a, b) => a - b);
+    for (const registry of config.registers) registry.registerMetric(this as unknown as Parameters<Registry['registerMetric']>[0]);
+  }
+
+  observe(labels: Labels<L>, value: number): void {
+    const key = keyOf(labels);
+    let series = this.series.get(key);
+    if (!series) {
+      series = { labels, buckets: new Array<number>(this.upperBounds.length).fill(0), sum: 0, count: 0 };
+      this.series.set(key, series);
+    }
+    const bounds = this.upperBounds;
+    let i = 0;
+    while (i < bounds.length && value > bounds[i]!) i++;
+    if (i < bounds.length) series.buckets[i]!++;
+    series.sum += value;
+    series.count++;
+  }
+
+  async get() {
+    const values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> = [];
+    for (const { labels, buckets, sum, count } of this.series.values()) {
+      let cumulative = 0;
+      this.upperBounds.forEach((le, i) => {
+        cumulative += buckets[i]!;
+        values.push({ labels: { le, ...labels }, value: cumulative, metricName: `${this.name}_bucket` });
+      });
+      values.push({ labels: { le: '+Inf', ...labels }, value: count, metricName: `${this.name}_bucket` });
+      values.push({ labels: { ...labels }, value: sum, metricName: `${this.name}_sum` });
+      values.push({ labels: { ...labels }, value: count, metricName: `${this.name}_count` });
+    }
+    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+  }
+
+  reset(): void {
+    this.series = new Map();
+  }
+}
