@@ -23,7 +23,7 @@ export async function openCategoryStore(
     return new MemoryCategoryStore();
   }
   const safeUrl = describeRedis(redisTarget);
-  const redis = connectRedis(redisTarget!, 'gateway', commandTimeoutMs);
+  const redis = connectRedis(redisTarget!, 'backend', commandTimeoutMs);
   watchConnection(redis, safeUrl, logger, 'category store (Redis)');
   try {
     await whenReady(redis, REDIS_STARTUP_WAIT_MS);

@@ -30,7 +30,7 @@ export interface RunningBackend {
 // could send a request on a socket just as it closes and get a reset (a 502 for the caller).
 const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
-/** The category service of SERVICE.md on plain node:http. */
+/** The category service described in openapi.yaml, on plain node:http. */
 export async function startBackend(opts: BackendOptions): Promise<RunningBackend> {
   const { settings, logger } = opts;
   const store = await openCategoryStore(opts.redisUrl, settings.redis.commandTimeoutMs, logger);

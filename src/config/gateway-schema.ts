@@ -3,7 +3,7 @@ import { assertionSchema } from './assertion-schema.js';
 import { routesSchema } from './routes-schema.js';
 import { nodeEntryError } from '../store/redis/redis-target.js';
 
-// Schema of config/gateway.yaml. Environment variables override some fields (see env.ts).
+// Schema of config/gateway.yaml. Environment variables override some fields (see settings.ts).
 
 const port = z.number().int().min(0).max(65535);
 const host = z.string().min(1);

@@ -68,4 +68,3 @@ function envPort(env: NodeJS.ProcessEnv, name: string): number | undefined {
   return port;
 }
 
-export { GATEWAY_FILE };
