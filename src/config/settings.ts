@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { ConfigError } from './config-error.js';
 import type { GatewayFile } from './gateway-schema.js';
-import { GATEWAY_FILE, loadGatewayFile } from './load.js';
+import { loadGatewayFile } from './load.js';
 import { redisSettings } from './redis-settings.js';
 
 /**

@@ -5,8 +5,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 // close our pooled keep-alive socket to the upstream.
 const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade', 'proxy-authorization'];
 
-export const CONSUMER_ID_HEADER = 'x-tollgate-consumer-id';
-export const CONSUMER_PLAN_HEADER = 'x-tollgate-plan';
+export { CONSUMER_ID_HEADER, CONSUMER_PLAN_HEADER } from '../identity/assertion.js';
 
 /**
  * The request headers without everything the upstream must not see from the client. A new object

@@ -218,7 +218,7 @@ describe('plans hot reload', () => {
     const file = join(configDir, 'plans.yaml');
     writeFileSync(file, readFileSync(file, 'utf8').replace('business:   { perMinute: 1000', 'business:   { perMinute: 700'));
     const deadline = Date.now() + 8000;
-    let limits: Array<string | null> = [];
+    let limits: Array<string | null>;
     do {
       await new Promise((r) => setTimeout(r, 200));
       limits = await Promise.all([0, 1, 2].map(limitOf));
