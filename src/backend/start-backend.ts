@@ -4,7 +4,7 @@ import type { ErrorCode } from '../errors/registry.js';
 import { answerClientErrors } from '../http/client-errors.js';
 import { closeGracefully, listen } from '../http/listen.js';
 import type { Logger } from '../observability/log.js';
-import type { RedisTarget } from '../store/redis/redis-target.js';
+import type { RedisTarget } from '../config/redis-target.js';
 import { openCategoryStore } from './open-category-store.js';
 import { createRequestHandler } from './request-handler.js';
 

@@ -1,6 +1,6 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { Logger } from '../../observability/log.js';
-import { asTarget, describeRedis, parseNodeList, topologyOf, type RedisTarget } from './redis-target.js';
+import { asTarget, describeRedis, parseNodeList, topologyOf, type RedisTarget } from '../../config/redis-target.js';
 
 export type RedisRole = 'gateway' | 'backend' | 'cli';
 
