@@ -32,18 +32,18 @@ async function main(argv: string[]): Promise<void> {
     case 'up': {
       const settings = loadSettings(env);
       loadPlans(settings.configDir);
-      return upCommand(settings, createLogger(settings.logLevel, 'tollgate'), out);
+      return upCommand(settings, createLogger(settings.logLevel, 'tollgate', settings.log.format), out);
     }
     case 'gateway': {
       const settings = loadSettings(env);
       loadPlans(settings.configDir);
-      const logger = createLogger(settings.logLevel, 'tollgate-gateway');
+      const logger = createLogger(settings.logLevel, 'tollgate-gateway', settings.log.format);
       const gateway = await startGateway(settings, logger);
       return runUntilSignal(logger, gateway.close);
     }
     case 'backend': {
       const settings = loadSettings(env);
-      const logger = createLogger(settings.logLevel, 'tollgate-backend');
+      const logger = createLogger(settings.logLevel, 'tollgate-backend', settings.log.format);
       // The backend answers only requests carrying a valid gateway assertion (401 otherwise).
       const secrets = assertionSecretsFromEnv(env);
       logSecretSource(secrets, logger, 'backend');

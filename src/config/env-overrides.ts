@@ -16,6 +16,7 @@ interface EnvOverride {
 
 export const ENV_OVERRIDES: readonly EnvOverride[] = [
   { name: 'LOG_LEVEL', path: ['log', 'level'], kind: 'string' },
+  { name: 'LOG_FORMAT', path: ['log', 'format'], kind: 'string' },
   { name: 'GATEWAY_PORT', path: ['gateway', 'port'], kind: 'integer' },
   { name: 'TRUST_PROXY_HOPS', path: ['gateway', 'trustProxyHops'], kind: 'integer' },
   // In a container the admin and backend listeners must bind 0.0.0.0.

@@ -25,6 +25,8 @@ export const gatewayFileSchema = z.strictObject({
   log: z.strictObject({
     /** Least severe level written; LOG_LEVEL overrides. */
     level: z.enum(LOG_LEVELS).default('info'),
+    /** `auto`: coloured lines for a person when stdout is a terminal, JSON otherwise; LOG_FORMAT overrides. */
+    format: z.enum(['auto', 'json', 'pretty']).default('auto'),
   }).prefault({}),
   gateway: z.strictObject({
     host: host.default('0.0.0.0'),

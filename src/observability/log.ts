@@ -1,4 +1,5 @@
-import { pino, type Logger } from 'pino';
+import { pino, type Logger, type LoggerOptions } from 'pino';
+import { PinoPretty } from 'pino-pretty';
 
 export type { Logger };
 
@@ -13,10 +14,22 @@ const FLUSH_INTERVAL_MS = 100;
  * one blocking write per request: with an access line per request, per-line writes were the
  * gateway's largest single cost under load.
  */
-export function createLogger(level: string, name: string): Logger {
+export function createLogger(level: string, name: string, format: LogFormat = 'json'): Logger {
+  const options = loggerOptions(level, name);
+  // A person at a terminal reads coloured lines; machines (and pipes, files, containers) get JSON.
+  if (format === 'pretty' || (format === 'auto' && process.stdout.isTTY)) {
+    return pino(options, PinoPretty({ colorize: true, singleLine: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,name,role', messageFormat: '{if role}{role}: {end}{msg}', sync: true }));
+  }
   const destination = pino.destination({ dest: 1, sync: false, minLength: 8 * 1024 });
   setInterval(() => destination.flush(), FLUSH_INTERVAL_MS).unref();
-  return pino({
+  return pino(options, destination);
+}
+
+/** `auto`: pretty when stdout is a terminal, else JSON. */
+export type LogFormat = 'auto' | 'json' | 'pretty';
+
+function loggerOptions(level: string, name: string): LoggerOptions {
+  return {
     level,
     name,
     base: { pid: process.pid },
@@ -33,5 +46,5 @@ export function createLogger(level: string, name: string): Logger {
       ],
       censor: '[redacted]',
     },
-  }, destination);
+  };
 }

@@ -46,6 +46,9 @@ describe('deployment settings from the environment', () => {
     expect(settings.admin.host).toBe('127.0.0.1');
     expect(settings.gateway.port).toBe(8080);
     expect(settings.logLevel).toBe('warn');
+    expect(settings.log.format).toBe('auto');
+    expect(loadSettings({ TOLLGATE_CONFIG_DIR, LOG_FORMAT: 'json' }).log.format).toBe('json');
+    expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, LOG_FORMAT: 'xml' })).toThrow(/^environment: LOG_FORMAT: /);
   });
 
   it('names the file and field when the file is wrong and no variable set the field', () => {
