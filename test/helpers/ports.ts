@@ -1,1 +1,1 @@
-export { freePort } from '../../src/dev/free-port.js';
+export { freePort } from '../harness/free-port.js';

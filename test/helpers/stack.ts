@@ -2,7 +2,9 @@ import { request as httpRequest } from 'node:http';
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CONFIG_DIR, runCli, TollgateProcess } from './processes.js';
+import * as harness from '../harness/tollgate.js';
+import type { GatewayHandle } from '../harness/tollgate.js';
+import { CONFIG_DIR, runCli, TEST_PROCESS_ENV, type TollgateProcess } from './processes.js';
 import type { TestRedis } from './redis-server.js';
 
 export interface CreatedKey {
@@ -37,23 +39,15 @@ export function configCopy(edits: Record<string, (text: string) => string> = {})
   return dir;
 }
 
-export interface GatewayHandle {
-  process: TollgateProcess;
-  url: string;
-  adminUrl: string;
-}
+export type { GatewayHandle } from '../harness/tollgate.js';
 
 /** Starts a real gateway process on free ports in front of `upstreamUrl`. */
-export async function startGateway(env: Record<string, string | undefined>): Promise<GatewayHandle> {
-  const process = TollgateProcess.spawn(['gateway'], { GATEWAY_PORT: '0', ADMIN_PORT: '0', ...env });
-  const url = await process.listening('gateway');
-  const adminUrl = String((await process.waitForLog('admin listening')).url);
-  return { process, url, adminUrl };
+export function startGateway(env: Record<string, string | undefined>): Promise<GatewayHandle> {
+  return harness.startGateway({ ...TEST_PROCESS_ENV, ...env });
 }
 
-export async function startBackend(env: Record<string, string | undefined> = {}): Promise<{ process: TollgateProcess; url: string }> {
-  const process = TollgateProcess.spawn(['backend'], { BACKEND_PORT: '0', ...env });
-  return { process, url: await process.listening('backend') };
+export function startBackend(env: Record<string, string | undefined> = {}): Promise<{ process: TollgateProcess; url: string }> {
+  return harness.startBackend({ ...TEST_PROCESS_ENV, ...env });
 }
 
 export function bearer(key: string): Record<string, string> {

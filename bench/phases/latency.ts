@@ -8,19 +8,20 @@ import { PATH, type Stack } from '../stack.js';
 import { latencyStats, say } from './common.js';
 
 /**
- * Latency below saturation: an open-loop load at half the bare proxy's maximum, the same schedule
- * for every target, alternating rounds. What tollgate adds is its p50/p99 minus the bare proxy's.
+ * Latency below saturation: an open-loop load at half tollgate's own maximum (issue 14's target:
+ * p99 there within 2 ms of the bare proxy's), the same schedule for every target, alternating
+ * rounds. What a target adds is its p50/p99 minus the bare proxy's.
  */
-export async function latencyPhase(stack: Stack, options: Options, bareMaxPerSecond?: number): Promise<LatencyResults> {
+export async function latencyPhase(stack: Stack, options: Options, tollgateMaxPerSecond?: number): Promise<LatencyResults> {
   const maxRate =
     options.rate === undefined
-      ? (bareMaxPerSecond ??
-        (await closedLoop({ url: stack.bare.url + PATH, headers: stack.headers, connections: options.connections, durationSeconds: options.warmupSeconds }))
+      ? (tollgateMaxPerSecond ??
+        (await closedLoop({ url: stack.tollgate.url + PATH, headers: stack.headers, connections: options.connections, durationSeconds: options.warmupSeconds }))
           .requestsPerSecond)
       : 2 * options.rate;
   const rate = Math.max(50, Math.round(maxRate / 2));
   const targets = stack.targets();
-  const why = options.rate === undefined ? "half the bare proxy's maximum" : '--rate';
+  const why = options.rate === undefined ? "half tollgate's maximum" : '--rate';
   say(`\nlatency at a fixed rate: ${rate} req/s (${why}), open loop, ${options.latencyRounds} × ${options.latencySeconds} s per side, alternating`);
   // Warm each target at the rate first (JIT, connection pools, caches): a cold process queues.
   const warmupMs = Math.min(3, options.warmupSeconds) * 1000;
@@ -46,7 +47,7 @@ export async function latencyPhase(stack: Stack, options: Options, bareMaxPerSec
       side.cpuMs += meter.read().proxy!;
       stack.truncateLogs();
       say(
-        `  round ${round} ${target.name.padEnd(10)} ${((1000 * run.requests) / run.elapsedMs).toFixed(0).padStart(6)} req/s  p50 ${run.latency.quantile(0.5).toFixed(3)} ms  p99 ${run.latency.quantile(0.99).toFixed(3)} ms  CPU ${((1000 * meter.read().proxy!) / run.requests).toFixed(0)} µs/request  non-2xx ${run.non2xx}  errors ${run.errors}`,
+        `  round ${round} ${target.name.padEnd(18)} ${((1000 * run.requests) / run.elapsedMs).toFixed(0).padStart(6)} req/s  p50 ${run.latency.quantile(0.5).toFixed(3)} ms  p99 ${run.latency.quantile(0.99).toFixed(3)} ms  CPU ${((1000 * meter.read().proxy!) / run.requests).toFixed(0)} µs/request  non-2xx ${run.non2xx}  errors ${run.errors}`,
       );
     }
   }
@@ -54,6 +55,7 @@ export async function latencyPhase(stack: Stack, options: Options, bareMaxPerSec
     const { latency, fromDue, runs, cpuMs } = collected.get(target.name)!;
     return {
       name: target.name,
+      kind: target.kind,
       proxyCpuUsPerRequest: (1000 * cpuMs) / runs.reduce((n, r) => n + r.requests, 0),
       latency: latencyStats(latency),
       latencyFromDue: latencyStats(fromDue),
@@ -62,10 +64,11 @@ export async function latencyPhase(stack: Stack, options: Options, bareMaxPerSec
       queued: runs.reduce((n, r) => n + r.queued, 0),
     };
   });
-  const [bare, tollgate, ...variants] = sides as [LatencySide, LatencySide, ...LatencySide[]];
+  const bare = sides.find((s) => s.kind === 'bare');
   for (const side of sides) {
+    if (!bare) break;
     side.addedP50Ms = side.latency.p50Ms - bare.latency.p50Ms;
     side.addedP99Ms = side.latency.p99Ms - bare.latency.p99Ms;
   }
-  return { ratePerSecond: rate, bare, tollgate, variants };
+  return { ratePerSecond: rate, sides };
 }

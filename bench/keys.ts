@@ -1,11 +1,11 @@
 import type { Redis } from 'ioredis';
-import { hashApiKey, newApiKey } from '../keys/format.js';
-import { KEY_INDEX, keyRecordKey } from '../store/redis/redis-keys.js';
-import { runCli } from './processes.js';
+import { hashApiKey, newApiKey } from '../src/keys/format.js';
+import { KEY_INDEX, keyRecordKey } from '../src/store/redis/redis-keys.js';
+import { runCliOrThrow } from './processes.js';
 
 /** Creates a key through the real CLI (`tollgate keys create … --json`) and returns the secret. */
 export async function createKeyWithCli(redisUrl: string, args: string[]): Promise<{ id: string; key: string }> {
-  const out = await runCli(['keys', 'create', ...args, '--json'], { REDIS_URL: redisUrl });
+  const out = await runCliOrThrow(['keys', 'create', ...args, '--json'], { REDIS_URL: redisUrl });
   const created = JSON.parse(out) as { id: string; key: string };
   return { id: created.id, key: created.key };
 }

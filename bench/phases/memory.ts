@@ -1,7 +1,7 @@
-import { loadSettings } from '../../config/settings.js';
+import { loadSettings } from '../../src/config/settings.js';
 import { createKeysInBulk } from '../keys.js';
 import type { Options } from '../options.js';
-import { CONFIG_DIR } from '../processes.js';
+import { CONFIG_DIR } from '../../test/harness/tollgate.js';
 import { closedLoopOver, rawGet } from '../raw-load.js';
 import { addCounts, NO_COUNTS, readRedisStats, resetRedisStats } from '../redis-stats.js';
 import type { MemoryResults, MemoryStep } from '../report.js';

@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { closedLoop } from '../closed-loop.js';
 import { CpuMeter } from '../cpu.js';
 import type { Options } from '../options.js';
-import { workDir, type BenchProcess } from '../processes.js';
+import type { NodeProcess } from '../../test/harness/node-process.js';
+import { workDir } from '../processes.js';
 import { aggregate, diff, formatDiff, formatSummary, summarise, type Aggregate, type CpuProfile } from '../profile-summary.js';
 import type { ProfileResults } from '../report.js';
 import { PATH, type Stack } from '../stack.js';
@@ -29,10 +30,10 @@ interface Profiled {
  */
 export async function profilePhase(stack: Stack, options: Options): Promise<ProfileResults> {
   const seconds = Math.max(options.durationSeconds, 10);
-  const sides: Array<{ name: string; start: (execArgv: string[]) => BenchProcess; listening: string }> = [
-    { name: 'bare', start: (a) => stack.startBare('bare-profiled', a), listening: 'bare proxy listening' },
-    { name: 'tollgate', start: (a) => stack.startGateway('gateway-profiled', a), listening: 'gateway listening' },
-    ...options.variants.map((v) => ({ name: v.name, start: (a: string[]) => stack.startGateway(`${v.name}-profiled`, a, v.cli), listening: 'gateway listening' })),
+  const sides: Array<{ name: string; start: (execArgv: string[]) => NodeProcess; listening: string }> = [
+    { name: 'bare', start: (a) => stack.startBare('bare-profiled', a), listening: 'bare proxy' },
+    { name: 'tollgate', start: (a) => stack.startGateway('gateway-profiled', a), listening: 'gateway' },
+    ...options.variants.map((v) => ({ name: v.name, start: (a: string[]) => stack.startGateway(`${v.name}-profiled`, a, v.cli), listening: 'gateway' })),
   ];
   say(`\nprofile: ${sides.map((s) => s.name).join(', ')}, one after the other under node --cpu-prof, ${options.connections} connections for ${seconds} s after ${options.warmupSeconds} s warmup`);
   mkdirSync(options.outDir, { recursive: true });
@@ -59,7 +60,7 @@ export async function profilePhase(stack: Stack, options: Options): Promise<Prof
 }
 
 async function profileOne(
-  side: { name: string; start: (execArgv: string[]) => BenchProcess; listening: string },
+  side: { name: string; start: (execArgv: string[]) => NodeProcess; listening: string },
   stack: Stack,
   options: Options,
   seconds: number,
@@ -77,7 +78,7 @@ async function profileOne(
   const cpuMs = all.read().proxy!;
   const mainCpuMs = main.read().proxy!;
   const loadEndMs = Date.now();
-  await proc.stop();
+  await proc.stop('SIGTERM', 15_000);
   const exitMs = Date.now();
 
   const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));

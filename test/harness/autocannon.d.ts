@@ -1,4 +1,4 @@
-// The part of autocannon 9's programmatic API the benchmark uses (the package ships no types).
+// The part of autocannon 9's programmatic API the benchmark and the soak test use (the package ships no types).
 declare module 'autocannon' {
   import type { EventEmitter } from 'node:events';
 

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { QUOTA_SCRIPT } from '../store/redis/quota-script.js';
+import { QUOTA_SCRIPT } from '../src/store/redis/quota-script.js';
 
 /** Commands the benchmark itself sends while measuring; left out of the per-request counts. */
 const OWN_COMMANDS = new Set(['info', 'config', 'client', 'hello', 'ping', 'select']);

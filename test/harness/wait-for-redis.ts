@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 
-/** Waits until a freshly started redis-server answers PING (tests and benchmarks start their own). */
+/** Waits until a freshly started redis-server answers PING (tests and the benchmark start their own). */
 export async function waitForRedis(url: string, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {

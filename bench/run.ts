@@ -1,9 +1,12 @@
-// `npm run bench`: tollgate with its full default policy against a bare http-proxy-3 on the same
-// upstream, in one run on this machine, so every target is a ratio that holds on any machine.
+// `npm run bench`: tollgate with its full default policy, in Redis and embedded mode, against a
+// bare http-proxy-3 (the ceiling of our proxy stack) and two peer gateways users could pick
+// instead (bench/peers/), on the same upstream, in one run on this machine, so every figure is a
+// ratio that holds on any machine. `--compare REF` adds tollgate built from another commit.
 // `npm run bench -- --help` lists the options.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
+import { buildRef } from './compare-build.js';
 import { HELP, parseOptions } from './options.js';
 import { say } from './phases/common.js';
 import { latencyPhase } from './phases/latency.js';
@@ -28,6 +31,11 @@ async function main(): Promise<void> {
     say(`  note: the machine is already busy (load ${machine.loadAverageAtStart[0]!.toFixed(1)} on ${machine.cpus} CPUs): absolute figures will be low and noisy; ratios less so`);
   }
 
+  for (const ref of options.compare) {
+    const build = buildRef(ref, say);
+    options.variants.push({ name: build.name, cli: build.cli });
+  }
+
   const stack = await Stack.start(options).catch((err: unknown) => {
     removeWorkDir();
     throw err;
@@ -38,7 +46,7 @@ async function main(): Promise<void> {
     const results: BenchResults = { date: new Date().toISOString(), machine, options: { ...options, phases: [...options.phases] }, durationSeconds: 0 };
     if (options.phases.has('throughput')) results.throughput = await throughputPhase(stack, options);
     stack.assertRunning();
-    if (options.phases.has('latency')) results.latency = await latencyPhase(stack, options, results.throughput?.bare.requestsPerSecond);
+    if (options.phases.has('latency')) results.latency = await latencyPhase(stack, options, results.throughput?.sides.find((s) => s.name === 'tollgate')?.requestsPerSecond);
     stack.assertRunning();
     if (options.phases.has('overlimit')) results.overLimit = await overLimitPhase(stack, options);
     stack.assertRunning();
@@ -46,8 +54,10 @@ async function main(): Promise<void> {
     stack.assertRunning();
     if (options.phases.has('profile')) results.profile = await profilePhase(stack, options);
 
-    const problems = stack.tollgate.process.problems();
-    if (problems.length > 0) say(`\ngateway warnings and errors (since the last phase):\n${problems.slice(0, 10).join('\n')}`);
+    for (const target of stack.targets()) {
+      const problems = target.process.problems();
+      if (problems.length > 0) say(`\n${target.name} warnings and errors (since the last phase):\n${problems.slice(0, 10).join('\n')}`);
+    }
 
     results.machine.loadAverageAtEnd = loadavg();
     results.durationSeconds = (Date.now() - started) / 1000;
@@ -64,13 +74,13 @@ async function main(): Promise<void> {
   }
 }
 
-/** Every proxy answers 200 through to the backend, and tollgate's answer carries its policy's headers. */
+/** Every proxy answers 200 through to the backend, and each tollgate's answer carries its policy's headers. */
 async function sanityCheck(stack: Stack): Promise<void> {
   for (const target of stack.targets()) {
     const res = await fetch(`${target.url}/v1/categories`, { headers: stack.headers });
     const body = await res.text();
     if (res.status !== 200) throw new Error(`${target.name} answered ${res.status}: ${body.slice(0, 300)}`);
-    if (target.usesRedis && (!res.headers.get('x-ratelimit-limit') || !res.headers.get('x-request-id'))) {
+    if (target.kind === 'tollgate' && (!res.headers.get('x-ratelimit-limit') || !res.headers.get('x-request-id'))) {
       throw new Error(`${target.name} answered without its rate-limit and request-id headers`);
     }
   }

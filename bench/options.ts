@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { REPO_ROOT } from './processes.js';
+import { REPO_ROOT } from '../test/harness/tollgate.js';
+import { TARGET_NAMES } from './stack.js';
 
 export const PHASES = ['throughput', 'latency', 'overlimit', 'memory', 'profile'] as const;
 export type Phase = (typeof PHASES)[number];
@@ -21,6 +22,10 @@ export const HELP = `npm run bench -- [options]
   --phases LIST         comma-separated, of ${PHASES.join(', ')}
                         (default: all but profile)
   --profile             also profile bare proxy and gateway under load (node --cpu-prof)
+  --targets LIST        comma-separated, of ${TARGET_NAMES.join(', ')} (default: all)
+  --compare REF         also measure tollgate built from git REF (a commit, branch or tag), in Redis
+                        mode, in the same rounds: every change judged A/B. Built once per commit into
+                        ${'$'}TMPDIR/tollgate-bench-builds/ (git archive, npm ci, build); repeatable
   --variant NAME=CLI    also measure another build of the gateway (path to its dist/cli/main.js)
                         in the throughput and latency rounds; repeatable. For A/B-testing a change.
   --gateway-node-args=A  Node options for the gateways, space-separated, e.g. --gateway-node-args=--max-old-space-size=256
@@ -39,6 +44,9 @@ export interface Options {
   keys: number;
   distinct: number;
   phases: Set<Phase>;
+  targets: string[];
+  /** Git refs to build and measure beside this checkout (names of their variants: tollgate@REF). */
+  compare: string[];
   variants: Array<{ name: string; cli: string }>;
   gatewayNodeArgs: string[];
   outDir: string;
@@ -60,6 +68,8 @@ export function parseOptions(argv: string[]): Options | 'help' {
       distinct: { type: 'string' },
       phases: { type: 'string' },
       profile: { type: 'boolean' },
+      targets: { type: 'string' },
+      compare: { type: 'string', multiple: true },
       variant: { type: 'string', multiple: true },
       'gateway-node-args': { type: 'string' },
       out: { type: 'string' },
@@ -87,7 +97,13 @@ export function parseOptions(argv: string[]): Options | 'help' {
     if (at < 1) throw new Error(`--variant wants NAME=PATH/TO/dist/cli/main.js, got "${spec}"`);
     return { name: spec.slice(0, at), cli: resolve(spec.slice(at + 1)) };
   });
+  const targets = (values.targets ?? TARGET_NAMES.join(',')).split(',');
+  for (const name of targets) {
+    if (!(TARGET_NAMES as readonly string[]).includes(name)) throw new Error(`unknown target "${name}" (targets: ${TARGET_NAMES.join(', ')})`);
+  }
   return {
+    targets,
+    compare: values.compare ?? [],
     rounds: int(values.rounds, quick ? 1 : 3, 'rounds'),
     durationSeconds: int(values.duration, quick ? 3 : 10, 'duration'),
     warmupSeconds: int(values.warmup, quick ? 2 : 5, 'warmup'),

@@ -1,0 +1,188 @@
+import { randomBytes } from 'node:crypto';
+import { dirname, join, resolve } from 'node:path';
+import type { Redis } from 'ioredis';
+import { freePort } from '../test/harness/free-port.js';
+import { NodeProcess } from '../test/harness/node-process.js';
+import { RedisServer } from '../test/harness/redis-server.js';
+import { CLI, REPO_ROOT, startTollgate } from '../test/harness/tollgate.js';
+import { createKeyWithCli } from './keys.js';
+import type { Options } from './options.js';
+import { logFileOf } from './processes.js';
+
+export const PATH = '/v1/categories';
+
+/**
+ * What a target is to the report: the ceiling of our proxy stack, a peer gateway users could pick
+ * instead, or a tollgate build.
+ */
+export type TargetKind = 'bare' | 'peer' | 'tollgate';
+
+/** A proxy under test. */
+export interface Target {
+  name: string;
+  kind: TargetKind;
+  url: string;
+  process: NodeProcess;
+  /** Talks to the run's Redis (its commands are counted per request). */
+  usesRedis: boolean;
+  /** Tollgate's admin listener (/metrics). */
+  adminUrl?: string;
+}
+
+/** Every target a run can have, in the order the rounds visit them. */
+export const TARGET_NAMES = ['bare', 'naive', 'fastify', 'tollgate', 'tollgate-embedded'] as const;
+
+// Peers and launchers are TypeScript run by tsx, as `npm run bench` runs this file.
+const TS = ['--import', 'tsx'];
+const peer = (file: string) => join(REPO_ROOT, 'bench/peers', file);
+const ENTERPRISE_QUOTAS = ['--per-minute', '100000000', '--per-day', '1000000000'];
+
+/**
+ * Everything a run needs, each in its own process (test/harness/ starts them): a redis-server,
+ * the category backend as the shared upstream, the bare proxy, the peer gateways, tollgate (Redis
+ * and embedded) and any other builds of it, and an API key created with the CLI.
+ */
+export class Stack {
+  private readonly processes: NodeProcess[] = [];
+  private readonly stopped = new Set<NodeProcess>();
+  readonly admin: Redis;
+  backendUrl = '';
+  private backend!: NodeProcess;
+  keyId = '';
+  headers: Record<string, string> = {};
+  private all: Target[] = [];
+  // Gateways, peers, backend and bare proxy share an assertion secret of this run's own.
+  private readonly secretEnv = { TOLLGATE_ASSERTION_SECRET: randomBytes(48).toString('base64') };
+  private gatewayNodeArgs: string[] = [];
+
+  private constructor(readonly redis: RedisServer) {
+    this.admin = redis.client();
+  }
+
+  static async start(options: Options): Promise<Stack> {
+    const stack = new Stack(await RedisServer.start([], { logFile: logFileOf('redis') }));
+    try {
+      await stack.startAll(options);
+    } catch (err) {
+      await stack.close();
+      throw err;
+    }
+    return stack;
+  }
+
+  private async startAll(options: Options): Promise<void> {
+    this.gatewayNodeArgs = options.gatewayNodeArgs;
+    // Quotas high enough never to refuse: the benchmark measures the full policy, not 429s.
+    const { id, key } = await createKeyWithCli(this.redis.url, ['--plan', 'enterprise', ...ENTERPRISE_QUOTAS]);
+    this.keyId = id;
+    this.headers = { authorization: `Bearer ${key}` };
+
+    // The upstream: the bundled category backend, in memory (REDIS_URL unset). Its own request log
+    // is off (warn): it is the same work behind every proxy and would only blur the ratios. With
+    // no info lines there is no "backend listening" line to read the port from: it is picked here.
+    const backendPort = await freePort();
+    this.backend = this.spawn('backend', [CLI, 'backend'], { BACKEND_PORT: String(backendPort), LOG_LEVEL: 'warn' });
+    this.backendUrl = `http://127.0.0.1:${backendPort}`;
+    await this.backend.accepting(backendPort);
+
+    const want = new Set(options.targets);
+    const add = async (target: Omit<Target, 'url'> & { role: string }) => {
+      const { role, ...rest } = target;
+      this.all.push({ ...rest, url: await target.process.listening(role) });
+    };
+    if (want.has('bare')) await add({ name: 'bare', kind: 'bare', role: 'bare proxy', process: this.startBare('bare-proxy'), usesRedis: false });
+    if (want.has('naive')) await add({ name: 'naive', kind: 'peer', role: 'naive gateway', process: this.startPeer('naive', 'naive-gateway.ts'), usesRedis: true });
+    if (want.has('fastify')) await add({ name: 'fastify', kind: 'peer', role: 'fastify gateway', process: this.startPeer('fastify', 'fastify-gateway.ts'), usesRedis: true });
+    if (want.has('tollgate')) await this.addGateway('tollgate', this.startGateway('gateway'));
+    if (want.has('tollgate-embedded')) await this.addGateway('tollgate-embedded', this.startEmbedded('gateway-embedded', key), false);
+    for (const variant of options.variants) await this.addGateway(variant.name, this.startGateway(`gateway-${variant.name}`, [], variant.cli));
+  }
+
+  private async addGateway(name: string, process: NodeProcess, usesRedis = true): Promise<void> {
+    const url = await process.listening('gateway');
+    const adminUrl = await process.listening('admin').catch(() => undefined);
+    this.all.push({ name, kind: 'tollgate', url, process, usesRedis, adminUrl });
+  }
+
+  get backendPid(): number {
+    return this.backend.pid;
+  }
+
+  /** Every target, in round order (bare first). */
+  targets(): Target[] {
+    return this.all;
+  }
+
+  target(name: string): Target | undefined {
+    return this.all.find((t) => t.name === name);
+  }
+
+  /** The tollgate build of this checkout, Redis mode: what the single-target phases measure. */
+  get tollgate(): Target {
+    const target = this.target('tollgate');
+    if (!target) throw new Error('this phase needs the tollgate target');
+    return target;
+  }
+
+  get bare(): Target {
+    const target = this.target('bare');
+    if (!target) throw new Error('this phase needs the bare target');
+    return target;
+  }
+
+  startBare(name: string, execArgv: string[] = []): NodeProcess {
+    return this.spawn(name, [peer('bare-proxy.ts'), this.backendUrl, this.keyId, 'enterprise'], {}, [...TS, ...execArgv]);
+  }
+
+  private startPeer(name: string, file: string): NodeProcess {
+    return this.spawn(name, [peer(file), this.backendUrl], { REDIS_URL: this.redis.url }, TS);
+  }
+
+  /** A gateway with its full default policy; LOG_LEVEL=info, so the access log is part of the cost. */
+  startGateway(name: string, execArgv: string[] = [], cli = CLI): NodeProcess {
+    // Another build reads its own config/ (its schema may differ from this checkout's).
+    const configDir = resolve(dirname(cli), '../../config');
+    const env = { TOLLGATE_CONFIG_DIR: configDir, REDIS_URL: this.redis.url, UPSTREAM_URL: this.backendUrl, GATEWAY_PORT: '0', ADMIN_PORT: '0', LOG_LEVEL: 'info' };
+    return this.spawn(name, [cli, 'gateway'], env, [...this.gatewayNodeArgs, ...execArgv]);
+  }
+
+  /** The same gateway on the embedded (in-memory) store, with the run's key seeded. */
+  private startEmbedded(name: string, apiKey: string): NodeProcess {
+    const env = { UPSTREAM_URL: this.backendUrl, GATEWAY_PORT: '0', ADMIN_PORT: '0', LOG_LEVEL: 'info', BENCH_API_KEY: apiKey };
+    return this.spawn(name, [peer('embedded-tollgate.ts'), REPO_ROOT], env, [...TS, ...this.gatewayNodeArgs]);
+  }
+
+  private spawn(name: string, args: string[], env: Record<string, string>, execArgv: string[] = []): NodeProcess {
+    // startTollgate with the script as its CLI: every process gets the same base environment.
+    const [script, ...rest] = args;
+    const proc = startTollgate(rest, { ...env, ...this.secretEnv }, { cli: script, execArgv, logFile: logFileOf(name), name });
+    this.processes.push(proc);
+    return proc;
+  }
+
+  /** Throws, with its log, if a process of the run has ended: later figures would be meaningless. */
+  assertRunning(): void {
+    for (const proc of this.processes) {
+      if (proc.exitStatus !== null && !this.stopped.has(proc)) {
+        throw new Error(`${proc.name} (pid ${proc.pid}) exited with ${proc.exitStatus} during the run; its log ends:\n${proc.outputTail()}`);
+      }
+    }
+  }
+
+  /** Stops one process of the run on purpose (a profiled one). */
+  async stop(proc: NodeProcess): Promise<void> {
+    this.stopped.add(proc);
+    await proc.stop('SIGTERM', 15_000);
+  }
+
+  /** Empties the log files (gateways write one line per request). */
+  truncateLogs(): void {
+    for (const target of this.all) target.process.truncateLog();
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled(this.processes.map((p) => p.stop('SIGTERM', 15_000)));
+    this.admin.disconnect();
+    await this.redis.stop();
+  }
+}
