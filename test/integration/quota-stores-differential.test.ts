@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
+import { rateLimitHeaders, retryAfterSeconds } from '../../src/quota/rate-limit-headers.js';
 import { DAY_MS, MINUTE_MS } from '../../src/quota/windows.js';
 import { MemoryQuotaStore } from '../../src/store/memory/memory-quota-store.js';
 import type { QuotaStore } from '../../src/store/quota-store.js';
@@ -47,7 +48,12 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
     const id = `${prefix}-k${step.key}`;
     const quota = overrides.get(step.key) ?? plans.quota;
     const act = async (store: QuotaStore) => {
-      if (step.kind === 'request') return JSON.stringify(await store.consume(id, quota, plans.ban));
+      if (step.kind === 'request') {
+        // The outcome and what the client is told of it: headers with the resets, Retry-After.
+        const outcome = await store.consume(id, quota, plans.ban);
+        const retryAfter = outcome.verdict === 'allowed' ? null : retryAfterSeconds(quota, outcome);
+        return JSON.stringify({ outcome, headers: rateLimitHeaders(quota, outcome), retryAfter });
+      }
       if (step.kind === 'usage') return JSON.stringify(await store.usage(id));
       return `unban ${await store.unban(id)}`;
     };
