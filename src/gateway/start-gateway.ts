@@ -62,13 +62,9 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
     maxEntries: settings.keyCache.maxEntries,
     health,
   });
-  const verdicts = new LocalVerdicts(
-    (id, rejections, quota, ban) => ownStores.quotas.reportRejections(id, rejections, quota, ban),
-    settings.keyCache.maxEntries,
-  );
-  // A key change (revocation, plan, quota, unban) or a plans reload can lift a cached refusal.
+  const verdicts = new LocalVerdicts(settings.keyCache.maxEntries);
+  // A key change (revocation, unban) can lift a cached ban; a plans reload cannot.
   ownStores.keys.onChange((id) => verdicts.forget(id));
-  plans.onChange(() => verdicts.forget(null));
 
   const failedAuth = failedAuthLimiter(settings.unauthenticated.perMinute, ownStores.redis, settings.gateway.trustProxyHops);
   const proxy = createUpstreamProxy(settings.upstream, logger, metrics);
@@ -114,7 +110,6 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
       routes.close();
       await closeGracefully(server, settings.gateway.shutdownGraceSeconds * 1000);
       await closeGracefully(admin, 0);
-      verdicts.close();
       proxy.close();
       await ownStores.close();
     },

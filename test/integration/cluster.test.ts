@@ -16,7 +16,7 @@ import {
   testPlans,
 } from '../helpers/stack.js';
 import type { TollgateProcess } from '../helpers/processes.js';
-import { awayFromMinuteEdge } from '../helpers/windows.js';
+import { awayFromDayEdge } from '../helpers/windows.js';
 
 // A real 3-master Redis Cluster (no REDIS_URL anywhere): three gateway processes, the category
 // backend and the keys CLI all reach it through REDIS_CLUSTER_NODES. Keys are picked so that
@@ -116,22 +116,21 @@ describe('on a 3-master Redis Cluster', () => {
   });
 
   it('admits exactly 50 of 200 concurrent requests on a 50/minute plan across three gateways, for a key on each master', async () => {
-    await awayFromMinuteEdge();
+    await awayFromDayEdge();
     const keys = await fixtureKeysOnEveryMaster('fifty');
     for (const key of keys) {
       const statuses = await Promise.all(Array.from({ length: 200 }, (_, i) => send(key.key, i).then((r) => r.status)));
       expect(statuses.filter((s) => s === 200)).toHaveLength(50);
       expect(statuses.filter((s) => s === 429)).toHaveLength(150);
-      const used = await usage(key);
-      expect(used.minute.used).toBe(50);
-      expect(used.day.used).toBe(50);
+      // (The plan's day is 50 too, so this count survives a minute edge.)
+      expect((await usage(key)).day.used).toBe(50);
     }
     // No request fell back to the degraded local mode.
     for (const g of gateways) expect(g.process.output()).not.toContain('degraded');
   }, 60_000);
 
   it('bans a key that keeps going after 429 on every gateway, and `keys unban` lifts it everywhere', async () => {
-    await awayFromMinuteEdge(30);
+    await awayFromDayEdge();
     const keys = await fixtureKeysOnEveryMaster('tiny');
     await Promise.all(keys.map(async (key) => {
       const codes: string[] = [];
