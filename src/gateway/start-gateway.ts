@@ -8,6 +8,7 @@ import { closeGracefully, listen } from '../http/listen.js';
 import { assertionSecretsFromEnv, logSecretSource, type AssertionSecrets } from '../identity/assertion-secrets.js';
 import type { Logger } from '../observability/log.js';
 import { createMetrics } from '../observability/metrics.js';
+import { guardProcess } from '../observability/process-guard.js';
 import { StoreHealth } from '../store/store-health.js';
 import { MemoryQuotaStore } from '../store/memory/memory-quota-store.js';
 import { openStores, type Stores } from '../store/open-stores.js';
@@ -53,6 +54,7 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
   const assertions = new AssertionSigner(assertionSecrets.current, settings.assertion, settings.keyCache.maxEntries);
 
   const metrics = createMetrics();
+  guardProcess(logger, () => metrics.uncaughtErrors.inc());
   // One breaker for the shared store: once a command fails, requests stop waiting on Redis and
   // use their fallbacks at once, while one probe every half second finds out when it is back.
   const health = new StoreHealth('redis', logger);
