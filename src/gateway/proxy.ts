@@ -70,6 +70,8 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
     });
     let done = false;
     let interim = 0;
+    /** Upstream headers already set on `res` (unsent): an error answer must not carry them. */
+    let copied: string[] = [];
     const headTimer = setTimeout(() => upstreamReq.destroy(new UpstreamTimeout('upstream timeout')), options.timeoutMs);
 
     let failed = false;
@@ -87,6 +89,7 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
         return;
       }
       done = true;
+      for (const name of copied) res.removeHeader(name);
       if (err instanceof UpstreamTimeout) {
         metrics.upstreamErrors.inc({ kind: 'gateway_timeout' });
         sendError(res, 'gateway_timeout');
@@ -117,7 +120,7 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
 
     function relay(upstreamRes: IncomingMessage, body?: Buffer): void {
       res.statusCode = upstreamRes.statusCode ?? 502;
-      copyResponseHeaders(upstreamRes, res);
+      copied = copyResponseHeaders(upstreamRes, res);
       if (body) {
         done = true;
         res.end(body);

@@ -12,7 +12,8 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te'
  * operator's rule is the promise to clients), except `Link`, whose values are merged
  * (RFC 8288 §3: a field may carry many links), the gateway's first.
  */
-export function copyResponseHeaders(upstream: IncomingMessage, res: ServerResponse): void {
+export function copyResponseHeaders(upstream: IncomingMessage, res: ServerResponse): string[] {
+  const copied: string[] = [];
   const headers = upstream.headers;
   const connection = headers.connection;
   const listed = typeof connection === 'string' ? connection.toLowerCase().split(',').map((name) => name.trim()) : undefined;
@@ -21,10 +22,13 @@ export function copyResponseHeaders(upstream: IncomingMessage, res: ServerRespon
     const value = headers[name]!;
     if (!res.hasHeader(name)) {
       res.setHeader(name, value);
+      copied.push(name);
     } else if (name === 'link') {
       res.setHeader('link', mergeLinks(String(res.getHeader('link')), value));
     }
   }
+  /** The names taken from the upstream, so an error answer can drop them again. */
+  return copied;
 }
 
 function mergeLinks(ours: string, theirs: string | string[]): string {
