@@ -66,7 +66,7 @@ export class RecordingUpstream {
     this.sockets.add(socket);
     const chunks: Buffer[] = [];
     this.connections.push(chunks);
-    let pending = Buffer.alloc(0);
+    let pending: Buffer = Buffer.alloc(0);
     socket.on('close', () => this.sockets.delete(socket));
     socket.on('error', () => socket.destroy());
     socket.on('data', (chunk: Buffer) => {
@@ -105,7 +105,7 @@ export function frameRequest(bytes: Buffer): RecordedRequest | 'incomplete' | 'i
   const codings = headers.filter(([n]) => n === 'transfer-encoding');
   if (lengths.length > 1 || (lengths.length && codings.length)) return 'invalid';
   let offset = end + 4;
-  let body = Buffer.alloc(0);
+  let body: Buffer = Buffer.alloc(0);
   if (codings.length) {
     if (codings.length > 1 || codings[0]![1].toLowerCase() !== 'chunked') return 'invalid';
     const parts: Buffer[] = [];
