@@ -68,7 +68,10 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
       path: basePath + (req.url ?? '/'),
       headers,
     });
+    /** The final response has been settled (relayed to its end, or answered as an error). */
     let done = false;
+    /** The upstream's final response head arrived. */
+    let responded = false;
     let interim = 0;
     /** Upstream headers already set on `res` (unsent): an error answer must not carry them. */
     let copied: string[] = [];
@@ -101,12 +104,22 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
     }
 
     upstreamReq.on('error', fail);
+    // An unrequested 101 (we never send Upgrade): Node would drop the socket without an error.
+    upstreamReq.on('upgrade', (_res, socket) => {
+      socket.destroy();
+      fail(new Error('unrequested protocol upgrade'));
+    });
+    // Whatever else ends the upstream request without a response ends the exchange too, never a hang.
+    upstreamReq.on('close', () => {
+      if (!responded) fail(new Error('upstream closed without a response'));
+    });
     upstreamReq.on('information', () => {
       if (++interim > MAX_INTERIM_RESPONSES) fail(new Error(`more than ${MAX_INTERIM_RESPONSES} interim (1xx) responses`));
     });
     // An idle socket for `timeoutMs` (a stalled body either way) ends the exchange as well.
     upstreamReq.setTimeout(options.timeoutMs, () => upstreamReq.destroy(new UpstreamTimeout('upstream idle')));
     upstreamReq.on('response', (upstreamRes) => {
+      responded = true;
       clearTimeout(headTimer);
       if (done) return upstreamRes.destroy();
       upstreamRes.on('error', fail);
