@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { EdgeStack } from '../helpers/edge-stack.js';
+import { okResponder as okRespond } from '../helpers/recording-upstream.js';
 
 // Request smuggling: one client request must reach the upstream as exactly one request, framed so
 // the upstream cannot read it as two. Each payload carries a complete second request in its body;
@@ -94,5 +95,16 @@ describe('ambiguous framing is refused with 400 and an Error body, and closes th
     expect(result.responses[0]?.status).toBe(400);
     await stack.sentinel();
     expect(stack.targets()).toEqual(['GET /v1/sentinel']);
+  });
+});
+
+describe('response desync through a malformed pipelined request', () => {
+  it('a malformed request pipelined behind a proxied one is never answered in its place', async () => {
+    // The upstream answers late, so the gateway parses the malformed request while the first is in flight.
+    stack.upstream.respond = (request, socket, index) => setTimeout(() => okRespond(request, socket, index), 100);
+    const result = await stack.send([`GET /v1/categories HTTP/1.1\r\n${stack.auth}\r\nNOT HTTP AT ALL\r\n\r\n`], { waitForClose: true });
+    // Either the real answer to the first request, or a closed connection: never a 400 in its place.
+    expect(result.responses.map((r) => r.status).filter((s) => s !== 200)).toEqual([]);
+    await stack.sentinel();
   });
 });
