@@ -109,7 +109,7 @@ describe('metrics', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
     const text = await res.text();
-    expect(text).toMatch(/tollgate_requests_total\{route="\/v1\/pets\/\{param\}",method="GET",status="200"\} \d+/);
+    expect(text).toMatch(/tollgate_requests_total\{route="\/v1\/pets\/\{petId\}",method="GET",status="200"\} \d+/);
     expect(text).toMatch(/tollgate_auth_failures_total\{code="missing_api_key"\} \d+/);
     expect(text).toMatch(/tollgate_quota_decisions_total\{plan="pro",decision="allowed",source="store"\} \d+/);
     expect(text).toMatch(/tollgate_redis_duration_seconds_bucket\{le="[^"]+",operation="quota"\} \d+/);
