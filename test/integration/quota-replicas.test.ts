@@ -45,7 +45,7 @@ async function usage(key: CreatedKey) {
 
 describe('quotas across three replicas', () => {
   it('admit exactly 50 of 200 concurrent requests on a 50/minute plan', async () => {
-    await awayFromDayEdge();
+    await awayFromDayEdge(20);
     const key = await newKey(['--plan', 'fifty']);
     const responses = await Promise.all(Array.from({ length: 200 }, (_, i) => send(key.key, i)));
     const statuses = responses.map((r) => r.status);
@@ -106,7 +106,7 @@ describe('quotas across three replicas', () => {
   });
 
   it('lets the day window bind when the day has fewer requests left than the minute', async () => {
-    await awayFromDayEdge();
+    await awayFromDayEdge(20);
     const key = await newKey(['--plan', 'free', '--per-minute', '10', '--per-day', '12']);
     // Earlier traffic today: 9 of 12 used in previous minutes (written as the store would).
     const client = redis.client();
@@ -132,7 +132,7 @@ describe('quotas across three replicas', () => {
 
   it('bans a key that keeps going after 429, on every replica, until unbanned', async () => {
     // The day as full as the minute: a minute edge during the test changes nothing.
-    await awayFromDayEdge();
+    await awayFromDayEdge(20);
     const key = await newKey(['--plan', 'free', '--per-minute', '4', '--per-day', '4']);
     const codes: string[] = [];
     for (let i = 0; i < 4 + 6 + 3; i++) {
@@ -162,7 +162,7 @@ describe('quotas across three replicas', () => {
 
   it('applies per-key quotas, and a quota change at once on every replica', async () => {
     // Day limits equal to the minute's: the counts survive a minute edge.
-    await awayFromDayEdge();
+    await awayFromDayEdge(20);
     const key = await newKey(['--plan', 'free', '--per-minute', '3', '--per-day', '3']);
     const first = await Promise.all([0, 1, 2, 3, 4].map((i) => send(key.key, i)));
     expect(first.filter((r) => r.status === 200)).toHaveLength(3);
