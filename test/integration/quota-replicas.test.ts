@@ -130,6 +130,21 @@ describe('quotas across three replicas', () => {
     expect((await usage(key)).day.used).toBe(12);
   });
 
+  it('names the day when both windows are used up: headers and Retry-After point at midnight', async () => {
+    // Issue 12: with both used up the headers named the minute while Retry-After waited for the day.
+    await awayFromDayEdge(20);
+    const key = await newKey(['--plan', 'free', '--per-minute', '2', '--per-day', '2']);
+    for (let i = 0; i < 2; i++) expect((await send(key.key, i)).status).toBe(200);
+    const refused = await send(key.key, 2);
+    expect(refused.status).toBe(429);
+    const retryAfter = Number(refused.headers.get('retry-after'));
+    const resetS = Number(refused.headers.get('x-ratelimit-reset'));
+    expect(resetS % 86_400).toBe(0);
+    expect(Math.abs(resetS - Date.now() / 1000 - retryAfter)).toBeLessThanOrEqual(1);
+    expect(refused.headers.get('x-ratelimit-limit')).toBe('2');
+    expect(refused.headers.get('ratelimit')).toBe(`"day";r=0;t=${retryAfter}`);
+  });
+
   it('bans a key that keeps going after 429, on every replica, until unbanned', async () => {
     // The day as full as the minute: a minute edge during the test changes nothing.
     await awayFromDayEdge(20);
