@@ -1,12 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { TestRedis } from '../helpers/redis-server.js';
 import { bearer, configCopy, createKey, slackRedisTimeout, startGateway, type GatewayHandle, testPlans } from '../helpers/stack.js';
+import { awayFromDayEdge } from '../helpers/windows.js';
 
 // README "Bans": a key is banned at its afterRejections-th refusal counted across all replicas,
 // whatever the request rate. Three real gateway processes on one Redis. Each test key has the
 // same quota per minute and per day, so its refusals are the day's and a minute edge during the
-// test changes nothing.
+// test changes nothing (and none starts in the last 20 s before midnight, which would).
 
 const AFTER_REJECTIONS = 4;
 let redis: TestRedis;
@@ -49,6 +50,8 @@ const limited = 'rate_limit_exceeded';
 const banned = 'api_key_banned';
 
 describe('bans at the configured count', () => {
+  beforeEach(() => awayFromDayEdge(20));
+
   it('one request at a time over three replicas: the 4th refusal is the ban, on every replica after', async () => {
     const key = await usedUpKey();
     const codes: string[] = [];

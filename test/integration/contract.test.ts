@@ -95,7 +95,7 @@ describe('success answers conform', () => {
     expect(doc.headers.get('x-ratelimit-limit')).toBeNull();
     // With a key it is the same answer and consumes nothing. (A key whose day binds: its count
     // survives a minute edge.)
-    await awayFromDayEdge();
+    await awayFromDayEdge(20);
     const dayBound = await createKey(redis, ['--plan', 'enterprise', '--per-minute', '100', '--per-day', '100']);
     const before = Number((await send(gateway.url, 'GET', '/v1/store/orders', { headers: bearer(dayBound.key) })).headers.get('x-ratelimit-remaining'));
     for (let i = 0; i < 3; i++) expect((await send(gateway.url, 'GET', '/v1/openapi.json', { headers: bearer(dayBound.key) })).status).toBe(200);
@@ -146,7 +146,7 @@ describe('error answers conform', () => {
 
   it('429 over the quota, with Retry-After', async () => {
     // As many a day as a minute: the refusals are the day's, whatever the minute.
-    await awayFromDayEdge();
+    await awayFromDayEdge(20);
     const small = await createKey(redis, ['--plan', 'enterprise', '--per-minute', '2', '--per-day', '2']);
     conforms(await send(gateway.url, 'GET', '/v1/store/orders', { headers: bearer(small.key) }), 200);
     conforms(await send(gateway.url, 'GET', '/v1/pets/7', { headers: bearer(small.key) }), 200);

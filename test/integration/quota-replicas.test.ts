@@ -45,7 +45,7 @@ async function usage(key: CreatedKey) {
 
 describe('quotas across three replicas', () => {
   it('admit exactly 50 of 200 concurrent requests on a 50/minute plan', async () => {
-    await awayFromDayEdge();
+    await awayFromDayEdge(20);
     const key = await newKey(['--plan', 'fifty']);
     const responses = await Promise.all(Array.from({ length: 200 }, (_, i) => send(key.key, i)));
     const statuses = responses.map((r) => r.status);
@@ -106,7 +106,7 @@ describe('quotas across three replicas', () => {
   });
 
   it('lets the day window bind when the day has fewer requests left than the minute', async () => {
-    await awayFromDayEdge();
+    await awayFromDayEdge(20);
     const key = await newKey(['--plan', 'free', '--per-minute', '10', '--per-day', '12']);
     // Earlier traffic today: 9 of 12 used in previous minutes (written as the store would).
     const client = redis.client();
@@ -130,9 +130,24 @@ describe('quotas across three replicas', () => {
     expect((await usage(key)).day.used).toBe(12);
   });
 
+  it('names the day when both windows are used up: headers and Retry-After point at midnight', async () => {
+    // Issue 12: with both used up the headers named the minute while Retry-After waited for the day.
+    await awayFromDayEdge(20);
+    const key = await newKey(['--plan', 'free', '--per-minute', '2', '--per-day', '2']);
+    for (let i = 0; i < 2; i++) expect((await send(key.key, i)).status).toBe(200);
+    const refused = await send(key.key, 2);
+    expect(refused.status).toBe(429);
+    const retryAfter = Number(refused.headers.get('retry-after'));
+    const resetS = Number(refused.headers.get('x-ratelimit-reset'));
+    expect(resetS % 86_400).toBe(0);
+    expect(Math.abs(resetS - Date.now() / 1000 - retryAfter)).toBeLessThanOrEqual(1);
+    expect(refused.headers.get('x-ratelimit-limit')).toBe('2');
+    expect(refused.headers.get('ratelimit')).toBe(`"day";r=0;t=${retryAfter}`);
+  });
+
   it('bans a key that keeps going after 429, on every replica, until unbanned', async () => {
     // The day as full as the minute: a minute edge during the test changes nothing.
-    await awayFromDayEdge();
+    await awayFromDayEdge(20);
     const key = await newKey(['--plan', 'free', '--per-minute', '4', '--per-day', '4']);
     const codes: string[] = [];
     for (let i = 0; i < 4 + 6 + 3; i++) {
@@ -162,7 +177,7 @@ describe('quotas across three replicas', () => {
 
   it('applies per-key quotas, and a quota change at once on every replica', async () => {
     // Day limits equal to the minute's: the counts survive a minute edge.
-    await awayFromDayEdge();
+    await awayFromDayEdge(20);
     const key = await newKey(['--plan', 'free', '--per-minute', '3', '--per-day', '3']);
     const first = await Promise.all([0, 1, 2, 3, 4].map((i) => send(key.key, i)));
     expect(first.filter((r) => r.status === 200)).toHaveLength(3);

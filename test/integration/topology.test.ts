@@ -55,7 +55,7 @@ function endToEnd(res: Response): Record<string, string> {
 
 describe.skipIf(!nginxPath)('nginx → three gateways → backend, on one Redis', () => {
   it('admits exactly 50 of 200 concurrent requests on a 50/minute plan through the load balancer', async () => {
-    await awayFromDayEdge();
+    await awayFromDayEdge(20);
     const key = await newKey('fifty');
     const before = gateways.map((g) => g.process.logs().filter((l) => l.msg === 'request').length);
     const statuses = await Promise.all(
@@ -72,7 +72,7 @@ describe.skipIf(!nginxPath)('nginx → three gateways → backend, on one Redis'
   });
 
   it('passes rate-limit headers, Retry-After and the 429 Error body through unchanged', async () => {
-    await awayFromDayEdge();
+    await awayFromDayEdge(20);
     const key = await newKey('tiny');
     const direct = gateways[0]!.url;
     const ok = await fetch(`${lb.url}/v1/categories`, { headers: bearer(key.key) });

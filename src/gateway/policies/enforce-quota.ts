@@ -38,6 +38,8 @@ export function enforceQuota(deps: QuotaDeps): Policy {
       deps.logger.error({ keyId: key.id, plan: key.plan }, 'key has a plan that plans.yaml does not define');
       return reject('plan_not_configured');
     }
+    // Only bans are answered from memory: every refusal short of one is counted in the store, so
+    // the ban comes at the configured count on any number of replicas (local-verdicts.ts).
     const cached = local.answer(key.id);
     if (cached) return judge(ctx, deps, quota, cached, 'local_cache');
     if (!health.shouldTry()) return degrade(ctx, deps, quota, plans.ban);
