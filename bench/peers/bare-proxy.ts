@@ -1,5 +1,6 @@
-// The ceiling for tollgate's proxy stack: the same http-proxy-3 with the same keep-alive upstream
-// agent and server options as src/gateway/proxy.ts and server.ts, and no policy, no logging.
+// The ceiling (issue 14): a bare http-proxy-3 with a keep-alive agent, no policy, no logging: the
+// plain Node proxy a user would write. tollgate forwards on node:http itself (src/gateway/proxy.ts);
+// the agent and server options here are the ones it uses.
 // Run as its own process by the benchmark:
 //   node --import tsx bench/peers/bare-proxy.ts <upstream-url> <key-id> <plan>
 // Prints one JSON line `{"msg":"bare proxy listening","url":…}` on stdout.

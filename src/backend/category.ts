@@ -1,4 +1,4 @@
-/** A category as a client sends it for creation (SERVICE.md: NewCategory). */
+/** A category as a client sends it for creation (openapi.yaml: NewCategory). */
 export interface NewCategory {
   name: string;
   description?: string;

@@ -1,6 +1,6 @@
 import type { Logger } from '../observability/log.js';
 import { connectRedis, watchConnection, whenReady } from '../store/redis/connect.js';
-import { describeRedis, topologyOf, type RedisTarget } from '../store/redis/redis-target.js';
+import { describeRedis, topologyOf, type RedisTarget } from '../config/redis-target.js';
 import type { CategoryStore } from './category-store.js';
 import { MemoryCategoryStore } from './memory-category-store.js';
 import { RedisCategoryStore } from './redis-category-store.js';
@@ -23,7 +23,7 @@ export async function openCategoryStore(
     return new MemoryCategoryStore();
   }
   const safeUrl = describeRedis(redisTarget);
-  const redis = connectRedis(redisTarget!, 'gateway', commandTimeoutMs);
+  const redis = connectRedis(redisTarget!, 'backend', commandTimeoutMs);
   watchConnection(redis, safeUrl, logger, 'category store (Redis)');
   try {
     await whenReady(redis, REDIS_STARTUP_WAIT_MS);

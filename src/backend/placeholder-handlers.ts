@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { errorReply, type Reply } from './reply.js';
 
-// SERVICE.md names `GET /pets/{petId}` (deprecated, with a sunset date) and `GET /store/orders`
+// openapi.yaml names `GET /pets/{petId}` (deprecated, with a sunset date) and `GET /store/orders`
 // but shows neither their parameters nor their records. These placeholders exist so the routes
 // are real (the gateway's deprecation headers and quotas can be exercised end to end) without
 // inventing fields the interface does not define.

@@ -1,7 +1,10 @@
 import type { RedisClient } from '../store/redis/connect.js';
-import { CATEGORIES, CATEGORY_SEQUENCE } from '../store/redis/redis-keys.js';
 import { categoryOf, type Category, type NewCategory } from './category.js';
 import { CategoryStoreUnavailableError, type CategoryStore } from './category-store.js';
+
+// The backend owns these keys; the gateway's live in src/store/redis/redis-keys.ts.
+export const CATEGORIES = '{tg:categories}:items';
+export const CATEGORY_SEQUENCE = '{tg:categories}:seq';
 
 // Layout: CATEGORY_SEQUENCE is a counter (INCR, so the first id is 1); CATEGORIES is a hash
 // id → JSON of the NewCategory ({"name", "description"?}). The id is the hash field, not repeated

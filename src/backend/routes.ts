@@ -12,7 +12,7 @@ interface Route {
   handlers: Readonly<Record<string, Handler>>;
 }
 
-// Every route of the service, base path /v1 (SERVICE.md). Paths match exactly: no trailing slash.
+// Every route of the service, base path /v1 (openapi.yaml). Paths match exactly: no trailing slash.
 const ROUTES: readonly Route[] = [
   { path: /^\/v1\/categories$/, handlers: { GET: listCategories, POST: createCategory } },
   { path: /^\/v1\/pets\/([^/]+)$/, handlers: { GET: showPetPlaceholder } },

@@ -4,7 +4,7 @@ import type { ErrorCode } from '../errors/registry.js';
 import { answerClientErrors } from '../http/client-errors.js';
 import { closeGracefully, listen } from '../http/listen.js';
 import type { Logger } from '../observability/log.js';
-import type { RedisTarget } from '../store/redis/redis-target.js';
+import type { RedisTarget } from '../config/redis-target.js';
 import { openCategoryStore } from './open-category-store.js';
 import { createRequestHandler } from './request-handler.js';
 
@@ -30,7 +30,7 @@ export interface RunningBackend {
 // could send a request on a socket just as it closes and get a reset (a 502 for the caller).
 const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
-/** The category service of SERVICE.md on plain node:http. */
+/** The category service described in openapi.yaml, on plain node:http. */
 export async function startBackend(opts: BackendOptions): Promise<RunningBackend> {
   const { settings, logger } = opts;
   const store = await openCategoryStore(opts.redisUrl, settings.redis.commandTimeoutMs, logger);

@@ -1,9 +1,9 @@
 import type { NewCategory } from './category.js';
 
-// Validation of a createCategory body (SERVICE.md: NewCategory). Decisions where the interface is
+// Validation of a createCategory body (openapi.yaml: NewCategory). Decisions where the interface is
 // silent, so clients get one predictable answer:
 // - The body must be a JSON object; an array, null, a number, a string or a boolean is refused.
-// - `id` is assigned by the service (SERVICE.md, Category rule 1). A body that sends one, with any
+// - `id` is assigned by the service (openapi.yaml: NewCategory forbids `id`). A body that sends one, with any
 //   value, is refused rather than silently ignored: a client that believes it chose the id would
 //   otherwise be surprised later.
 // - `name` is required and must be a string. It is stored trimmed (leading and trailing whitespace,

@@ -1,12 +1,11 @@
 import { parseArgs } from 'node:util';
 import { loadPlans } from '../config/load.js';
-import { redisSettings } from '../config/redis-settings.js';
-import { configDirFrom } from '../config/settings.js';
+import { configDirFrom, loadSettings } from '../config/settings.js';
 import { hashApiKey, KEY_ID_PATTERN, KEY_PREFIX, newApiKey, parseApiKey } from '../keys/format.js';
 import { parseQuotaOverride } from '../keys/quota-override.js';
 import { publicView, type KeyPatch, type KeyRecord } from '../keys/record.js';
 import { connectRedis, whenReady } from '../store/redis/connect.js';
-import { describeRedis, topologyOf } from '../store/redis/redis-target.js';
+import { describeRedis, topologyOf } from '../config/redis-target.js';
 import { RedisKeyStore } from '../store/redis/redis-key-store.js';
 import { quotaFor } from '../quota/quota-for.js';
 import { RedisQuotaStore } from '../store/redis/redis-quota-store.js';
@@ -25,9 +24,6 @@ export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL,
   usage ID                                                  both windows: used, limit, remaining, reset
 
   --json   one JSON document on stdout, for scripts`;
-
-// The CLI takes Redis from the environment only (REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINELS).
-const NO_REDIS = { url: '', clusterNodes: [], sentinels: [], sentinelMaster: 'mymaster', commandTimeoutMs: 250 };
 
 const KEY_ACTIONS = ['create', 'list', 'show', 'revoke', 'set-plan', 'set-quota', 'unban', 'usage'];
 
@@ -53,7 +49,8 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
   if (!action) throw new CliError(KEYS_USAGE, 2);
   if (!KEY_ACTIONS.includes(action)) throw new CliError(`unknown keys command "${action}"\n\n${KEYS_USAGE}`, 2);
 
-  const target = redisSettings(env, NO_REDIS);
+  // The same Redis as the gateway's: gateway.yaml's redis with REDIS_* laid over it.
+  const target = loadSettings(env).redis;
   if (topologyOf(target) === 'none') {
     throw new CliError(
       'keys commands manage the Redis key store: set REDIS_URL (or REDIS_CLUSTER_NODES, REDIS_SENTINELS); the embedded store of `tollgate up` lives only inside that process',

@@ -5,7 +5,7 @@ import { loadPlans } from '../config/load.js';
 import { configDirFrom, loadSettings } from '../config/settings.js';
 import { loadOpenApiDocument } from '../gateway/openapi-document.js';
 import { startGateway } from '../gateway/start-gateway.js';
-import { assertionSecretsFromEnv, DEVELOPMENT_SECRET, logSecretSource, SECRET_ENV } from '../identity/assertion-secrets.js';
+import { assertionSecretsFromEnv, DEVELOPMENT_ENV, DEVELOPMENT_SECRET, logSecretSource, SECRET_ENV } from '../identity/assertion-secrets.js';
 import { createLogger } from '../observability/log.js';
 import { CliError } from './cli-error.js';
 import { KEYS_USAGE, keysCommand } from './keys-command.js';
@@ -21,7 +21,8 @@ const USAGE = `tollgate <command>
   check-config [DIR]    validate the config files (default: $TOLLGATE_CONFIG_DIR or ./config)
 
 Environment: REDIS_URL (or REDIS_CLUSTER_NODES, REDIS_SENTINELS), GATEWAY_PORT, ADMIN_PORT, BACKEND_PORT, UPSTREAM_URL, TOLLGATE_CONFIG_DIR, LOG_LEVEL,
-TOLLGATE_ASSERTION_SECRET (and TOLLGATE_ASSERTION_SECRET_PREVIOUS while rotating)`;
+TOLLGATE_ASSERTION_SECRET (and TOLLGATE_ASSERTION_SECRET_PREVIOUS while rotating; required by \`gateway\` and
+\`backend\` unless TOLLGATE_DEV=1 marks a development machine)`;
 
 const out = (text: string) => process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
 
@@ -32,18 +33,18 @@ async function main(argv: string[]): Promise<void> {
     case 'up': {
       const settings = loadSettings(env);
       loadPlans(settings.configDir);
-      return upCommand(settings, createLogger(settings.logLevel, 'tollgate'), out);
+      return upCommand(settings, createLogger(settings.logLevel, 'tollgate', settings.log.format), out);
     }
     case 'gateway': {
       const settings = loadSettings(env);
       loadPlans(settings.configDir);
-      const logger = createLogger(settings.logLevel, 'tollgate-gateway');
+      const logger = createLogger(settings.logLevel, 'tollgate-gateway', settings.log.format);
       const gateway = await startGateway(settings, logger);
       return runUntilSignal(logger, gateway.close);
     }
     case 'backend': {
       const settings = loadSettings(env);
-      const logger = createLogger(settings.logLevel, 'tollgate-backend');
+      const logger = createLogger(settings.logLevel, 'tollgate-backend', settings.log.format);
       // The backend answers only requests carrying a valid gateway assertion (401 otherwise).
       const secrets = assertionSecretsFromEnv(env);
       logSecretSource(secrets, logger, 'backend');
@@ -58,9 +59,12 @@ async function main(argv: string[]): Promise<void> {
       const settings = loadSettings({ ...env, TOLLGATE_CONFIG_DIR: dir });
       const plans = loadPlans(settings.configDir);
       if (settings.openapi.path) loadOpenApiDocument(settings.openapi.file, settings.configDir);
-      const secrets = assertionSecretsFromEnv(env);
+      const secrets = assertionSecretsFromEnv(env, { allowDevelopment: true });
       if (secrets.source === 'development-default') {
-        process.stderr.write(`tollgate: warning: ${SECRET_ENV} is ${env[SECRET_ENV] === DEVELOPMENT_SECRET ? 'the public development default' : 'unset'}; gateway and backend would use a public secret\n`);
+        process.stderr.write(
+          `tollgate: warning: ${SECRET_ENV} is ${env[SECRET_ENV] === DEVELOPMENT_SECRET ? 'the public development default' : 'unset'}; ` +
+            `gateway and backend refuse to start without it unless ${DEVELOPMENT_ENV}=1\n`,
+        );
       }
       out(`config OK: ${settings.configDir} (plans: ${Object.keys(plans.plans).join(', ')})`);
       return;

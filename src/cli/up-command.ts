@@ -9,7 +9,7 @@ import type { Logger } from '../observability/log.js';
 import { MemoryKeyStore } from '../store/memory/memory-key-store.js';
 import { MemoryQuotaStore } from '../store/memory/memory-quota-store.js';
 import { openStores } from '../store/open-stores.js';
-import { topologyOf } from '../store/redis/redis-target.js';
+import { topologyOf } from '../config/redis-target.js';
 import { runUntilSignal } from './run-until-signal.js';
 
 /**

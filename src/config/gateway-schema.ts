@@ -1,16 +1,16 @@
 import { z } from 'zod';
 import { assertionSchema } from './assertion-schema.js';
 import { routesSchema } from './routes-schema.js';
-import { nodeEntryError } from '../store/redis/redis-target.js';
+import { nodeEntryError } from './redis-target.js';
 
-// Schema of config/gateway.yaml. Environment variables override some fields (see env.ts).
+// Schema of config/gateway.yaml. Environment variables override some fields (see settings.ts).
 
 const port = z.number().int().min(0).max(65535);
 const host = z.string().min(1);
 const ms = (min: number, max: number) => z.number().int().min(min).max(max);
 const redisNode = z.string().superRefine((entry, ctx) => {
   const error = nodeEntryError(entry);
-  if (error) ctx.addIssue({ code: 'custom', message: error });
+  if (error) ctx.addIssue({ code: 'custom', message: `"${entry.replace(/\/\/[^@]*@/, '//***@')}": ${error}` });
 });
 
 /** One Redis per deployment: a URL, Cluster nodes or Sentinels, not two of them. */
@@ -19,7 +19,15 @@ function oneRedisTopology(redis: { url: string; clusterNodes: string[]; sentinel
   if (set.length > 1) ctx.addIssue({ code: 'custom', path: [set[1] as string], message: `set only one of url, clusterNodes, sentinels (${set.join(' and ')} are set)` });
 }
 
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
 export const gatewayFileSchema = z.strictObject({
+  log: z.strictObject({
+    /** Least severe level written; LOG_LEVEL overrides. */
+    level: z.enum(LOG_LEVELS).default('info'),
+    /** `auto`: coloured lines for a person when stdout is a terminal, JSON otherwise; LOG_FORMAT overrides. */
+    format: z.enum(['auto', 'json', 'pretty']).default('auto'),
+  }).prefault({}),
   gateway: z.strictObject({
     host: host.default('0.0.0.0'),
     port: port.default(8080),

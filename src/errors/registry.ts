@@ -1,5 +1,5 @@
 // One registry of every error code a client can see: code → HTTP status and default message.
-// Policies and handlers name a code; the renderer turns it into the Error body of SERVICE.md.
+// Policies and handlers name a code; the renderer turns it into the Error body of openapi.yaml.
 
 export const ERRORS = {
   // 400 family: the request itself is wrong

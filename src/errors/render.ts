@@ -1,7 +1,7 @@
 import { STATUS_CODES, type ServerResponse } from 'node:http';
 import { ERRORS, type ErrorCode } from './registry.js';
 
-/** The Error body of SERVICE.md: `status` always equals the HTTP status. */
+/** The Error body of openapi.yaml (components/schemas/Error): `status` always equals the HTTP status. */
 export interface ErrorBody {
   code: string;
   message: string;

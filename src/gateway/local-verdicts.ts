@@ -1,80 +1,50 @@
 import { LRUCache } from 'lru-cache';
-import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import type { QuotaOutcome } from '../quota/quota-state.js';
 
 interface LocalVerdict {
   outcome: QuotaOutcome;
-  quota: Quota;
-  ban: BanPolicy;
   /** Local clock when the store decided; the store's clock may differ, so only deltas are used. */
   decidedAtMs: number;
-  /** Rejections answered locally and not yet counted in the store (they count towards a ban). */
-  pendingRejections: number;
 }
 
 /**
- * Keys that are banned or over their limit are answered from memory until the ban or window ends:
- * hammering clients cost no Redis round trip. Counters only grow within a window, so a refusal
- * stays true until its reset unless limits change: key changes (pub/sub), unbans and plan reloads
- * clear entries. Rejections answered here are reported to the store in batches, off the request
- * path, so bans still trigger.
+ * Banned keys are answered from memory until the ban ends: a banned client that keeps hammering
+ * costs no Redis round trip. A ban stays true until its end unless lifted, and an unban is pushed
+ * to every replica (pub/sub, then `forget`).
+ *
+ * Refusals short of a ban (`limited`) are deliberately not answered here: each one must be counted
+ * in Redis when it happens, or a replica could not know that a refusal is the `afterRejections`-th
+ * across all replicas, and bans would start late (README, "Bans"). That costs at most
+ * `afterRejections` round trips per key and ban window, whatever the request rate: after that the
+ * key is banned and answered here.
  */
 export class LocalVerdicts {
   private readonly entries: LRUCache<string, LocalVerdict>;
-  private readonly timer: NodeJS.Timeout;
 
   constructor(
-    private readonly report: (keyId: string, rejections: number, quota: Quota, ban: BanPolicy) => Promise<QuotaOutcome>,
     maxEntries: number,
-    flushIntervalMs = 100,
     private readonly now: () => number = Date.now,
   ) {
     this.entries = new LRUCache({ max: maxEntries, ttlAutopurge: false });
-    this.timer = setInterval(() => this.flush(), flushIntervalMs);
-    this.timer.unref();
   }
 
-  /** Remembers a refusal until the moment a request could succeed again. */
-  remember(keyId: string, outcome: QuotaOutcome, quota: Quota, ban: BanPolicy, untilStoreMs: number): void {
-    const ttl = untilStoreMs - outcome.nowMs;
+  /** Remembers a ban until it ends (store clock); other verdicts are not remembered. */
+  remember(keyId: string, outcome: QuotaOutcome): void {
+    if (outcome.verdict !== 'banned') return;
+    const ttl = outcome.bannedUntilMs - outcome.nowMs;
     if (ttl <= 0) return;
-    this.entries.set(keyId, { outcome, quota, ban, decidedAtMs: this.now(), pendingRejections: 0 }, { ttl });
+    this.entries.set(keyId, { outcome, decidedAtMs: this.now() }, { ttl });
   }
 
-  /** The cached refusal for this key, as of now (store clock advanced by the local delta), or undefined. */
-  answer(keyId: string, quota: Quota): QuotaOutcome | undefined {
+  /** The cached ban of this key, as of now (store clock advanced by the local delta), or undefined. */
+  answer(keyId: string): QuotaOutcome | undefined {
     const entry = this.entries.get(keyId);
     if (!entry) return undefined;
-    if (entry.quota.perMinute !== quota.perMinute || entry.quota.perDay !== quota.perDay) {
-      this.entries.delete(keyId);
-      return undefined;
-    }
-    if (entry.outcome.verdict === 'limited') entry.pendingRejections++;
     return { ...entry.outcome, nowMs: entry.outcome.nowMs + (this.now() - entry.decidedAtMs) };
   }
 
   forget(keyId: string | null): void {
     if (keyId === null) this.entries.clear();
     else this.entries.delete(keyId);
-  }
-
-  private flush(): void {
-    for (const [keyId, entry] of this.entries.entries()) {
-      if (entry.pendingRejections === 0) continue;
-      const rejections = entry.pendingRejections;
-      entry.pendingRejections = 0;
-      this.report(keyId, rejections, entry.quota, entry.ban).then(
-        (outcome) => {
-          if (outcome.verdict === 'banned') this.remember(keyId, outcome, entry.quota, entry.ban, outcome.bannedUntilMs);
-        },
-        () => {
-          entry.pendingRejections += rejections; // store unreachable: try again next flush
-        },
-      );
-    }
-  }
-
-  close(): void {
-    clearInterval(this.timer);
   }
 }

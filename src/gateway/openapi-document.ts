@@ -30,3 +30,14 @@ export function loadOpenApiDocument(file: string, configDir: string): Buffer {
   }
   return Buffer.from(JSON.stringify(document));
 }
+
+/**
+ * The route templates of an OpenAPI document as request paths: its `paths` under the path of its
+ * first server URL (`https://{host}/v1` + `/pets/{petId}` → `/v1/pets/{petId}`), for metrics labels.
+ */
+export function openApiRouteTemplates(json: Buffer): string[] {
+  const document = JSON.parse(json.toString('utf8')) as { servers?: Array<{ url?: string }>; paths?: Record<string, unknown> };
+  const serverUrl = (document.servers?.[0]?.url ?? '/').replace(/\{[^}]*\}/g, 'x');
+  const base = new URL(serverUrl, 'http://x').pathname.replace(/\/$/, '');
+  return Object.keys(document.paths ?? {}).map((path) => base + path);
+}

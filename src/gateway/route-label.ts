@@ -1,39 +1,25 @@
+import { patternToRegExp } from './route-rules.js';
+
+/** The one label for every path that matches no known route: random paths cannot grow the metrics. */
+export const UNMATCHED_ROUTE = 'unmatched';
+
 /**
- * A bounded metrics label for a request path: `/v1/pets/123` → `/v1/pets/{param}`. Numeric, id-like,
- * long or unusual segments become `{param}`, at most four segments are kept, and after `maxLabels`
- * distinct labels anything new is `other`, so clients sending random paths cannot blow up the
- * metrics' cardinality.
+ * A bounded metrics label for a canonical request path: the known route template it matches
+ * (`/v1/pets/42` → `/v1/pets/{petId}`), else `unmatched`. Known routes are the API's OpenAPI
+ * paths (openapi-document.ts) and the route rules; the label set is therefore fixed at start.
  */
-export function routeLabeler(maxLabels = 100): (url: string | undefined) => string {
-  const seen = new Set<string>();
-  // Most requests repeat a few URLs: remember their labels (bounded; cleared when full).
-  const byUrl = new Map<string, string>();
+export function routeLabeler(templates: readonly string[]): (url: string | undefined) => string {
+  const compiled = [...new Set(templates)].map((template) => ({ template, pattern: patternToRegExp(template) }));
+  // Most requests repeat a few paths: remember their labels (bounded; cleared when full).
+  const byPath = new Map<string, string>();
   return (url = '/') => {
-    const known = byUrl.get(url);
+    const query = url.indexOf('?');
+    const path = query === -1 ? url : url.slice(0, query);
+    const known = byPath.get(path);
     if (known !== undefined) return known;
-    const label = labelOf(url);
-    if (byUrl.size >= 1000) byUrl.clear();
-    byUrl.set(url, label);
+    const label = compiled.find(({ pattern }) => pattern.test(path))?.template ?? UNMATCHED_ROUTE;
+    if (byPath.size >= 1000) byPath.clear();
+    byPath.set(path, label);
     return label;
   };
-
-  function labelOf(url: string): string {
-    const path = url.split('?', 1)[0]!;
-    const segments = path.split('/').filter(Boolean).slice(0, 4);
-    const label = '/' + segments.map((s) => (isParam(s) ? '{param}' : s)).join('/');
-    if (seen.has(label)) return label;
-    if (seen.size >= maxLabels) return 'other';
-    seen.add(label);
-    return label;
-  }
-}
-
-/** Numbers, id-like tokens (digits in six or more characters), long or unusual segments. */
-function isParam(segment: string): boolean {
-  return (
-    /^\d+$/.test(segment) ||
-    (segment.length >= 6 && /\d/.test(segment)) ||
-    segment.length > 24 ||
-    !/^[A-Za-z0-9._-]+$/.test(segment)
-  );
 }

@@ -1,18 +1,21 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { statusOf } from '../errors/registry.js';
 import { sendError } from '../errors/render.js';
+import { canonicalTarget } from '../http/canonical-target.js';
 import { answerClientErrors } from '../http/client-errors.js';
+import { MAX_HEADER_FIELDS, requestFraming } from '../http/request-framing.js';
 import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
 import { observeWhenDone } from './access-log.js';
 import { runChain } from './chain.js';
 import { isAnswer, type Policy, type RequestContext } from './context.js';
-import type { UpstreamProxy } from './proxy.js';
+import type { ForwardPlan, UpstreamProxy } from './proxy.js';
 import { sendAnswer } from './send-answer.js';
-import { routeLabeler } from './route-label.js';
 
 export interface GatewayServerParts {
   chain: readonly Policy[];
+  /** Labels a canonical path for metrics (route-label.ts). */
+  route: (url: string | undefined) => string;
   proxy: UpstreamProxy;
   logger: Logger;
   metrics: Metrics;
@@ -23,8 +26,7 @@ export interface GatewayServerParts {
  * The request lifecycle: policy chain, then either the rejection as an Error body or the proxy.
  * Faults thrown anywhere in the chain are answered here, once, as 500.
  */
-export function createGatewayServer({ chain, proxy, logger, metrics, timeouts }: GatewayServerParts): Server {
-  const route = routeLabeler();
+export function createGatewayServer({ chain, route, proxy, logger, metrics, timeouts }: GatewayServerParts): Server {
   const server = createServer(
     {
       // Bounded header and body waits: a slow client cannot hold a socket forever (slowloris).
@@ -37,13 +39,25 @@ export function createGatewayServer({ chain, proxy, logger, metrics, timeouts }:
     },
     (req, res) => void handle(req, res),
   );
+  // Node keeps only this many fields in `req.headers` (all of them in `rawHeaders`, which
+  // request-framing.ts counts to refuse the request): a bound on what one request can allocate.
+  server.maxHeadersCount = MAX_HEADER_FIELDS;
+  // Without this listener Node answers `Expect: 100-continue` with 100 before any policy ran
+  // (inviting the body of a request about to be refused); with it, `handle` sends 100 only once
+  // the chain has passed (RFC 9110 §10.1.1 lets a proxy answer the expectation itself).
+  server.on('checkContinue', (req, res) => void handle(req, res));
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const ctx: RequestContext = { req, res, startedAtMs: performance.now(), requestId: '' };
     observeWhenDone(ctx, logger, metrics, route);
+    const plan = edgeDecision(req, res);
+    if (!plan) return;
     try {
       const rejection = await runChain(ctx, chain);
-      if (!rejection) return proxy.forward(req, res);
+      if (!rejection) {
+        if (plan.expectsContinue) res.writeContinue();
+        return proxy.forward(req, res, plan);
+      }
       if (isAnswer(rejection)) return sendAnswer(res, rejection);
       if (statusOf(rejection.code) === 401) metrics.authFailures.inc({ code: rejection.code });
       sendError(res, rejection.code, rejection.message, rejection.headers);
@@ -55,4 +69,29 @@ export function createGatewayServer({ chain, proxy, logger, metrics, timeouts }:
 
   answerClientErrors(server);
   return server;
+}
+
+/**
+ * What the request is, decided once before any policy: its framing (request-framing.ts) and its
+ * canonical target (canonical-target.ts), which replaces `req.url` so that every policy, log line,
+ * metric label and the upstream read the same path. Undefined once an Error body was sent.
+ */
+function edgeDecision(req: IncomingMessage, res: ServerResponse): (ForwardPlan & { expectsContinue: boolean }) | undefined {
+  const framing = requestFraming(req);
+  if (!framing.ok) {
+    // The rest of the connection cannot be trusted to hold message boundaries: close it after this.
+    res.shouldKeepAlive = false;
+    sendError(res, framing.code, framing.message);
+    return undefined;
+  }
+  const target = canonicalTarget(req.url ?? '');
+  if (!target.ok) {
+    sendError(res, 'bad_request', `The request target cannot be normalised safely: ${target.reason}.`);
+    return undefined;
+  }
+  req.url = target.target;
+  const host = target.authority ?? req.headers.host ?? '';
+  if (target.authority !== undefined) req.headers.host = target.authority;
+  const expect = req.headers.expect;
+  return { body: framing.body, host, expectsContinue: typeof expect === 'string' && expect.toLowerCase() === '100-continue' };
 }

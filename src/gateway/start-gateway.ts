@@ -8,6 +8,7 @@ import { closeGracefully, listen } from '../http/listen.js';
 import { assertionSecretsFromEnv, logSecretSource, type AssertionSecrets } from '../identity/assertion-secrets.js';
 import type { Logger } from '../observability/log.js';
 import { createMetrics } from '../observability/metrics.js';
+import { guardProcess } from '../observability/process-guard.js';
 import { StoreHealth } from '../store/store-health.js';
 import { MemoryQuotaStore } from '../store/memory/memory-quota-store.js';
 import { openStores, type Stores } from '../store/open-stores.js';
@@ -22,7 +23,9 @@ import { failedAuthLimiter } from './policies/limit-failed-auth.js';
 import { requestId } from './policies/request-id.js';
 import { serveOpenApi } from './policies/serve-openapi.js';
 import { upstreamIdentity } from './policies/upstream-identity.js';
+import { loadOpenApiDocument, openApiRouteTemplates } from './openapi-document.js';
 import { createUpstreamProxy } from './proxy.js';
+import { routeLabeler } from './route-label.js';
 import { RouteRules } from './route-rules.js';
 import { createGatewayServer } from './server.js';
 
@@ -51,6 +54,7 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
   const assertions = new AssertionSigner(assertionSecrets.current, settings.assertion, settings.keyCache.maxEntries);
 
   const metrics = createMetrics();
+  guardProcess(logger, () => metrics.uncaughtErrors.inc());
   // One breaker for the shared store: once a command fails, requests stop waiting on Redis and
   // use their fallbacks at once, while one probe every half second finds out when it is back.
   const health = new StoreHealth('redis', logger);
@@ -62,16 +66,17 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
     maxEntries: settings.keyCache.maxEntries,
     health,
   });
-  const verdicts = new LocalVerdicts(
-    (id, rejections, quota, ban) => ownStores.quotas.reportRejections(id, rejections, quota, ban),
-    settings.keyCache.maxEntries,
-  );
-  // A key change (revocation, plan, quota, unban) or a plans reload can lift a cached refusal.
+  const verdicts = new LocalVerdicts(settings.keyCache.maxEntries);
+  // A key change (revocation, unban) can lift a cached ban; a plans reload cannot.
   ownStores.keys.onChange((id) => verdicts.forget(id));
-  plans.onChange(() => verdicts.forget(null));
 
   const failedAuth = failedAuthLimiter(settings.unauthenticated.perMinute, ownStores.redis, settings.gateway.trustProxyHops);
-  const proxy = createUpstreamProxy(settings.upstream, logger, metrics);
+  const proxy = createUpstreamProxy(settings.upstream, settings.gateway.trustProxyHops, logger, metrics);
+  // Metrics labels: the API's OpenAPI routes and the route rules at start; anything else is one label.
+  const route = routeLabeler([
+    ...openApiRouteTemplates(loadOpenApiDocument(settings.openapi.file, settings.configDir)),
+    ...loadGatewayFile(settings.configDir).routes.deprecations.map((rule) => rule.path),
+  ]);
 
   // The policy chain, in order. Each returns a decision; the first rejection answers the request.
   const chain: readonly Policy[] = [
@@ -91,12 +96,14 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
     upstreamIdentity(assertions),
   ];
 
-  const server = createGatewayServer({ chain, proxy, logger, metrics, timeouts: settings.gateway });
+  const server = createGatewayServer({ chain, route, proxy, logger, metrics, timeouts: settings.gateway });
   const admin = createAdminServer({
     metrics: async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
     readiness: async () => ({
       redis: ownStores.redis ? await ownStores.redis.ping().then(() => true, () => false) : true,
       upstream: await canConnect(settings.upstream.url, 1000),
+      // A backend refusing our assertions (secret mismatch) makes every proxied request a 502.
+      upstreamAcceptsAssertion: proxy.assertionAccepted(),
     }),
   });
 
@@ -114,7 +121,6 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
       routes.close();
       await closeGracefully(server, settings.gateway.shutdownGraceSeconds * 1000);
       await closeGracefully(admin, 0);
-      verdicts.close();
       proxy.close();
       await ownStores.close();
     },

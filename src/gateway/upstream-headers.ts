@@ -2,11 +2,26 @@ import type { IncomingHttpHeaders } from 'node:http';
 
 // Hop-by-hop headers (RFC 9110 §7.6.1) belong to one connection and are never forwarded, nor are
 // the names a `Connection` header lists. Forwarding the client's `Connection: close` would also
-// close our pooled keep-alive socket to the upstream.
-const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade', 'proxy-authorization'];
+// close our pooled keep-alive socket to the upstream. `expect` is answered by the gateway itself
+// (see server.ts), so the upstream never sees it.
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade', 'proxy-authorization', 'expect']);
 
-export const CONSUMER_ID_HEADER = 'x-tollgate-consumer-id';
-export const CONSUMER_PLAN_HEADER = 'x-tollgate-plan';
+/**
+ * Names the client can never remove through `Connection` (RFC 9110 §7.6.1 lets a sender list any
+ * name, which would let a client strip what routes or frames the request): the message framing and
+ * Host, which the proxy sets itself, and the request id the gateway added. Identity and
+ * X-Forwarded-* headers are set after this filter, so no client header can remove them either.
+ */
+const NEVER_CONNECTION_LISTED = new Set(['host', 'content-length', 'transfer-encoding', 'x-request-id']);
+
+/**
+ * Framing is decided by the gateway (src/http/request-framing.ts) and X-Forwarded-* are written
+ * by it (forwarded-headers.ts); the client's own `Forwarded` (RFC 7239) is dropped rather than
+ * trusted, as one convention (X-Forwarded-*) is easier to get right than two.
+ */
+const SET_BY_GATEWAY = new Set(['content-length', 'transfer-encoding', 'forwarded']);
+
+export { CONSUMER_ID_HEADER, CONSUMER_PLAN_HEADER } from '../identity/assertion.js';
 
 /**
  * The request headers without everything the upstream must not see from the client. A new object
@@ -20,11 +35,12 @@ export function withoutClientHeaders(headers: IncomingHttpHeaders): IncomingHttp
   for (const name in headers) {
     if (
       name === 'authorization' ||
-      HOP_BY_HOP.includes(name) ||
+      HOP_BY_HOP.has(name) ||
+      SET_BY_GATEWAY.has(name) ||
       // identity headers only the gateway may set: a client sending them is impersonating
       name.startsWith('x-tollgate-') ||
       name.startsWith('x-consumer-') ||
-      connectionListed?.includes(name)
+      (connectionListed?.includes(name) && !NEVER_CONNECTION_LISTED.has(name))
     ) {
       continue;
     }

@@ -7,10 +7,11 @@ import { rawErrorResponse } from '../errors/render.js';
  */
 export function answerClientErrors(server: Server): void {
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-    // As Node's default handler: never write into a response already under way on this socket
-    // (pipelined requests), and there is no one to answer after a reset.
-    const responseUnderWay = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
-    if (!socket.writable || err.code === 'ECONNRESET' || responseUnderWay) {
+    // Never write while an earlier pipelined request on this socket still awaits its response: the
+    // client would read our 400 as that request's answer (Node's default handler only checks that
+    // the response has not started). And there is no one to answer after a reset.
+    const requestInFlight = Boolean((socket as { _httpMessage?: unknown })._httpMessage);
+    if (!socket.writable || err.code === 'ECONNRESET' || requestInFlight) {
       socket.destroy();
       return;
     }

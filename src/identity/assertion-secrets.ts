@@ -8,11 +8,18 @@ import type { Logger } from '../observability/log.js';
 export const SECRET_ENV = 'TOLLGATE_ASSERTION_SECRET';
 /** Rotation: the backend also accepts assertions signed with this one (the gateway never signs with it). */
 export const PREVIOUS_SECRET_ENV = 'TOLLGATE_ASSERTION_SECRET_PREVIOUS';
+/**
+ * `TOLLGATE_DEV=1` says "this is a development machine": only then do `gateway` and `backend` run
+ * without a secret (on the public development default, with a loud warning). Anywhere else an
+ * unset secret refuses to start, so a production deployment that forgets it cannot be called
+ * around the gateway with a forged assertion.
+ */
+export const DEVELOPMENT_ENV = 'TOLLGATE_DEV';
 /** RFC 7518 §3.2: an HS256 key must be at least as long as the hash output (256 bits). */
 export const MIN_SECRET_BYTES = 32;
 /**
- * Used when the variable is unset so a laptop works out of the box. It is in the source, so
- * anyone can forge assertions with it: the process logs a loud warning whenever it is in force.
+ * Used when the variable is unset in development (TOLLGATE_DEV=1). It is in the source, so anyone
+ * can forge assertions with it: the process logs a loud warning whenever it is in force.
  */
 export const DEVELOPMENT_SECRET = 'tollgate-development-assertion-secret-NOT-FOR-PRODUCTION';
 
@@ -30,19 +37,27 @@ export interface AssertionSecrets {
 }
 
 /**
- * Reads the secrets from the environment. Unset: the public development default, or with
- * `generate` (`tollgate up`, where gateway and backend share one process) a random per-process
- * secret nobody else knows. Set but shorter than 32 bytes: a ConfigError naming the variable.
+ * Reads the secrets from the environment. Unset: with `generate` (`tollgate up`, where gateway and
+ * backend share one process) a random per-process secret nobody else knows; in development
+ * (TOLLGATE_DEV=1, or `allowDevelopment` for check-config's warning) the public development
+ * default; otherwise a ConfigError naming the variable, as for a secret shorter than 32 bytes.
+ * The public default set explicitly is refused outside development as well.
  */
-export function assertionSecretsFromEnv(env: NodeJS.ProcessEnv, opts: { generate?: boolean } = {}): AssertionSecrets {
+export function assertionSecretsFromEnv(env: NodeJS.ProcessEnv, opts: { generate?: boolean; allowDevelopment?: boolean } = {}): AssertionSecrets {
   const raw = env[SECRET_ENV];
   const previousRaw = env[PREVIOUS_SECRET_ENV];
   const previous = previousRaw ? secretFrom(PREVIOUS_SECRET_ENV, previousRaw) : undefined;
-  if (raw) {
-    const current = secretFrom(SECRET_ENV, raw);
-    return { current, previous, source: raw === DEVELOPMENT_SECRET ? 'development-default' : 'environment' };
+  const development = opts.allowDevelopment === true || env[DEVELOPMENT_ENV] === '1';
+  if (raw && raw !== DEVELOPMENT_SECRET) return { current: secretFrom(SECRET_ENV, raw), previous, source: 'environment' };
+  if (!raw && opts.generate) return { current: secret(randomBytes(MIN_SECRET_BYTES)), previous, source: 'generated' };
+  if (!development) {
+    throw new ConfigError(
+      'environment',
+      SECRET_ENV,
+      `${raw ? 'is the public development default' : 'is unset'}: set it to at least ${MIN_SECRET_BYTES} random bytes, the same on every gateway and backend ` +
+        `(e.g. \`openssl rand -base64 48\`), or set ${DEVELOPMENT_ENV}=1 on a development machine to run with a public secret`,
+    );
   }
-  if (opts.generate) return { current: secret(randomBytes(MIN_SECRET_BYTES)), previous, source: 'generated' };
   return { current: secret(Buffer.from(DEVELOPMENT_SECRET)), previous, source: 'development-default' };
 }
 

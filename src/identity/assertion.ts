@@ -1,11 +1,15 @@
 import { webcrypto } from 'node:crypto';
 import type { AssertionSecret } from './assertion-secrets.js';
 
-// The gateway's signed statement of who is calling, for the upstream: a JWT (RFC 7519) in
+// The assertion contract, shared by the gateway (signs) and the backend (verifies): neither imports
+// the other. The gateway's signed statement of who is calling, for the upstream: a JWT (RFC 7519) in
 // X-Tollgate-Assertion with iss, aud, sub (the key id), plan, iat and exp. Short-lived, HMAC
 // (HS256) with a secret both sides hold.
 
 export const ASSERTION_HEADER = 'x-tollgate-assertion';
+/** The consumer's key id and plan in plain headers; the backend checks them against the assertion. */
+export const CONSUMER_ID_HEADER = 'x-tollgate-consumer-id';
+export const CONSUMER_PLAN_HEADER = 'x-tollgate-plan';
 export const ASSERTION_ALG = 'HS256';
 
 /** The key as a WebCrypto key, imported once: jose re-imports a raw Uint8Array on every call. */

@@ -1,4 +1,5 @@
-import { pino, type DestinationStream, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import { PinoPretty } from 'pino-pretty';
 
 export type { Logger };
 
@@ -13,8 +14,20 @@ const FLUSH_INTERVAL_MS = 100;
  * one blocking write per request: with an access line per request, per-line writes were the
  * gateway's largest single cost under load.
  */
-export function createLogger(level: string, name: string, destination: DestinationStream = bufferedStdout()): Logger {
-  return pino({
+export function createLogger(level: string, name: string, format: LogFormat = 'json', destination?: DestinationStream): Logger {
+  const options = loggerOptions(level, name);
+  // A person at a terminal reads coloured lines; machines (and pipes, files, containers) get JSON.
+  if (format === 'pretty' || (format === 'auto' && process.stdout.isTTY)) {
+    return pino(options, PinoPretty({ colorize: true, singleLine: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,name,role', messageFormat: '{if role}{role}: {end}{msg}', sync: true }));
+  }
+  return pino(options, destination ?? bufferedStdout());
+}
+
+/** `auto`: pretty when stdout is a terminal, else JSON. */
+export type LogFormat = 'auto' | 'json' | 'pretty';
+
+function loggerOptions(level: string, name: string): LoggerOptions {
+  return {
     level,
     name,
     base: { pid: process.pid },
@@ -31,7 +44,7 @@ export function createLogger(level: string, name: string, destination: Destinati
       ],
       censor: '[redacted]',
     },
-  }, destination);
+  };
 }
 
 function bufferedStdout(): DestinationStream {

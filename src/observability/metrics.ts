@@ -63,8 +63,24 @@ export function createMetrics() {
     }),
     upstreamErrors: new Counter({
       name: 'tollgate_upstream_errors_total',
-      help: 'Upstream failures by kind (bad_gateway, gateway_timeout, aborted_mid_response).',
+      help: 'Upstream failures by kind (bad_gateway, gateway_timeout, aborted_mid_response, after_response, assertion_rejected).',
       labelNames: ['kind'] as const,
+      registers: [registry],
+    }),
+    exchangeErrors: new Counter({
+      name: 'tollgate_exchange_errors_total',
+      help: 'Stream errors after a response started, each ending only its own exchange, by side (client, upstream).',
+      labelNames: ['side'] as const,
+      registers: [registry],
+    }),
+    uncaughtErrors: new Counter({
+      name: 'tollgate_uncaught_errors_total',
+      help: 'Errors no handler caught, logged by the process guard instead of ending the process.',
+      registers: [registry],
+    }),
+    assertionRejections: new Counter({
+      name: 'tollgate_upstream_assertion_rejections_total',
+      help: 'Upstream 401 invalid_gateway_assertion answers (gateway and backend secrets differ), answered 502.',
       registers: [registry],
     }),
   };

@@ -2,9 +2,11 @@ import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import { DAY_MS, MINUTE_MS, windowStartMs } from './windows.js';
 
 /**
- * The quota decision as a pure function of one key's state and the time. The memory store runs
- * it directly; the Redis store runs the same steps in one Lua script (quota-script.ts), field for
- * field, so both stores behave alike. Keep the two in step.
+ * The quota rules, once: one key's state and the time in, the decision and the next state out.
+ * The memory store runs these functions; the Redis store runs their transcription in one Lua
+ * script (src/store/redis/quota-script.ts), whose window lengths are interpolated from
+ * windows.ts. test/integration/quota-stores-differential.test.ts runs both on random histories
+ * and requires identical answers, so a change here that the script does not follow fails there.
  */
 export interface QuotaState {
   minuteStartMs: number;
@@ -23,9 +25,11 @@ export interface QuotaOutcome {
   /** Requests counted in the current minute and day windows (after this one, if allowed). */
   minuteCount: number;
   dayCount: number;
+  /** Refusals counted towards a ban in the current ban window (0 once banned). */
+  rejections: number;
   /** The store's clock when it decided: windows and resets are computed from it. */
   nowMs: number;
-  /** When banned: the end of the ban. */
+  /** When banned: the end of the ban; else 0. */
   bannedUntilMs: number;
 }
 
@@ -49,58 +53,62 @@ export function current(previous: QuotaState, nowMs: number): QuotaState {
   return state;
 }
 
-/** Use without consuming: the verdict is `banned` or `allowed` (whether the next fits is the caller's sum). */
-export function peek(previous: QuotaState, nowMs: number): QuotaOutcome {
-  const state = current(previous, nowMs);
-  const banned = state.bannedUntilMs > nowMs;
+function outcomeOf(state: QuotaState, nowMs: number, verdict: Verdict): QuotaOutcome {
   return {
-    verdict: banned ? 'banned' : 'allowed',
-    minuteCount: state.minuteCount,
-    dayCount: state.dayCount,
-    nowMs,
-    bannedUntilMs: banned ? state.bannedUntilMs : 0,
-  };
-}
-
-/**
- * `cost` 1: one request. Both windows are checked, then both consumed, or neither (a refused
- * request consumes nothing). A refusal counts as a rejection towards a ban; `cost` 0 with
- * `rejections` > 0 only reports rejections answered elsewhere (from a replica's local cache).
- */
-export function decide(
-  previous: QuotaState,
-  nowMs: number,
-  quota: Quota,
-  ban: BanPolicy,
-  cost: number,
-  reportedRejections = 0,
-): { state: QuotaState; outcome: QuotaOutcome } {
-  const state = current(previous, nowMs);
-  const outcome = (verdict: Verdict): QuotaOutcome => ({
     verdict,
     minuteCount: state.minuteCount,
     dayCount: state.dayCount,
+    rejections: state.rejections,
     nowMs,
     bannedUntilMs: verdict === 'banned' ? state.bannedUntilMs : 0,
-  });
+  };
+}
 
-  if (state.bannedUntilMs > nowMs) return { state, outcome: outcome('banned') };
-  if (cost > 0 && state.minuteCount + cost <= quota.perMinute && state.dayCount + cost <= quota.perDay) {
-    state.minuteCount += cost;
-    state.dayCount += cost;
-    return { state, outcome: outcome('allowed') };
+/** Use without consuming: the verdict is `banned` or `allowed` (whether the next fits is the caller's sum). */
+export function peek(previous: QuotaState, nowMs: number): QuotaOutcome {
+  const state = current(previous, nowMs);
+  return outcomeOf(state, nowMs, state.bannedUntilMs > nowMs ? 'banned' : 'allowed');
+}
+
+/**
+ * One request. Both windows are checked, then both consumed, or neither (a refused request
+ * consumes nothing). A refusal counts towards a ban: the `afterRejections`-th refusal within
+ * `window` seconds of the first is answered `banned`, and the ban lasts `duration` seconds.
+ */
+export function decide(previous: QuotaState, nowMs: number, quota: Quota, ban: BanPolicy): { state: QuotaState; outcome: QuotaOutcome } {
+  const state = current(previous, nowMs);
+  if (state.bannedUntilMs > nowMs) return { state, outcome: outcomeOf(state, nowMs, 'banned') };
+  if (state.minuteCount + 1 <= quota.perMinute && state.dayCount + 1 <= quota.perDay) {
+    state.minuteCount += 1;
+    state.dayCount += 1;
+    return { state, outcome: outcomeOf(state, nowMs, 'allowed') };
   }
-
   if (nowMs - state.rejectionsStartMs >= ban.window * 1000) {
     state.rejectionsStartMs = nowMs;
     state.rejections = 0;
   }
-  state.rejections += cost > 0 ? 1 : reportedRejections;
+  state.rejections += 1;
   if (state.rejections >= ban.afterRejections) {
     state.bannedUntilMs = nowMs + ban.duration * 1000;
     state.rejections = 0;
     state.rejectionsStartMs = 0;
-    return { state, outcome: outcome('banned') };
+    return { state, outcome: outcomeOf(state, nowMs, 'banned') };
   }
-  return { state, outcome: outcome('limited') };
+  return { state, outcome: outcomeOf(state, nowMs, 'limited') };
+}
+
+/** An operator lifts the ban and forgives the counted refusals, banned or not. */
+export function lift(previous: QuotaState, nowMs: number): { state: QuotaState; wasBanned: boolean } {
+  const wasBanned = previous.bannedUntilMs > nowMs;
+  return { state: { ...previous, bannedUntilMs: 0, rejections: 0, rejectionsStartMs: 0 }, wasBanned };
+}
+
+/**
+ * When a stored state may be dropped: once the day window, the ban window of its refusals and
+ * its ban have all ended, it reads exactly like EMPTY_STATE. Both stores drop state at this
+ * moment (Redis by PEXPIREAT), so they forget the same things at the same time.
+ */
+export function expiresAtMs(state: QuotaState, ban: BanPolicy): number {
+  const rejectionsEndMs = state.rejections > 0 ? state.rejectionsStartMs + ban.window * 1000 : 0;
+  return Math.max(state.dayStartMs + DAY_MS, rejectionsEndMs, state.bannedUntilMs);
 }

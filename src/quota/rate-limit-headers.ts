@@ -10,7 +10,11 @@ export interface WindowReport {
   resetAtMs: number;
 }
 
-/** Both windows as of the outcome; the binding one first (fewest remaining, the shorter on a tie). */
+/**
+ * Both windows as of the outcome, the binding one first: the fewest remaining and, on a tie, the
+ * one that resets later (the day when both end at midnight). When both are used up, a new minute
+ * does not let a request through, the new day does: so the day is reported.
+ */
 export function windowsOf(quota: Quota, outcome: QuotaOutcome): [WindowReport, WindowReport] {
   const minute: WindowReport = {
     name: 'minute',
@@ -26,39 +30,40 @@ export function windowsOf(quota: Quota, outcome: QuotaOutcome): [WindowReport, W
     windowSeconds: DAY_MS / 1000,
     resetAtMs: windowEndMs(outcome.nowMs, DAY_MS),
   };
-  return day.remaining < minute.remaining ? [day, minute] : [minute, day];
+  const minuteBinds = minute.remaining < day.remaining || (minute.remaining === day.remaining && minute.resetAtMs > day.resetAtMs);
+  return minuteBinds ? [minute, day] : [day, minute];
+}
+
+/** What the headers report: the binding window, or while banned that window ending with the ban. */
+export function reportedWindow(quota: Quota, outcome: QuotaOutcome): WindowReport {
+  const [binding] = windowsOf(quota, outcome);
+  if (outcome.verdict !== 'banned') return binding;
+  return { ...binding, remaining: 0, resetAtMs: outcome.bannedUntilMs };
 }
 
 /**
  * The rate-limit fields of a response to an identified caller:
- * - X-RateLimit-Limit / -Remaining / -Reset (Unix seconds) for the window that binds first;
+ * - X-RateLimit-Limit / -Remaining / -Reset (Unix seconds) for the binding window;
  * - RateLimit-Policy (both windows) and RateLimit (the binding one), as in
  *   draft-ietf-httpapi-ratelimit-headers-11: `"minute";q=60;w=60` and `"minute";r=12;t=41`.
  * While banned, Remaining is 0 and Reset is the end of the ban: no request can succeed before.
  */
 export function rateLimitHeaders(quota: Quota, outcome: QuotaOutcome): Record<string, string> {
-  const [binding] = windowsOf(quota, outcome);
-  const banned = outcome.verdict === 'banned';
-  const remaining = banned ? 0 : binding.remaining;
-  const resetAtMs = banned ? outcome.bannedUntilMs : binding.resetAtMs;
-  const resetSeconds = secondsUntil(resetAtMs, outcome.nowMs);
+  const window = reportedWindow(quota, outcome);
   return {
-    'x-ratelimit-limit': String(binding.limit),
-    'x-ratelimit-remaining': String(remaining),
-    'x-ratelimit-reset': String(Math.ceil(resetAtMs / 1000)),
-    'ratelimit-policy': `"minute";q=${quota.perMinute};w=60, "day";q=${quota.perDay};w=86400`,
-    ratelimit: `"${binding.name}";r=${remaining};t=${resetSeconds}`,
+    'x-ratelimit-limit': String(window.limit),
+    'x-ratelimit-remaining': String(window.remaining),
+    'x-ratelimit-reset': String(Math.ceil(window.resetAtMs / 1000)),
+    'ratelimit-policy': `"minute";q=${quota.perMinute};w=${MINUTE_MS / 1000}, "day";q=${quota.perDay};w=${DAY_MS / 1000}`,
+    ratelimit: `"${window.name}";r=${window.remaining};t=${secondsUntil(window.resetAtMs, outcome.nowMs)}`,
   };
 }
 
 /**
- * Whole seconds (≥ 1) until a request can next succeed: the end of the ban; else the end of
- * every exhausted window (the day's if the day is used up, since a new minute will not help).
+ * Whole seconds (≥ 1) until a request can next succeed: the reset the headers report. A refusal
+ * means a window is used up; the binding window is then the used-up one that resets last, so
+ * Retry-After, X-RateLimit-Reset and RateLimit's `t` name the same moment.
  */
 export function retryAfterSeconds(quota: Quota, outcome: QuotaOutcome): number {
-  if (outcome.verdict === 'banned') return secondsUntil(outcome.bannedUntilMs, outcome.nowMs);
-  let untilMs = outcome.nowMs;
-  if (outcome.minuteCount >= quota.perMinute) untilMs = Math.max(untilMs, windowEndMs(outcome.nowMs, MINUTE_MS));
-  if (outcome.dayCount >= quota.perDay) untilMs = Math.max(untilMs, windowEndMs(outcome.nowMs, DAY_MS));
-  return secondsUntil(untilMs, outcome.nowMs);
+  return secondsUntil(reportedWindow(quota, outcome).resetAtMs, outcome.nowMs);
 }

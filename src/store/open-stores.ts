@@ -5,7 +5,7 @@ import { MemoryQuotaStore } from './memory/memory-quota-store.js';
 import type { QuotaStore } from './quota-store.js';
 import { RedisQuotaStore } from './redis/redis-quota-store.js';
 import { connectRedis, watchConnection, whenReady, type RedisClient } from './redis/connect.js';
-import { describeRedis, topologyOf, type RedisTarget } from './redis/redis-target.js';
+import { describeRedis, topologyOf, type RedisTarget } from '../config/redis-target.js';
 import { RedisKeyStore } from './redis/redis-key-store.js';
 
 const STARTUP_WAIT_MS = 5000;

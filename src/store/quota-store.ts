@@ -1,14 +1,15 @@
 import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import type { QuotaOutcome } from '../quota/quota-state.js';
 
-/** Counters, rejections and bans of every key: Redis shared by all replicas, or memory. */
+/**
+ * Counters, rejections and bans of every key: Redis shared by all replicas, or memory. Both apply
+ * the rules of src/quota/quota-state.ts; a store only keeps the state.
+ */
 export interface QuotaStore {
   /** One atomic decision for one request: ban check, both windows, rejection counting. */
   consume(keyId: string, quota: Quota, ban: BanPolicy): Promise<QuotaOutcome>;
-  /** Adds rejections answered from a replica's local cache (they count towards a ban). */
-  reportRejections(keyId: string, rejections: number, quota: Quota, ban: BanPolicy): Promise<QuotaOutcome>;
   /** Current use without consuming anything. */
   usage(keyId: string): Promise<QuotaOutcome>;
-  /** Lifts a ban (and forgets counted rejections); false if the key was not banned. */
+  /** Lifts a ban and forgets counted rejections; false if the key was not banned. */
   unban(keyId: string): Promise<boolean>;
 }

@@ -27,10 +27,6 @@ export class StoreHealth {
     return true;
   }
 
-  isDown(): boolean {
-    return this.down;
-  }
-
   failed(err: unknown): void {
     this.nextProbeAtMs = this.now() + this.probeIntervalMs;
     if (this.down) return;

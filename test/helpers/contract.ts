@@ -60,7 +60,7 @@ export class Contract {
       strict: true,
       // Validators are compiled for requests too (unused here): `validate: false` would skip them all.
       ignoreTrailingSlashes: false,
-      customizeAjv: (_draft07, options) => addFormats(new Ajv2020({ ...options, strict: false })) as never,
+      customizeAjv: (_draft07, options) => addFormats(new Ajv2020({ ...options, strict: false })),
     });
     await api.init();
     const dereferenced = api.document as unknown as { components: { responses: Record<string, ResponseObject> } };

@@ -62,7 +62,7 @@ export class TestNginx {
     writeFileSync(file, nginxConfigFor({ listenPort: port, gateways, dir }));
     const child = spawn(binary, ['-c', file, '-p', dir, '-e', 'stderr'], { stdio: ['ignore', 'pipe', 'pipe'] });
     const output: string[] = [];
-    for (const stream of [child.stdout!, child.stderr!]) stream.on('data', (d: Buffer) => output.push(d.toString()));
+    for (const stream of [child.stdout, child.stderr]) stream.on('data', (d: Buffer) => output.push(d.toString()));
     const nginx = new TestNginx(`http://127.0.0.1:${port}`, dir, child, output);
     const deadline = Date.now() + 10_000;
     for (;;) {

@@ -84,8 +84,10 @@ export function getFrom(
 export const slackRedisTimeout = (gatewayYaml: string) => gatewayYaml.replace(/commandTimeoutMs: 250\b/, 'commandTimeoutMs: 2000');
 
 /**
- * plans.yaml for quota tests: the shipped plans plus `fifty` (50/minute, for exact-count tests)
- * and `tiny` (a few a minute, for 429s and bans), with the ban policy a test needs.
+ * plans.yaml for quota tests: the shipped plans plus `fifty` (50 a minute and a day, for
+ * exact-count tests) and `tiny` (a few a minute and a day, for 429s and bans), with the ban policy
+ * a test needs. Their day is as small as their minute, so a count reaches the day's limit too: a
+ * minute edge during a test resets nothing (only midnight does: see awayFromDayEdge).
  */
 export function testPlans(tinyPerMinute: number, ban: { afterRejections: number; window: number; duration: number }): string {
   return `
@@ -94,8 +96,8 @@ plans:
   pro:        { perMinute: 300,  perDay: 10000 }
   business:   { perMinute: 1000, perDay: 100000 }
   enterprise: { perMinute: 3000, perDay: 1000000 }
-  fifty:      { perMinute: 50,   perDay: 100000 }
-  tiny:       { perMinute: ${tinyPerMinute},    perDay: 100000 }
+  fifty:      { perMinute: 50,   perDay: 50 }
+  tiny:       { perMinute: ${tinyPerMinute},    perDay: ${tinyPerMinute} }
 ban:
   afterRejections: ${ban.afterRejections}
   window: ${ban.window}

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CategoryStoreUnavailableError } from '../../src/backend/category-store.js';
-import { RedisCategoryStore } from '../../src/backend/redis-category-store.js';
+import { CATEGORIES, CATEGORY_SEQUENCE, RedisCategoryStore } from '../../src/backend/redis-category-store.js';
 import { connectRedis, whenReady } from '../../src/store/redis/connect.js';
-import { CATEGORIES, CATEGORY_SEQUENCE } from '../../src/store/redis/redis-keys.js';
 import { TestRedis } from '../helpers/redis-server.js';
 
 describe('RedisCategoryStore', () => {

@@ -16,7 +16,7 @@ import {
   testPlans,
 } from '../helpers/stack.js';
 import type { TollgateProcess } from '../helpers/processes.js';
-import { awayFromMinuteEdge } from '../helpers/windows.js';
+import { awayFromDayEdge } from '../helpers/windows.js';
 
 // A real 3-master Redis Cluster (no REDIS_URL anywhere): three gateway processes, the category
 // backend and the keys CLI all reach it through REDIS_CLUSTER_NODES. Keys are picked so that
@@ -116,40 +116,31 @@ describe('on a 3-master Redis Cluster', () => {
   });
 
   it('admits exactly 50 of 200 concurrent requests on a 50/minute plan across three gateways, for a key on each master', async () => {
-    await awayFromMinuteEdge();
+    await awayFromDayEdge();
     const keys = await fixtureKeysOnEveryMaster('fifty');
     for (const key of keys) {
       const statuses = await Promise.all(Array.from({ length: 200 }, (_, i) => send(key.key, i).then((r) => r.status)));
       expect(statuses.filter((s) => s === 200)).toHaveLength(50);
       expect(statuses.filter((s) => s === 429)).toHaveLength(150);
-      const used = await usage(key);
-      expect(used.minute.used).toBe(50);
-      expect(used.day.used).toBe(50);
+      // (The plan's day is 50 too, so this count survives a minute edge.)
+      expect((await usage(key)).day.used).toBe(50);
     }
     // No request fell back to the degraded local mode.
     for (const g of gateways) expect(g.process.output()).not.toContain('degraded');
   }, 60_000);
 
   it('bans a key that keeps going after 429 on every gateway, and `keys unban` lifts it everywhere', async () => {
-    await awayFromMinuteEdge(30);
+    await awayFromDayEdge();
     const keys = await fixtureKeysOnEveryMaster('tiny');
     await Promise.all(keys.map(async (key) => {
       const codes: string[] = [];
-      for (let i = 0; i < 40 && codes.at(-1) !== 'api_key_banned'; i++) {
+      for (let i = 0; i < 4 + 6 + 3; i++) {
         const res = await send(key.key, i);
         codes.push(res.status === 200 ? 'ok' : ((await res.json()) as { code: string }).code);
-        if (res.status === 429) await new Promise((r) => setTimeout(r, 30));
+        if (i >= 10) expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(60);
       }
-      expect(codes.slice(0, 4)).toEqual(['ok', 'ok', 'ok', 'ok']);
-      expect(codes.at(-1)).toBe('api_key_banned');
-      for (let i = 0; i < 3; i++) {
-        const banned = await eventually(
-          () => send(key.key, i).then(async (r) => ({ status: r.status, code: ((await r.json()) as { code: string }).code, retryAfter: Number(r.headers.get('retry-after')) })),
-          (r) => r.code === 'api_key_banned',
-        );
-        expect(banned).toMatchObject({ status: 429, code: 'api_key_banned' });
-        expect(banned.retryAfter).toBeGreaterThan(60);
-      }
+      // afterRejections: 6, counted across the gateways: the 6th refusal is the ban, then every gateway answers banned.
+      expect(codes).toEqual([...Array(4).fill('ok'), ...Array(5).fill('rate_limit_exceeded'), ...Array(4).fill('api_key_banned')]);
       if (key === keys[0]) expect((await usage(key)).bannedUntil).not.toBeNull();
 
       const unban = await cli(['unban', key.id]);

@@ -130,12 +130,22 @@ describe('the backend trusts only the gateway', () => {
     expect((await fetch(`${gatewayUrl}/v1/categories`, { headers: bearer(key.key) })).status).toBe(200);
   });
 
-  it('refuses a gateway holding another secret (the client sees the 401; the backend logs why)', async () => {
+  it('refuses a gateway holding another secret: an operator fault, so the client sees 502, /readyz and a metric show it, the cause is logged once', async () => {
     const stranger = await gatewayWith(backendUrl, { TOLLGATE_ASSERTION_SECRET: NEW_SECRET });
-    const res = await fetch(`${stranger.url}/v1/categories`, { headers: bearer(key.key) });
-    expect(res.status).toBe(401);
-    expect((await res.json()).code).toBe('invalid_gateway_assertion');
+    expect((await (await fetch(`${stranger.adminUrl}/readyz`)).json()).checks.upstreamAcceptsAssertion).toBe(true);
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${stranger.url}/v1/categories`, { headers: bearer(key.key) });
+      expect(res.status).toBe(502);
+      expect(await res.json()).toEqual({ code: 'bad_gateway', message: expect.stringMatching(/gateway configuration fault/), status: 502 });
+      expect(res.headers.get('x-ratelimit-limit')).toMatch(/^\d+$/);
+    }
     await backend.waitForLog('request refused: no valid gateway assertion', 5_000, (l) => String(l.reason).startsWith('ERR_JWKS_NO_MATCHING_KEY'));
+    await stranger.process.waitForLog(/rejects the gateway assertion/);
+    expect(stranger.process.logs().filter((l) => /rejects the gateway assertion/.test(String(l.msg)))).toHaveLength(1);
+    const ready = await fetch(`${stranger.adminUrl}/readyz`);
+    expect(ready.status).toBe(503);
+    expect((await ready.json()).checks.upstreamAcceptsAssertion).toBe(false);
+    expect(await (await fetch(`${stranger.adminUrl}/metrics`)).text()).toMatch(/^tollgate_upstream_assertion_rejections_total 3$/m);
   });
 });
 
@@ -148,9 +158,17 @@ describe('secret handling', () => {
     expect((await fetch(`${newGateway.url}/v1/store/orders`, { headers: bearer(key.key) })).status).toBe(200);
   });
 
-  it('without TOLLGATE_ASSERTION_SECRET both processes warn loudly, and still work together', async () => {
-    const backend = await backendWith({ TOLLGATE_ASSERTION_SECRET: undefined });
-    const gateway = await gatewayWith(backend.url, { TOLLGATE_ASSERTION_SECRET: undefined });
+  it('without TOLLGATE_ASSERTION_SECRET gateway and backend refuse to start, naming the variable and TOLLGATE_DEV', async () => {
+    for (const command of ['backend', 'gateway']) {
+      const result = await runCli([command], { TOLLGATE_ASSERTION_SECRET: undefined, BACKEND_PORT: '0', GATEWAY_PORT: '0', ADMIN_PORT: '0' });
+      expect(result.code, command).toBe(1);
+      expect(result.stderr).toMatch(/^tollgate: environment: TOLLGATE_ASSERTION_SECRET: is unset: .*TOLLGATE_DEV=1/);
+    }
+  });
+
+  it('in development (TOLLGATE_DEV=1) without a secret both processes warn loudly, and still work together', async () => {
+    const backend = await backendWith({ TOLLGATE_ASSERTION_SECRET: undefined, TOLLGATE_DEV: '1' });
+    const gateway = await gatewayWith(backend.url, { TOLLGATE_ASSERTION_SECRET: undefined, TOLLGATE_DEV: '1' });
     for (const process of [backend.process, gateway.process]) {
       const warning = await process.waitForLog(/^INSECURE: TOLLGATE_ASSERTION_SECRET/);
       expect(warning.level).toBe(40);

@@ -48,7 +48,7 @@ describe('revocation', () => {
     await statusesOf(key.key);
     expect((await keysCli(redis, ['set-plan', key.id, 'business'])).code).toBe(0);
     const changedAt = Date.now();
-    let plans: string[] = [];
+    let plans: string[];
     do {
       plans = [];
       for (const g of gateways) {

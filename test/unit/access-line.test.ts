@@ -11,7 +11,7 @@ import { createMetrics } from '../../src/observability/metrics.js';
 
 function capture() {
   const lines: string[] = [];
-  return { lines, logger: createLogger('info', 'tollgate-gateway', { write: (line: string) => void lines.push(line) }) };
+  return { lines, logger: createLogger('info', 'tollgate-gateway', 'json', { write: (line: string) => void lines.push(line) }) };
 }
 
 function requestEnding(fields: { method?: string; url?: string; status: number; finished: boolean; consumer?: boolean; degraded?: boolean; requestId: string }) {
@@ -81,7 +81,7 @@ describe('the access line', () => {
 
   it('is not written below the info level', () => {
     const lines: string[] = [];
-    const logger = createLogger('warn', 'tollgate-gateway', { write: (line: string) => void lines.push(line) });
+    const logger = createLogger('warn', 'tollgate-gateway', 'json', { write: (line: string) => void lines.push(line) });
     const { ctx, end } = requestEnding({ method: 'GET', url: '/', status: 200, finished: true, requestId: 'r' });
     observeWhenDone(ctx, logger, createMetrics(), () => '/');
     end();

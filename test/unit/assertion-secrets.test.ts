@@ -42,12 +42,18 @@ describe('assertion secrets from the environment', () => {
     expect(secrets.previous?.kid).not.toBe(secrets.current.kid);
   });
 
-  it('falls back to the public development default when unset (and says so)', () => {
-    const secrets = assertionSecretsFromEnv({});
+  it('refuses to run without a secret, or on the public default, outside development', () => {
+    for (const env of [{}, { TOLLGATE_ASSERTION_SECRET: '' }, { TOLLGATE_ASSERTION_SECRET: DEVELOPMENT_SECRET }, { TOLLGATE_DEV: 'true' }]) {
+      expect(() => assertionSecretsFromEnv(env), JSON.stringify(env)).toThrow(/TOLLGATE_ASSERTION_SECRET: .*TOLLGATE_DEV=1/);
+    }
+  });
+
+  it('falls back to the public development default when unset in development (TOLLGATE_DEV=1)', () => {
+    const secrets = assertionSecretsFromEnv({ TOLLGATE_DEV: '1' });
     expect(secrets.source).toBe('development-default');
     expect(secrets.current.kid).toBe(kidOf(DEVELOPMENT_SECRET));
-    expect(assertionSecretsFromEnv({ TOLLGATE_ASSERTION_SECRET: DEVELOPMENT_SECRET }).source).toBe('development-default');
-    expect(assertionSecretsFromEnv({ TOLLGATE_ASSERTION_SECRET: '' }).source).toBe('development-default');
+    expect(assertionSecretsFromEnv({ TOLLGATE_DEV: '1', TOLLGATE_ASSERTION_SECRET: DEVELOPMENT_SECRET }).source).toBe('development-default');
+    expect(assertionSecretsFromEnv({}, { allowDevelopment: true }).source).toBe('development-default');
   });
 
   it('generates a random per-process secret when asked (tollgate up)', () => {

@@ -56,7 +56,7 @@ describe('AssertionSigner', () => {
 
   it('signs once for concurrent requests of one key', async () => {
     const s = signer({ now: T0 });
-    const tokens = await Promise.all(Array.from({ length: 20 }, () => s.token('key000000001', 'free')));
+    const tokens = await Promise.all(Array.from({ length: 20 }, async () => s.token('key000000001', 'free')));
     expect(new Set(tokens).size).toBe(1);
     expect(s.signed).toBe(1);
   });

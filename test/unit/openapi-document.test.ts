@@ -12,7 +12,7 @@ import { CONFIG_DIR, REPO_ROOT } from '../helpers/processes.js';
 // openapi.yaml itself: a valid OpenAPI 3.1 document that agrees with the shipped config. Whether
 // the running system answers as it says is contract.test.ts.
 
-const document = parseYaml(readFileSync(join(REPO_ROOT, 'openapi.yaml'), 'utf8')) as { openapi: string; paths: Record<string, Record<string, { deprecated?: boolean; security?: unknown[] }>>; servers: Array<{ url: string; variables?: Record<string, { default: string }> }> };
+const document = parseYaml(readFileSync(join(REPO_ROOT, 'openapi.yaml'), 'utf8')) as { openapi: string; paths: Record<string, Record<string, { operationId?: string; deprecated?: boolean; security?: unknown[]; responses?: Record<string, unknown> }>>; servers: Array<{ url: string; variables?: Record<string, { default: string }> }> };
 
 describe('openapi.yaml', () => {
   it('is a valid OpenAPI 3.1 document (official schema, $refs resolved)', async () => {
@@ -24,9 +24,21 @@ describe('openapi.yaml', () => {
   });
 
   it('lists the operations of the interface, with only the pets one deprecated', () => {
-    const operations = Object.entries(document.paths).flatMap(([path, item]) => Object.entries(item).map(([method, op]) => [`${method.toUpperCase()} ${path}`, op] as const));
+    const operations = Object.entries(document.paths)
+      .flatMap(([path, item]) => Object.entries(item).map(([method, op]) => [`${method.toUpperCase()} ${path}`, op] as const))
+      .filter(([, op]) => !op.operationId?.endsWith('NotAllowed'));
     expect(operations.map(([name]) => name).sort()).toEqual(['GET /categories', 'GET /openapi.json', 'GET /pets/{petId}', 'GET /store/orders', 'POST /categories']);
     expect(operations.filter(([, op]) => op.deprecated).map(([name]) => name)).toEqual(['GET /pets/{petId}']);
+  });
+
+  it('documents the 405 of every other method on every path, as the operation it is', () => {
+    for (const [path, item] of Object.entries(document.paths)) {
+      for (const method of ['get', 'post', 'put', 'patch', 'delete']) {
+        const op = item[method];
+        expect(op, `${method} ${path}`).toBeDefined();
+        if (op!.operationId?.endsWith('NotAllowed')) expect(Object.keys(op!.responses!), `${method} ${path}`).toContain('405');
+      }
+    }
   });
 
   it('agrees with the shipped deprecation rules (the servers end in /v1)', () => {

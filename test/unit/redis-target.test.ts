@@ -1,10 +1,12 @@
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config/config-error.js';
 import { gatewayFileSchema } from '../../src/config/gateway-schema.js';
-import { redisSettings } from '../../src/config/redis-settings.js';
-import { describeRedis, nodeEntryError, parseNodeList, splitNodeList, topologyOf } from '../../src/store/redis/redis-target.js';
+import { loadSettings } from '../../src/config/settings.js';
+import { describeRedis, nodeEntryError, parseNodeList, splitNodeList, topologyOf } from '../../src/config/redis-target.js';
 
-const file = gatewayFileSchema.parse({}).redis;
+const TOLLGATE_CONFIG_DIR = fileURLToPath(new URL('../fixtures/config-redis-url', import.meta.url));
+const redisSettings = (env: NodeJS.ProcessEnv) => loadSettings({ TOLLGATE_CONFIG_DIR, ...env }).redis;
 
 describe('Redis node lists', () => {
   it('parse host:port entries, and credentials and TLS from the URL form for every node', () => {
@@ -35,21 +37,23 @@ describe('Redis node lists', () => {
 });
 
 describe('Redis settings from gateway.yaml and the environment', () => {
-  it('takes REDIS_CLUSTER_NODES over the file, and REDIS_URL over the file\'s cluster nodes', () => {
-    const withUrl = { ...file, url: 'redis://file:6379' };
-    expect(redisSettings({ REDIS_CLUSTER_NODES: 'a:1,b:2' }, withUrl)).toMatchObject({ url: '', clusterNodes: ['a:1', 'b:2'], sentinels: [] });
-    const withCluster = { ...file, clusterNodes: ['c:3'] };
-    expect(redisSettings({ REDIS_URL: 'redis://env:6379' }, withCluster)).toMatchObject({ url: 'redis://env:6379', clusterNodes: [] });
-    expect(redisSettings({}, withCluster)).toMatchObject({ url: '', clusterNodes: ['c:3'] });
-    expect(redisSettings({ REDIS_SENTINELS: 's:26379', REDIS_SENTINEL_MASTER: 'main' }, file)).toMatchObject({ sentinels: ['s:26379'], sentinelMaster: 'main' });
+  it('takes REDIS_CLUSTER_NODES over the file, and REDIS_URL over the file\'s URL', () => {
+    // The fixture's gateway.yaml names redis://file:6379.
+    expect(redisSettings({})).toMatchObject({ url: 'redis://file:6379', clusterNodes: [] });
+    expect(redisSettings({ REDIS_CLUSTER_NODES: 'a:1,b:2' })).toMatchObject({ url: '', clusterNodes: ['a:1', 'b:2'], sentinels: [] });
+    expect(redisSettings({ REDIS_URL: 'redis://env:6379' })).toMatchObject({ url: 'redis://env:6379', clusterNodes: [] });
+    expect(redisSettings({ REDIS_SENTINELS: 's:26379', REDIS_SENTINEL_MASTER: 'main' })).toMatchObject({ url: '', sentinels: ['s:26379'], sentinelMaster: 'main' });
   });
 
   it('refuses two topologies at once and bad entries, naming the variable', () => {
-    expect(() => redisSettings({ REDIS_URL: 'redis://a:1', REDIS_CLUSTER_NODES: 'b:2' }, file)).toThrow(ConfigError);
-    expect(() => redisSettings({ REDIS_URL: 'redis://a:1', REDIS_CLUSTER_NODES: 'b:2' }, file)).toThrow(/REDIS_CLUSTER_NODES: set only one of/);
-    expect(() => redisSettings({ REDIS_CLUSTER_NODES: 'a:1,nope' }, file)).toThrow(/REDIS_CLUSTER_NODES: "nope"/);
+    expect(() => redisSettings({ REDIS_URL: 'redis://a:1', REDIS_CLUSTER_NODES: 'b:2' })).toThrow(ConfigError);
+    expect(() => redisSettings({ REDIS_URL: 'redis://a:1', REDIS_CLUSTER_NODES: 'b:2' })).toThrow(/^environment: REDIS_CLUSTER_NODES: set only one of/);
+    expect(() => redisSettings({ REDIS_CLUSTER_NODES: 'a:1,nope' })).toThrow(/^environment: REDIS_CLUSTER_NODES: "nope"/);
+    // A password in a bad entry is not echoed.
+    expect(() => redisSettings({ REDIS_CLUSTER_NODES: 'redis://u:hunter2@a' })).toThrow(/^environment: REDIS_CLUSTER_NODES: "redis:\/\/\*\*\*@a"/);
     // An empty variable means "none", as REDIS_URL= always did.
-    expect(redisSettings({ REDIS_URL: '', REDIS_CLUSTER_NODES: 'a:1' }, file)).toMatchObject({ clusterNodes: ['a:1'] });
+    expect(redisSettings({ REDIS_URL: '', REDIS_CLUSTER_NODES: 'a:1' })).toMatchObject({ url: '', clusterNodes: ['a:1'] });
+    expect(redisSettings({ REDIS_URL: '' })).toMatchObject({ url: '', clusterNodes: [], sentinels: [] });
   });
 
   it('refuses a gateway.yaml that names two topologies, or a bad node, with the field', () => {

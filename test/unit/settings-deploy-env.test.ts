@@ -33,7 +33,28 @@ describe('deployment settings from the environment', () => {
   });
 
   it('refuses out-of-range values, naming the variable', () => {
-    expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, QUOTA_REPLICAS: '0' })).toThrow('environment: QUOTA_REPLICAS: must be an integer from 1 to 1000, got "0"');
-    expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, TRUST_PROXY_HOPS: 'yes' })).toThrow(/TRUST_PROXY_HOPS/);
+    expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, QUOTA_REPLICAS: '0' })).toThrow(/^environment: QUOTA_REPLICAS: .*>=1.* \(got "0"\)$/);
+    expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, TRUST_PROXY_HOPS: 'yes' })).toThrow(/^environment: TRUST_PROXY_HOPS: .*\(got "yes"\)$/);
+    expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, GATEWAY_PORT: '70000' })).toThrow(/^environment: GATEWAY_PORT: /);
+    expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, LOG_LEVEL: 'loud' })).toThrow(/^environment: LOG_LEVEL: .*\(got "loud"\)$/);
+    // The same check as a value in the file, and the value is not echoed (a URL may hold credentials).
+    expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, UPSTREAM_URL: 'ftp://u:pw@x' })).toThrow(/^environment: UPSTREAM_URL: must be an http:\/\/ or https:\/\/ URL$/);
+  });
+
+  it('treats an empty variable as unset, and lets LOG_LEVEL override the file', () => {
+    const settings = loadSettings({ TOLLGATE_CONFIG_DIR, ADMIN_HOST: '', GATEWAY_PORT: '', LOG_LEVEL: 'warn' });
+    expect(settings.admin.host).toBe('127.0.0.1');
+    expect(settings.gateway.port).toBe(8080);
+    expect(settings.logLevel).toBe('warn');
+    expect(settings.log.format).toBe('auto');
+    expect(loadSettings({ TOLLGATE_CONFIG_DIR, LOG_FORMAT: 'json' }).log.format).toBe('json');
+    expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, LOG_FORMAT: 'xml' })).toThrow(/^environment: LOG_FORMAT: /);
+  });
+
+  it('names the file and field when the file is wrong and no variable set the field', () => {
+    const dir = fileURLToPath(new URL('../fixtures/config-gateway-port-out-of-range', import.meta.url));
+    expect(() => loadSettings({ TOLLGATE_CONFIG_DIR: dir })).toThrow(/^gateway.yaml: gateway.port: /);
+    // A variable that sets the field replaces the bad value.
+    expect(loadSettings({ TOLLGATE_CONFIG_DIR: dir, GATEWAY_PORT: '8088' }).gateway.port).toBe(8088);
   });
 });

@@ -30,24 +30,28 @@ export function authenticate(keys: KeyCache, blockedSeconds: (ctx: RequestContex
     const token = match[1]!;
     const id = parseApiKey(token);
     if (id === null) return reject('malformed_api_key', undefined, INVALID_TOKEN);
-    // An address over its failed-authentication limit gets no store lookups (key guessing).
-    const cached = keys.cached(id);
-    if (!cached) {
-      const seconds = blockedSeconds(ctx);
-      if (seconds > 0) return reject('too_many_unauthenticated_requests', undefined, { 'retry-after': seconds });
-    }
-    const lookup = cached ?? keys.lookup(id);
-    return lookup instanceof Promise ? lookup.then((l) => judge(ctx, token, l)) : judge(ctx, token, lookup);
+    const lookup = keys.cached(id) ?? keys.lookup(id);
+    return lookup instanceof Promise ? lookup.then((l) => judge(ctx, token, l, blockedSeconds)) : judge(ctx, token, lookup, blockedSeconds);
   };
 }
 
-function judge(ctx: RequestContext, token: string, lookup: KeyLookup): Decision {
+/**
+ * A valid key is served whatever other requests from its address did: one scanner behind a shared
+ * NAT must not lock out its neighbours. Only failures are throttled: while the address is over its
+ * failed-authentication limit, a key that does not authenticate gets 429 instead of a 401 telling
+ * why, and unknown ids are remembered by the key cache, so repeating one costs no store read.
+ */
+function judge(ctx: RequestContext, token: string, lookup: KeyLookup, blockedSeconds: (ctx: RequestContext) => number): Decision {
   if ('unavailable' in lookup) return reject('key_store_unavailable', undefined, { 'retry-after': 1 });
   const record = lookup.found;
+  if (record && record.status !== 'revoked' && sameHash(hashApiKey(token), record.hash)) {
+    ctx.consumer = record;
+    return CONTINUE;
+  }
+  const seconds = blockedSeconds(ctx);
+  if (seconds > 0) return reject('too_many_unauthenticated_requests', undefined, { 'retry-after': seconds });
   if (!record || !sameHash(hashApiKey(token), record.hash)) return reject('invalid_api_key', undefined, INVALID_TOKEN);
-  if (record.status === 'revoked') return reject('revoked_api_key', undefined, INVALID_TOKEN);
-  ctx.consumer = record;
-  return CONTINUE;
+  return reject('revoked_api_key', undefined, INVALID_TOKEN);
 }
 
 /** Node keeps only the first Authorization header; the raw list shows whether more were sent. */

@@ -4,7 +4,6 @@ import type { Metrics } from '../../observability/metrics.js';
 import { quotaFor } from '../../quota/quota-for.js';
 import type { QuotaOutcome } from '../../quota/quota-state.js';
 import { rateLimitHeaders, retryAfterSeconds } from '../../quota/rate-limit-headers.js';
-import { DAY_MS, MINUTE_MS, windowEndMs } from '../../quota/windows.js';
 import type { QuotaStore } from '../../store/quota-store.js';
 import type { StoreHealth } from '../../store/store-health.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
@@ -39,7 +38,9 @@ export function enforceQuota(deps: QuotaDeps): Policy {
       deps.logger.error({ keyId: key.id, plan: key.plan }, 'key has a plan that plans.yaml does not define');
       return reject('plan_not_configured');
     }
-    const cached = local.answer(key.id, quota);
+    // Only bans are answered from memory: every refusal short of one is counted in the store, so
+    // the ban comes at the configured count on any number of replicas (local-verdicts.ts).
+    const cached = local.answer(key.id);
     if (cached) return judge(ctx, deps, quota, cached, 'local_cache');
     if (!health.shouldTry()) return degrade(ctx, deps, quota, plans.ban);
 
@@ -48,7 +49,7 @@ export function enforceQuota(deps: QuotaDeps): Policy {
       (outcome) => {
         metrics.redisSeconds.observe({ operation: 'quota' }, (performance.now() - startedMs) / 1000);
         health.succeeded();
-        if (outcome.verdict !== 'allowed') local.remember(key.id, outcome, quota, plans.ban, refusedUntilMs(quota, outcome));
+        local.remember(key.id, outcome);
         if (outcome.verdict === 'banned' && outcome.bannedUntilMs - outcome.nowMs === plans.ban.duration * 1000) {
           metrics.bans.inc({ plan: key.plan });
         }
@@ -70,13 +71,6 @@ function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: Quot
   if (outcome.verdict === 'allowed') return CONTINUE;
   const retryAfter = { 'retry-after': retryAfterSeconds(quota, outcome) };
   return outcome.verdict === 'banned' ? reject('api_key_banned', undefined, retryAfter) : reject('rate_limit_exceeded', undefined, retryAfter);
-}
-
-/** When the refusal stops being true without any change of limits. */
-function refusedUntilMs(quota: Quota, outcome: QuotaOutcome): number {
-  if (outcome.verdict === 'banned') return outcome.bannedUntilMs;
-  if (outcome.dayCount >= quota.perDay) return windowEndMs(outcome.nowMs, DAY_MS);
-  return windowEndMs(outcome.nowMs, MINUTE_MS);
 }
 
 /** The configured failure mode, while the shared store cannot be asked. */

@@ -12,7 +12,8 @@ const WINDOW_SECONDS = 60;
  * Failed authentications are limited per client address (shared across replicas through Redis,
  * with an in-memory insurance limiter while Redis is down), so the key store cannot be used to
  * guess keys. Their 401s carry that limit's headers; past it the address gets 429 until the
- * window ends, and while it is blocked even a well-formed key is not looked up in the store.
+ * window ends for every key that does not authenticate; a valid key is never refused by this limit
+(see authenticate.ts).
  */
 export function failedAuthLimiter(perMinute: number, redis: RedisClient | undefined, trustedProxyHops = 0): {
   wrap: (authenticate: Policy) => Policy;

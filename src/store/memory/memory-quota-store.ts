@@ -1,53 +1,56 @@
 import type { BanPolicy, Quota } from '../../config/plans-schema.js';
-import { decide, EMPTY_STATE, peek, type QuotaOutcome, type QuotaState } from '../../quota/quota-state.js';
-import { DAY_MS } from '../../quota/windows.js';
+import { decide, EMPTY_STATE, expiresAtMs, lift, peek, type QuotaOutcome, type QuotaState } from '../../quota/quota-state.js';
+import { MINUTE_MS } from '../../quota/windows.js';
 import type { QuotaStore } from '../quota-store.js';
+
+interface Stored {
+  state: QuotaState;
+  /** From the rules (expiresAtMs), as Redis's PEXPIREAT: the state reads as empty from then on. */
+  expiresAtMs: number;
+}
 
 /**
  * Quotas of one process in memory: the embedded store, and each replica's local limiter while
- * Redis is unreachable. The clock is injected so tests can cross window edges without waiting.
+ * Redis is unreachable. It only stores: the rules are quota-state.ts's. The clock is injected so
+ * tests can cross window edges without waiting.
  */
 export class MemoryQuotaStore implements QuotaStore {
-  private readonly states = new Map<string, QuotaState>();
+  private readonly states = new Map<string, Stored>();
   private sweepAtMs = 0;
 
   constructor(private readonly now: () => number = Date.now) {}
 
   async consume(keyId: string, quota: Quota, ban: BanPolicy): Promise<QuotaOutcome> {
-    return this.apply(keyId, quota, ban, 1, 0);
-  }
-
-  async reportRejections(keyId: string, rejections: number, quota: Quota, ban: BanPolicy): Promise<QuotaOutcome> {
-    return this.apply(keyId, quota, ban, 0, rejections);
-  }
-
-  async usage(keyId: string): Promise<QuotaOutcome> {
-    return peek(this.states.get(keyId) ?? EMPTY_STATE, this.now());
-  }
-
-  async unban(keyId: string): Promise<boolean> {
-    const state = this.states.get(keyId);
-    if (!state || state.bannedUntilMs <= this.now()) return false;
-    this.states.set(keyId, { ...state, bannedUntilMs: 0, rejections: 0, rejectionsStartMs: 0 });
-    return true;
-  }
-
-  private apply(keyId: string, quota: Quota, ban: BanPolicy, cost: number, rejections: number): QuotaOutcome {
     const nowMs = this.now();
     this.sweep(nowMs);
-    const { state, outcome } = decide(this.states.get(keyId) ?? EMPTY_STATE, nowMs, quota, ban, cost, rejections);
-    this.states.set(keyId, state);
+    const { state, outcome } = decide(this.read(keyId, nowMs), nowMs, quota, ban);
+    this.states.set(keyId, { state, expiresAtMs: expiresAtMs(state, ban) });
     return outcome;
   }
 
-  /** Drops keys idle since before today and not banned, so memory follows the active keys only. */
+  async usage(keyId: string): Promise<QuotaOutcome> {
+    const nowMs = this.now();
+    return peek(this.read(keyId, nowMs), nowMs);
+  }
+
+  async unban(keyId: string): Promise<boolean> {
+    const nowMs = this.now();
+    const stored = this.states.get(keyId);
+    if (!stored || stored.expiresAtMs <= nowMs) return false;
+    const { state, wasBanned } = lift(stored.state, nowMs);
+    this.states.set(keyId, { state, expiresAtMs: stored.expiresAtMs });
+    return wasBanned;
+  }
+
+  private read(keyId: string, nowMs: number): QuotaState {
+    const stored = this.states.get(keyId);
+    return stored && stored.expiresAtMs > nowMs ? stored.state : EMPTY_STATE;
+  }
+
+  /** Drops expired states once a minute, so memory follows the active keys only. */
   private sweep(nowMs: number): void {
     if (nowMs < this.sweepAtMs) return;
-    this.sweepAtMs = nowMs + MINUTE_MS_SWEEP;
-    for (const [id, state] of this.states) {
-      if (state.dayStartMs + DAY_MS <= nowMs && state.bannedUntilMs <= nowMs) this.states.delete(id);
-    }
+    this.sweepAtMs = nowMs + MINUTE_MS;
+    for (const [id, stored] of this.states) if (stored.expiresAtMs <= nowMs) this.states.delete(id);
   }
 }
-
-const MINUTE_MS_SWEEP = 60_000;

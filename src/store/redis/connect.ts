@@ -1,17 +1,15 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { Logger } from '../../observability/log.js';
-import { asTarget, describeRedis, parseNodeList, topologyOf, type RedisTarget } from './redis-target.js';
+import { asTarget, describeRedis, parseNodeList, topologyOf, type RedisTarget } from '../../config/redis-target.js';
 
-export { redactUrl } from './redis-target.js';
-
-export type RedisRole = 'gateway' | 'cli';
+export type RedisRole = 'gateway' | 'backend' | 'cli';
 
 /** One Redis server (possibly found through Sentinel) or a Redis Cluster: the stores take either. */
 export type RedisClient = Redis | Cluster;
 
 /**
  * One place that decides how we talk to Redis.
- * - gateway: fail fast. Commands time out after `commandTimeoutMs`, nothing queues while
+ * - gateway, backend (servers): fail fast. Commands time out after `commandTimeoutMs`, nothing queues while
  *   disconnected (a request must not wait for a reconnect), and reconnects go on forever with a
  *   capped backoff so recovery is automatic.
  * - cli: one short attempt, then a clear error (an operator is waiting at a prompt).
@@ -20,12 +18,12 @@ export type RedisClient = Redis | Cluster;
  */
 export function connectRedis(target: string | RedisTarget, role: RedisRole, commandTimeoutMs = 250): RedisClient {
   const t = asTarget(target);
-  const gateway = role === 'gateway';
+  const server = role !== 'cli';
   const backoffMs = (attempt: number) => Math.min(50 * 2 ** attempt, 1000);
   const common: RedisOptions = {
     connectionName: `tollgate-${role}`,
     maxRetriesPerRequest: 0,
-    ...(gateway
+    ...(server
       ? { commandTimeout: commandTimeoutMs, connectTimeout: Math.max(1000, commandTimeoutMs * 4) }
       : { commandTimeout: 5000, connectTimeout: 2000 }),
   };
@@ -41,8 +39,8 @@ export function connectRedis(target: string | RedisTarget, role: RedisRole, comm
         enableAutoPipelining: true,
         // Failover and resharding are found by MOVED replies and by this periodic refresh.
         slotsRefreshInterval: 5000,
-        slotsRefreshTimeout: gateway ? Math.max(1000, commandTimeoutMs * 4) : 2000,
-        ...(gateway
+        slotsRefreshTimeout: server ? Math.max(1000, commandTimeoutMs * 4) : 2000,
+        ...(server
           ? {
               // Until the slots are loaded (and while the whole cluster is unreachable) commands
               // fail at once instead of queueing: the quota fallback answers meanwhile.
@@ -67,15 +65,15 @@ export function connectRedis(target: string | RedisTarget, role: RedisRole, comm
       const { nodes, username, password, tls } = parseNodeList(t.sentinels!);
       return new Redis({
         ...common,
-        ...(gateway ? { enableOfflineQueue: false, retryStrategy: backoffMs } : { retryStrategy: () => null }),
+        ...(server ? { enableOfflineQueue: false, retryStrategy: backoffMs } : { retryStrategy: () => null }),
         sentinels: nodes,
         name: t.sentinelMaster || 'mymaster',
         role: 'master',
         username,
         password,
         ...(tls ? { tls: {}, enableTLSForSentinelMode: true } : {}),
-        sentinelRetryStrategy: gateway ? backoffMs : () => null,
-        sentinelCommandTimeout: gateway ? Math.max(1000, commandTimeoutMs * 4) : 2000,
+        sentinelRetryStrategy: server ? backoffMs : () => null,
+        sentinelCommandTimeout: server ? Math.max(1000, commandTimeoutMs * 4) : 2000,
         // Follow a failover as soon as Sentinel announces it, and leave a master that was demoted
         // under us (its writes answer READONLY) to ask Sentinel for the new one.
         failoverDetector: true,
@@ -90,7 +88,7 @@ export function connectRedis(target: string | RedisTarget, role: RedisRole, comm
         ...common,
         // Concurrent commands from many requests share one write: fewer syscalls, same round trips.
         enableAutoPipelining: true,
-        ...(gateway ? { enableOfflineQueue: false, retryStrategy: backoffMs } : { retryStrategy: () => null }),
+        ...(server ? { enableOfflineQueue: false, retryStrategy: backoffMs } : { retryStrategy: () => null }),
       });
   }
 }

@@ -1,67 +1,95 @@
-// The quota decision of quota-state.ts `decide`, step for step, as one Lua script: one round
-// trip, atomic across replicas. All state of one API key is one hash under the key's `{id}` hash
-// tag (Cluster-safe). Time comes from Redis (TIME; effects replication, Redis ≥ 5), so replicas
-// with skewed clocks still agree on window edges.
+import { DAY_MS, MINUTE_MS } from '../../quota/windows.js';
+
+// The rules of src/quota/quota-state.ts (`current`, `decide`, `peek`, `lift`, `expiresAtMs`),
+// line for line, as Lua: one round trip, atomic across replicas. The window lengths come from
+// windows.ts, interpolated below, so there is one definition of them. All state of one API key is
+// one hash under the key's `{id}` hash tag (Cluster-safe).
 //
+// Time comes from Redis (TIME; effects replication, Redis >= 5), so replicas with skewed clocks
+// still agree on window edges. The last ARGV, `nowMs`, is empty in production; tests pass their
+// injected clock there to run the script and the memory store on the same time
+// (test/integration/quota-stores-differential.test.ts).
+
+const CLOCK = `
+local MINUTE_MS, DAY_MS = ${MINUTE_MS}, ${DAY_MS}
+local function clock(nowArg)
+  if nowArg ~= nil and nowArg ~= '' then return tonumber(nowArg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- current(): the stored state as of now; counters of ended windows read as zero. A state past
+-- its expiry ('ex', from expiresAtMs) reads as empty, as in the memory store: key expiry in Redis
+-- is only garbage collection, so an injected clock gives the same answers. (Hashes written
+-- before 'ex' existed have none: Redis's own expiry still covers them.)
+local function current(now)
+  local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex')
+  local s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0 }
+  local ex = tonumber(h[8])
+  if ex == nil or ex > now then
+    s = { ms = tonumber(h[1]) or 0, mc = tonumber(h[2]) or 0, ds = tonumber(h[3]) or 0, dc = tonumber(h[4]) or 0,
+          rs = tonumber(h[5]) or 0, rc = tonumber(h[6]) or 0, bu = tonumber(h[7]) or 0 }
+  end
+  local minuteStart, dayStart = now - (now % MINUTE_MS), now - (now % DAY_MS)
+  if s.ms ~= minuteStart then s.ms = minuteStart; s.mc = 0 end
+  if s.ds ~= dayStart then s.ds = dayStart; s.dc = 0 end
+  return s
+end
+local function reply(verdict, s, now)
+  local bannedUntil = 0
+  if verdict == 2 then bannedUntil = s.bu end
+  return { verdict, s.mc, s.dc, s.rc, now, bannedUntil }
+end
+`;
+
 // KEYS[1]  tg:quota:{id}
-// ARGV     perMinute, perDay, banAfterRejections, banWindowMs, banDurationMs, cost, reportedRejections
-// Reply    { verdict (0 allowed, 1 limited, 2 banned), minuteCount, dayCount, nowMs, bannedUntilMs }
-export const QUOTA_SCRIPT = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local minuteStart = now - (now % 60000)
-local dayStart = now - (now % 86400000)
+// ARGV     perMinute, perDay, banAfterRejections, banWindowMs, banDurationMs, nowMs ('' = Redis TIME)
+// Reply    { verdict (0 allowed, 1 limited, 2 banned), minuteCount, dayCount, rejections, nowMs, bannedUntilMs }
+export const QUOTA_SCRIPT = `${CLOCK}
+local now = clock(ARGV[6])
 local perMinute, perDay = tonumber(ARGV[1]), tonumber(ARGV[2])
 local banAfter, banWindowMs, banDurationMs = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local cost, reported = tonumber(ARGV[6]), tonumber(ARGV[7])
+local s = current(now)
+if s.bu > now then return reply(2, s, now) end
 
-local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu')
-local mc = (tonumber(h[1]) == minuteStart) and (tonumber(h[2]) or 0) or 0
-local dc = (tonumber(h[3]) == dayStart) and (tonumber(h[4]) or 0) or 0
-local bu = tonumber(h[7]) or 0
-if bu > now then return {2, mc, dc, now, bu} end
-
-local expireAt = dayStart + 86400000
-if cost > 0 and mc + cost <= perMinute and dc + cost <= perDay then
-  mc = mc + cost
-  dc = dc + cost
-  redis.call('HSET', KEYS[1], 'ms', minuteStart, 'mc', mc, 'ds', dayStart, 'dc', dc)
-  redis.call('PEXPIREAT', KEYS[1], expireAt)
-  return {0, mc, dc, now, 0}
+local verdict = 1
+if s.mc + 1 <= perMinute and s.dc + 1 <= perDay then
+  s.mc = s.mc + 1
+  s.dc = s.dc + 1
+  verdict = 0
+else
+  if now - s.rs >= banWindowMs then s.rs = now; s.rc = 0 end
+  s.rc = s.rc + 1
+  if s.rc >= banAfter then
+    s.bu = now + banDurationMs
+    s.rc = 0
+    s.rs = 0
+    verdict = 2
+  end
 end
-
-local rs, rc = tonumber(h[5]) or 0, tonumber(h[6]) or 0
-if now - rs >= banWindowMs then rs = now; rc = 0 end
-if cost > 0 then rc = rc + 1 else rc = rc + reported end
-if rc >= banAfter then
-  bu = now + banDurationMs
-  redis.call('HSET', KEYS[1], 'bu', bu, 'rs', 0, 'rc', 0)
-  redis.call('PEXPIREAT', KEYS[1], math.max(expireAt, bu))
-  return {2, mc, dc, now, bu}
-end
-redis.call('HSET', KEYS[1], 'rs', rs, 'rc', rc)
-redis.call('PEXPIREAT', KEYS[1], math.max(expireAt, rs + banWindowMs))
-return {1, mc, dc, now, 0}
+-- expiresAtMs(): the moment the whole state reads as empty ('ex', checked by current()). Redis's
+-- own expiry only collects the garbage, a minute later, so that it never forgets state before
+-- 'ex' does, on Redis's clock or an injected one.
+local rejectionsEnd = 0
+if s.rc > 0 then rejectionsEnd = s.rs + banWindowMs end
+local ex = math.max(s.ds + DAY_MS, rejectionsEnd, s.bu)
+redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', ex)
+redis.call('PEXPIRE', KEYS[1], ex - now + MINUTE_MS)
+return reply(verdict, s, now)
 `;
 
-// Use without consuming. Reply as above, verdict 0 or 2.
-export const USAGE_SCRIPT = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'bu')
-local mc = (tonumber(h[1]) == now - (now % 60000)) and (tonumber(h[2]) or 0) or 0
-local dc = (tonumber(h[3]) == now - (now % 86400000)) and (tonumber(h[4]) or 0) or 0
-local bu = tonumber(h[5]) or 0
-if bu > now then return {2, mc, dc, now, bu} end
-return {0, mc, dc, now, 0}
+// peek(): use without consuming. ARGV nowMs as above. Reply as above, verdict 0 or 2.
+export const USAGE_SCRIPT = `${CLOCK}
+local now = clock(ARGV[1])
+local s = current(now)
+if s.bu > now then return reply(2, s, now) end
+return reply(0, s, now)
 `;
 
-// Lifts a ban. Reply 1 if a ban was in force.
-export const UNBAN_SCRIPT = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local bu = tonumber(redis.call('HGET', KEYS[1], 'bu')) or 0
+// lift(): ends a ban and forgets counted rejections. ARGV nowMs as above. Reply 1 if a ban was in force.
+export const UNBAN_SCRIPT = `${CLOCK}
+local now = clock(ARGV[1])
+local s = current(now)
 redis.call('HDEL', KEYS[1], 'bu', 'rs', 'rc')
-if bu > now then return 1 end
+if s.bu > now then return 1 end
 return 0
 `;

@@ -1,4 +1,4 @@
-// Redis key names in one place. Everything of one API key shares the `{id}` hash tag, so it lives
+// The gateway's Redis key names in one place (the bundled backend keeps its own). Everything of one API key shares the `{id}` hash tag, so it lives
 // in one Redis Cluster slot and one script can touch it atomically.
 
 export const INVALIDATION_CHANNEL = 'tg:invalidate';
@@ -6,6 +6,3 @@ export const KEY_INDEX = 'tg:keys';
 
 export const keyRecordKey = (id: string) => `tg:key:{${id}}`;
 export const quotaKey = (id: string) => `tg:quota:{${id}}`;
-
-export const CATEGORIES = '{tg:categories}:items';
-export const CATEGORY_SEQUENCE = '{tg:categories}:seq';

@@ -9,8 +9,8 @@ const VERDICTS: Verdict[] = ['allowed', 'limited', 'banned'];
 
 interface QuotaCommands {
   tgQuota(key: string, ...args: Array<string | number>): Promise<number[]>;
-  tgQuotaUsage(key: string): Promise<number[]>;
-  tgUnban(key: string): Promise<number>;
+  tgQuotaUsage(key: string, nowMs: string | number): Promise<number[]>;
+  tgUnban(key: string, nowMs: string | number): Promise<number>;
 }
 
 /**
@@ -20,7 +20,11 @@ interface QuotaCommands {
 export class RedisQuotaStore implements QuotaStore {
   private readonly commands: QuotaCommands;
 
-  constructor(redis: RedisClient) {
+  /**
+   * `testClock` replaces Redis TIME, for tests that run this store and the memory store on one
+   * injected clock. Production leaves it out: replicas must share Redis's clock.
+   */
+  constructor(redis: RedisClient, private readonly testClock?: () => number) {
     redis.defineCommand('tgQuota', { numberOfKeys: 1, lua: QUOTA_SCRIPT });
     redis.defineCommand('tgQuotaUsage', { numberOfKeys: 1, lua: USAGE_SCRIPT });
     redis.defineCommand('tgUnban', { numberOfKeys: 1, lua: UNBAN_SCRIPT });
@@ -28,22 +32,6 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   async consume(keyId: string, quota: Quota, ban: BanPolicy): Promise<QuotaOutcome> {
-    return this.run(keyId, quota, ban, 1, 0);
-  }
-
-  async reportRejections(keyId: string, rejections: number, quota: Quota, ban: BanPolicy): Promise<QuotaOutcome> {
-    return this.run(keyId, quota, ban, 0, rejections);
-  }
-
-  async usage(keyId: string): Promise<QuotaOutcome> {
-    return toOutcome(await this.commands.tgQuotaUsage(quotaKey(keyId)));
-  }
-
-  async unban(keyId: string): Promise<boolean> {
-    return (await this.commands.tgUnban(quotaKey(keyId))) === 1;
-  }
-
-  private async run(keyId: string, quota: Quota, ban: BanPolicy, cost: number, rejections: number): Promise<QuotaOutcome> {
     const reply = await this.commands.tgQuota(
       quotaKey(keyId),
       quota.perMinute,
@@ -51,14 +39,25 @@ export class RedisQuotaStore implements QuotaStore {
       ban.afterRejections,
       ban.window * 1000,
       ban.duration * 1000,
-      cost,
-      rejections,
+      this.nowArg(),
     );
     return toOutcome(reply);
+  }
+
+  async usage(keyId: string): Promise<QuotaOutcome> {
+    return toOutcome(await this.commands.tgQuotaUsage(quotaKey(keyId), this.nowArg()));
+  }
+
+  async unban(keyId: string): Promise<boolean> {
+    return (await this.commands.tgUnban(quotaKey(keyId), this.nowArg())) === 1;
+  }
+
+  private nowArg(): string | number {
+    return this.testClock ? this.testClock() : '';
   }
 }
 
 function toOutcome(reply: number[]): QuotaOutcome {
-  const [verdict, minuteCount, dayCount, nowMs, bannedUntilMs] = reply.map(Number) as [number, number, number, number, number];
-  return { verdict: VERDICTS[verdict] ?? 'limited', minuteCount, dayCount, nowMs, bannedUntilMs };
+  const [verdict, minuteCount, dayCount, rejections, nowMs, bannedUntilMs] = reply.map(Number) as [number, number, number, number, number, number];
+  return { verdict: VERDICTS[verdict] ?? 'limited', minuteCount, dayCount, rejections, nowMs, bannedUntilMs };
 }

@@ -1,0 +1,75 @@
+// ESLint (flat config): type-aware rules for the bugs a reviewer misses (promises nobody awaits,
+// dead code) and the layering rule of ARCHITECTURE.md as import restrictions. Formatting is
+// Prettier's job (.prettierrc.json), so no stylistic rules here.
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+// The import graph flows one way: cli → gateway | admin | backend → quota, identity, keys → store
+// → config, errors, observability, http. Each folder lists what it may never import.
+const servers = ['gateway', 'admin', 'backend', 'cli'];
+const FORBIDDEN = {
+  'src/backend': ['gateway', 'admin', 'cli'],
+  'src/gateway': ['backend', 'cli'],
+  'src/admin': ['backend', 'cli'],
+  'src/quota': servers,
+  'src/identity': servers,
+  'src/keys': servers,
+  'src/store': servers,
+  'src/config': [...servers, 'quota', 'identity', 'keys'],
+  'src/errors': [...servers, 'quota', 'identity', 'keys', 'store', 'config'],
+  'src/observability': [...servers, 'quota', 'identity', 'keys', 'store'],
+  'src/http': [...servers, 'quota', 'identity', 'keys', 'store'],
+};
+
+// One config object per folder: flat config lets a later object replace a rule, not add to it.
+const layers = Object.entries(FORBIDDEN).map(([folder, forbidden]) => ({
+  files: [`${folder}/**/*.ts`],
+  rules: {
+    'no-restricted-imports': [
+      'error',
+      {
+        patterns: [
+          { regex: `(^|/)(${forbidden.join('|')})/`, message: `${folder} may not import ${forbidden.join(', ')} (ARCHITECTURE.md: layers)` },
+          { regex: '(^|/)(test|bench)/', message: 'product code never imports tests or the benchmark' },
+        ],
+      },
+    ],
+  },
+}));
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', 'bench-results/**', 'coverage/**', 'vitest.config.ts'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: false }],
+      '@typescript-eslint/await-thenable': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-unnecessary-type-assertion': 'error',
+      'no-unused-private-class-members': 'error',
+      // Header and wire parsing match control characters on purpose.
+      'no-control-regex': 'off',
+    },
+  },
+  {
+    files: ['**/*.js', '**/*.cjs'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: {
+      ...tseslint.configs.disableTypeChecked.languageOptions,
+      globals: { process: 'readonly', URL: 'readonly', console: 'readonly' },
+    },
+  },
+  {
+    files: ['**/*.cjs'],
+    languageOptions: { sourceType: 'commonjs', globals: { require: 'readonly', module: 'writable', __dirname: 'readonly' } },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
+  // Tests read arbitrary JSON answers; typing each one buys nothing.
+  { files: ['test/**/*.ts'], rules: { '@typescript-eslint/no-explicit-any': 'off' } },
+  ...layers,
+);

@@ -1,0 +1,37 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+// Hop-by-hop response headers (RFC 9110 §7.6.1): they describe the upstream connection, not ours.
+// Copying the upstream's `Connection: keep-alive` would also override a client's `Connection:
+// close` (Node keeps the socket open when the handler sets it). Transfer-Encoding is re-chosen by
+// Node for the client connection.
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+
+/**
+ * Copies the upstream's response headers onto the client response. Headers the gateway already
+ * set win (request id, rate-limit fields, and a route rule's `Deprecation`/`Sunset`: the
+ * operator's rule is the promise to clients), except `Link`, whose values are merged
+ * (RFC 8288 §3: a field may carry many links), the gateway's first.
+ */
+export function copyResponseHeaders(upstream: IncomingMessage, res: ServerResponse): string[] {
+  const copied: string[] = [];
+  const headers = upstream.headers;
+  const connection = headers.connection;
+  const listed = typeof connection === 'string' ? connection.toLowerCase().split(',').map((name) => name.trim()) : undefined;
+  for (const name in headers) {
+    if (HOP_BY_HOP.has(name) || listed?.includes(name)) continue;
+    const value = headers[name]!;
+    if (!res.hasHeader(name)) {
+      res.setHeader(name, value);
+      copied.push(name);
+    } else if (name === 'link') {
+      res.setHeader('link', mergeLinks(String(res.getHeader('link')), value));
+    }
+  }
+  /** The names taken from the upstream, so an error answer can drop them again. */
+  return copied;
+}
+
+function mergeLinks(ours: string, theirs: string | string[]): string {
+  const values = [ours, ...(Array.isArray(theirs) ? theirs : [theirs])];
+  return values.filter((value, i) => value !== '' && values.indexOf(value) === i).join(', ');
+}

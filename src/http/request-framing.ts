@@ -1,0 +1,60 @@
+import type { IncomingMessage } from 'node:http';
+import type { ErrorCode } from '../errors/registry.js';
+
+/**
+ * How many header fields a request may carry. Node keeps only `maxHeadersCount` of them in
+ * `req.headers` and drops the rest silently, while `req.rawHeaders` keeps them all: a request
+ * over the limit is refused (431) instead of being read one way here and another way upstream.
+ * Apache's LimitRequestFields has the same default.
+ */
+export const MAX_HEADER_FIELDS = 100;
+
+/** How the body the parser delimited is framed towards the upstream. */
+export type BodyFraming = { kind: 'none' } | { kind: 'length'; bytes: number } | { kind: 'chunked' };
+
+export type FramingVerdict = { ok: true; body: BodyFraming } | { ok: false; code: ErrorCode; message: string };
+
+/**
+ * Decides, from the header fields exactly as received, whether the request has one unambiguous
+ * reading, and how its body is to be framed upstream. llhttp already refuses most smuggling
+ * shapes (CL with TE, bad chunk sizes, obs-fold); these are the ones left for us (RFC 9112 §6).
+ */
+export function requestFraming(req: IncomingMessage): FramingVerdict {
+  const raw = req.rawHeaders;
+  if (raw.length / 2 > MAX_HEADER_FIELDS) {
+    return refuse('request_header_fields_too_large', `Send at most ${MAX_HEADER_FIELDS} header fields.`);
+  }
+  let hosts = 0;
+  const lengths: string[] = [];
+  const codings: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    // Only three names matter here; compare lengths before lower-casing anything.
+    if (name.length === 4 && name.toLowerCase() === 'host') hosts++;
+    else if (name.length === 14 && name.toLowerCase() === 'content-length') lengths.push(raw[i + 1]!);
+    else if (name.length === 17 && name.toLowerCase() === 'transfer-encoding') codings.push(raw[i + 1]!);
+  }
+  // RFC 9112 §3.2: more than one Host is a 400 (which one would route the request?).
+  if (hosts > 1) return refuse('bad_request', 'Send exactly one Host header.');
+  if (codings.length > 0) {
+    // RFC 9112 §6.1: Transfer-Encoding in HTTP/1.0 is faulty framing; with Content-Length, ambiguous.
+    if (req.httpVersionMajor === 1 && req.httpVersionMinor === 0) return refuse('bad_request', 'Transfer-Encoding is not allowed in HTTP/1.0.');
+    if (lengths.length > 0) return refuse('bad_request', 'Send Content-Length or Transfer-Encoding, not both.');
+    // Only a single `chunked` is understood; anything else has a reading we cannot promise upstream.
+    if (codings.length !== 1 || codings[0]!.trim().toLowerCase() !== 'chunked') {
+      return refuse('bad_request', 'The only supported Transfer-Encoding is a single "chunked".');
+    }
+    return { ok: true, body: { kind: 'chunked' } };
+  }
+  if (lengths.length > 1) return refuse('bad_request', 'Send one Content-Length header.');
+  if (lengths.length === 1) {
+    const value = lengths[0]!.trim();
+    if (!/^\d{1,15}$/.test(value)) return refuse('bad_request', 'Content-Length must be a non-negative integer.');
+    return { ok: true, body: { kind: 'length', bytes: Number(value) } };
+  }
+  return { ok: true, body: { kind: 'none' } };
+}
+
+function refuse(code: ErrorCode, message: string): FramingVerdict {
+  return { ok: false, code, message };
+}

@@ -1,0 +1,66 @@
+// Dredd hooks for test/integration/dredd.test.ts. Dredd makes one transaction per documented
+// response of every operation and sends the same example request for each; these hooks turn each
+// into the request that really gets that response from the running stack, or skip it (with the
+// reason) when only a fault can produce it (those are checked in contract.test.ts, which injects
+// the faults).
+//
+// Two adjustments to Dredd 14's reading of the document:
+// - its OpenAPI 3 parser expects every documented header, ignoring `required`: the hooks drop the
+//   expectation of headers the document does not mark required, so "required" means what the
+//   document says;
+// - it wants Content-Type to equal the documented media type exactly, so `application/json;
+//   charset=utf-8` fails: the hooks compare the media type instead (RFC 9110 §8.3.1: parameters
+//   are not part of it).
+const { readFileSync } = require('node:fs');
+const hooks = require('hooks');
+const { parse } = require('yaml');
+
+/** The document Dredd runs (DREDD_DOCUMENT), read again here for what Dredd's parser leaves out. */
+const document = parse(readFileSync(process.env.DREDD_DOCUMENT, 'utf8'));
+const resolve = (node) => {
+  let n = node;
+  while (n && n.$ref) n = n.$ref.slice(2).split('/').reduce((at, part) => at[part], document);
+  return n;
+};
+
+const KEY = process.env.DREDD_KEY;
+const USED_UP_KEY = process.env.DREDD_USED_UP_KEY;
+/** Statuses only a fault or another configuration produces: left to contract.test.ts. */
+const FAULT_ONLY = new Set([410, 500, 502, 503, 504]);
+
+hooks.beforeEach((transaction) => {
+  const path = transaction.origin.resourceName;
+  const method = transaction.request.method.toLowerCase();
+  const status = Number(transaction.expected.statusCode);
+  const response = resolve(document.paths[path][method].responses[String(status)]);
+
+  if (FAULT_ONLY.has(status)) {
+    transaction.skip = true;
+    return;
+  }
+  const headers = transaction.request.headers;
+  const secured = document.paths[path][method].security === undefined;
+  if (secured) headers.Authorization = `Bearer ${KEY}`;
+  if (status === 401) delete headers.Authorization;
+  if (status === 429) headers.Authorization = `Bearer ${USED_UP_KEY}`;
+  if (status === 400 && path === '/pets/{petId}') transaction.fullPath = transaction.fullPath.replace('/pets/42', '/pets/forty-two');
+  if (status === 400 && path === '/categories') transaction.request.body = '{}';
+  if (status === 413) transaction.request.body = JSON.stringify({ name: 'x'.repeat(70 * 1024) });
+  if (status === 415) headers['Content-Type'] = 'text/plain';
+
+  // Keep only the header expectations the document marks required.
+  const documented = response.headers ?? {};
+  const required = new Set(Object.entries(documented).filter(([, h]) => resolve(h).required).map(([name]) => name.toLowerCase()));
+  for (const name of Object.keys(transaction.expected.headers ?? {})) {
+    if (!required.has(name.toLowerCase())) delete transaction.expected.headers[name];
+  }
+  transaction.documentedMediaTypes = Object.keys(response.content ?? {});
+});
+
+hooks.afterEach((transaction) => {
+  if (transaction.skip || !transaction.real) return;
+  const mediaType = String(transaction.real.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+  if (!transaction.documentedMediaTypes.includes(mediaType)) {
+    transaction.fail = `Content-Type ${mediaType || '(none)'} is not documented (${transaction.documentedMediaTypes.join(', ')})`;
+  }
+});

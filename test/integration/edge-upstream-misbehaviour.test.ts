@@ -1,0 +1,80 @@
+import type { Socket } from 'node:net';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { EdgeStack } from '../helpers/edge-stack.js';
+
+// No byte stream from an upstream (or a client) ends the gateway process. Each case ends only
+// its own exchange — 502 before the response started, a truncated response after — and the
+// gateway then serves the next request (regression: bytes past an upstream response on a
+// keep-alive socket crashed the process with ERR_STREAM_WRITE_AFTER_END).
+
+let stack: EdgeStack;
+beforeAll(async () => {
+  stack = await EdgeStack.start();
+});
+afterAll(async () => stack?.stop());
+beforeEach(() => stack.upstream.reset());
+
+async function expectStillServing() {
+  stack.upstream.reset();
+  await stack.sentinel();
+  expect(stack.gateway.process.child.exitCode).toBeNull();
+}
+
+const get = () => stack.send([`GET /v1/categories HTTP/1.1\r\n${stack.auth}\r\n`], { waitForClose: false });
+
+describe('an upstream that misbehaves before its response starts gives 502 bad_gateway', () => {
+  it.each<[string, (socket: Socket) => void]>([
+    ['reset before the head', (s) => s.resetAndDestroy()],
+    ['reset during the head', (s) => s.write('HTTP/1.1 200 OK\r\nContent-Ty', () => s.resetAndDestroy())],
+    ['close with no response', (s) => s.end()],
+    ['an invalid status line', (s) => s.write('HTTP/1.1 abc\r\n\r\n')],
+    ['oversized headers', (s) => s.write(`HTTP/1.1 200 OK\r\nX-Big: ${'a'.repeat(100_000)}\r\n\r\n`)],
+    ['a flood of 1xx interim responses', (s) => s.write('HTTP/1.1 102 Processing\r\n\r\n'.repeat(50))],
+    ['an unrequested 101 Switching Protocols', (s) => s.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: evil\r\nConnection: upgrade\r\n\r\n')],
+    ['two Content-Lengths', (s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}')],
+  ])('%s', async (_name, misbehave) => {
+    stack.upstream.respond = (_request, socket) => misbehave(socket);
+    const result = await get();
+    expect(result.responses.at(-1)?.status).toBe(502);
+    expect(JSON.parse(result.responses.at(-1)!.body)).toMatchObject({ code: 'bad_gateway', status: 502 });
+    await expectStillServing();
+  });
+});
+
+describe('an upstream that misbehaves after its response started ends only that exchange', () => {
+  it('reset during the body: the client sees a truncated response and a closed connection', async () => {
+    stack.upstream.respond = (_request, socket) => socket.write('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"partial":', () => socket.resetAndDestroy());
+    const result = await stack.send([`GET /v1/categories HTTP/1.1\r\n${stack.auth}\r\n`], { waitForClose: true });
+    expect(result.raw).toMatch(/^HTTP\/1\.1 200/);
+    expect(result.responses.filter((r) => r.status === 200 && r.body.length === 100)).toEqual([]);
+    expect(result.closed).toBe(true);
+    expect(await stack.metrics()).toMatch(/tollgate_exchange_errors_total\{side="upstream"\} [1-9]/);
+    await expectStillServing();
+  });
+
+  it('bytes past Content-Length on a keep-alive socket do not crash the process, and never reach another client', async () => {
+    stack.upstream.respond = (_request, socket, index) => {
+      if (index === 0) socket.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\npoisoned');
+      else socket.write('HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfine');
+    };
+    const first = await get();
+    expect(first.responses[0]?.status).toBe(200);
+    expect(first.responses[0]?.body).toBe('{}');
+    for (let i = 0; i < 3; i++) {
+      const next = await get();
+      expect(next.responses[0]?.body).toBe('fine');
+    }
+    // Node drops an upstream socket that answers twice, so the extra bytes never frame a response.
+    await expectStillServing();
+  });
+});
+
+describe('a client that breaks its own request mid-body', () => {
+  it('an invalid chunk after the request was forwarded ends that exchange only', async () => {
+    const result = await stack.send([`POST /v1/categories HTTP/1.1\r\n${stack.auth}Transfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n`, 'zz\r\nnot a chunk\r\n'], {
+      waitForClose: true,
+    });
+    expect(result.closed).toBe(true);
+    await expectStillServing();
+  });
+});

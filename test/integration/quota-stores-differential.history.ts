@@ -1,0 +1,135 @@
+import fc from 'fast-check';
+import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
+
+/** One step of a history run on both quota stores by quota-stores-differential.test.ts. */
+export type Step =
+  | { kind: 'request' | 'usage' | 'unban'; key: number }
+  | { kind: 'advance'; ms: number }
+  | { kind: 'toEdge'; window: 'minute' | 'day'; offsetMs: number }
+  | { kind: 'reloadPlans'; quota: Quota; ban: BanPolicy }
+  | { kind: 'setQuota'; key: number; quota: Quota | null };
+
+const key = fc.integer({ min: 0, max: 2 });
+const quota = fc
+  .record({ perMinute: fc.integer({ min: 1, max: 5 }), extraPerDay: fc.integer({ min: 0, max: 6 }) })
+  .map(({ perMinute, extraPerDay }): Quota => ({ perMinute, perDay: perMinute + extraPerDay }));
+const ban = fc.record({
+  afterRejections: fc.integer({ min: 1, max: 5 }),
+  window: fc.integer({ min: 1, max: 120 }),
+  duration: fc.integer({ min: 1, max: 180 }),
+});
+
+const step: fc.Arbitrary<Step> = fc.oneof(
+  { weight: 12, arbitrary: key.map((k) => ({ kind: 'request' as const, key: k })) },
+  { weight: 2, arbitrary: key.map((k) => ({ kind: 'usage' as const, key: k })) },
+  { weight: 1, arbitrary: key.map((k) => ({ kind: 'unban' as const, key: k })) },
+  { weight: 4, arbitrary: fc.integer({ min: 0, max: 20_000 }).map((ms) => ({ kind: 'advance' as const, ms })) },
+  { weight: 1, arbitrary: fc.integer({ min: 0, max: 2 * 86_400_000 }).map((ms) => ({ kind: 'advance' as const, ms })) },
+  {
+    weight: 2,
+    arbitrary: fc
+      .record({ window: fc.constantFrom('minute' as const, 'day' as const), offsetMs: fc.integer({ min: -2, max: 2 }) })
+      .map((edge) => ({ kind: 'toEdge' as const, ...edge })),
+  },
+  { weight: 1, arbitrary: fc.record({ quota, ban }).map((plans) => ({ kind: 'reloadPlans' as const, ...plans })) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ key, quota: fc.option(quota, { nil: null }) }).map((o) => ({ kind: 'setQuota' as const, ...o })),
+  },
+);
+
+export const quotaHistory = fc.record({
+  // Any millisecond of 2026-2030: edges land anywhere relative to the start.
+  startMs: fc.integer({ min: Date.UTC(2026, 0, 1), max: Date.UTC(2030, 0, 1) }),
+  steps: fc.array(step, { minLength: 1, maxLength: 80, size: 'max' }),
+});
+
+export interface Regression {
+  name: string;
+  startMs: number;
+  steps: Step[];
+}
+
+const JAN_1 = Date.UTC(2026, 0, 1);
+const tiny = (window: number): Step => ({
+  kind: 'reloadPlans',
+  quota: { perMinute: 1, perDay: 1 },
+  ban: { afterRejections: 2, window, duration: 1 },
+});
+
+/**
+ * Shrunk counterexamples of divergences between the stores as they were before the rules were
+ * shared (memory store and script of commit e65dbf2), each replayed as found.
+ */
+export const REGRESSIONS: Regression[] = [
+  {
+    // fast-check seed 2: memory kept the refusal counted before an unban of a key that was not
+    // banned (and banned on the next refusal); the script deleted it.
+    name: 'an unban of a key that is not banned (seed 2)',
+    startMs: JAN_1,
+    steps: [tiny(1), { kind: 'request', key: 0 }, { kind: 'request', key: 0 }, { kind: 'unban', key: 0 }, { kind: 'request', key: 0 }],
+  },
+  {
+    // fast-check seed 6: a refusal one ms before midnight with a 61 s ban window; memory's
+    // once-a-minute sweep dropped the key's state after midnight with the refusal still inside its
+    // window, Redis kept it until the window ended, and banned on the next refusal.
+    name: 'a refusal counted across midnight and the memory sweep (seed 6)',
+    startMs: JAN_1,
+    steps: [
+      { kind: 'toEdge', window: 'day', offsetMs: -1 },
+      tiny(61),
+      { kind: 'request', key: 1 },
+      { kind: 'request', key: 1 },
+      { kind: 'advance', ms: 1 },
+      { kind: 'toEdge', window: 'minute', offsetMs: 0 },
+      { kind: 'request', key: 1 },
+      { kind: 'request', key: 1 },
+    ],
+  },
+  {
+    // fast-check seed 9: Redis set the key's expiry from the ban window in force when it wrote;
+    // after a reload lengthened the window, Redis had forgotten a refusal that memory still
+    // counted towards a ban.
+    name: 'a longer ban window after a plans reload, at midnight (seed 9)',
+    startMs: JAN_1,
+    steps: [
+      tiny(1),
+      { kind: 'toEdge', window: 'day', offsetMs: -1 },
+      { kind: 'request', key: 2 },
+      { kind: 'request', key: 2 },
+      { kind: 'advance', ms: 1000 },
+      tiny(2),
+      { kind: 'request', key: 2 },
+      { kind: 'request', key: 2 },
+    ],
+  },
+  {
+    // fast-check seed 1: Redis expired the key at midnight (its expiry: the day's end, the ban
+    // window then being 1 s), memory's sweep had not run yet: after a reload to a 60 s window
+    // memory banned on the next refusal, Redis did not.
+    name: 'expiry at midnight before the memory sweep (seed 1)',
+    startMs: Date.UTC(2026, 9, 7, 23, 59, 0, 1),
+    steps: [
+      tiny(1),
+      { kind: 'request', key: 2 },
+      { kind: 'request', key: 2 },
+      tiny(60),
+      { kind: 'toEdge', window: 'minute', offsetMs: 0 },
+      { kind: 'request', key: 2 },
+      { kind: 'request', key: 2 },
+    ],
+  },
+  {
+    // Found in the shared-rules script while writing it: its Redis TTL ended at the state's
+    // expiry on Redis's clock, so with an injected clock a state written 1 ms before midnight was
+    // gone (real time had moved on) when read again at the same injected instant.
+    name: 'a second request in the last millisecond of the day',
+    startMs: Date.UTC(2027, 1, 7, 12),
+    steps: [
+      { kind: 'request', key: 0 },
+      { kind: 'toEdge', window: 'day', offsetMs: -1 },
+      { kind: 'request', key: 0 },
+      { kind: 'request', key: 0 },
+    ],
+  },
+];

@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import type { QuotaOutcome } from '../../src/quota/quota-state.js';
+import { rateLimitHeaders, retryAfterSeconds } from '../../src/quota/rate-limit-headers.js';
+import { DAY_MS, MINUTE_MS } from '../../src/quota/windows.js';
+
+// The README's worked examples of the binding window ("Rate-limit headers"), one per case, with
+// an injected time: 2026-11-22T10:00:20Z, 40 s before the minute ends.
+
+const NOW_MS = Date.UTC(2026, 10, 22, 10, 0, 20);
+const MINUTE_END_S = (NOW_MS - (NOW_MS % MINUTE_MS) + MINUTE_MS) / 1000;
+const DAY_END_S = (NOW_MS - (NOW_MS % DAY_MS) + DAY_MS) / 1000;
+const NOW_S = NOW_MS / 1000;
+const quota = { perMinute: 60, perDay: 1000 };
+
+const outcome = (verdict: QuotaOutcome['verdict'], minuteCount: number, dayCount: number, bannedUntilMs = 0): QuotaOutcome => ({
+  verdict,
+  minuteCount,
+  dayCount,
+  rejections: 0,
+  nowMs: NOW_MS,
+  bannedUntilMs,
+});
+
+/** X-RateLimit-Reset, RateLimit's t and (on a refusal) Retry-After must name one moment. */
+function expectOneReset(headers: Record<string, string>, resetS: number, retryAfter?: number) {
+  expect(headers['x-ratelimit-reset']).toBe(String(resetS));
+  expect(headers.ratelimit).toMatch(new RegExp(`;t=${resetS - NOW_S}$`));
+  if (retryAfter !== undefined) expect(retryAfter).toBe(resetS - NOW_S);
+}
+
+describe('the binding window', () => {
+  it('is the minute when it has fewer left (48 of 60 used this minute, 100 of 1000 today)', () => {
+    const headers = rateLimitHeaders(quota, outcome('allowed', 48, 100));
+    expect(headers['x-ratelimit-limit']).toBe('60');
+    expect(headers['x-ratelimit-remaining']).toBe('12');
+    expect(headers.ratelimit).toBe('"minute";r=12;t=40');
+    expectOneReset(headers, MINUTE_END_S);
+  });
+
+  it('is the day when it has fewer left (10 this minute, 995 today)', () => {
+    const headers = rateLimitHeaders(quota, outcome('allowed', 10, 995));
+    expect(headers['x-ratelimit-limit']).toBe('1000');
+    expect(headers['x-ratelimit-remaining']).toBe('5');
+    expectOneReset(headers, DAY_END_S);
+  });
+
+  it('is the minute when only the minute is used up, and Retry-After waits for the next minute', () => {
+    const refused = outcome('limited', 60, 500);
+    const headers = rateLimitHeaders(quota, refused);
+    expect(headers.ratelimit).toBe('"minute";r=0;t=40');
+    expectOneReset(headers, MINUTE_END_S, retryAfterSeconds(quota, refused));
+  });
+
+  it('is the day, which resets later, when both are used up: a new minute would not help', () => {
+    const bothUsedUp = { perMinute: 10, perDay: 1000 };
+    const refused = outcome('limited', 10, 1000);
+    const headers = rateLimitHeaders(bothUsedUp, refused);
+    expect(headers['x-ratelimit-limit']).toBe('1000');
+    expect(headers['x-ratelimit-remaining']).toBe('0');
+    expect(headers.ratelimit).toMatch(/^"day";r=0;/);
+    expectOneReset(headers, DAY_END_S, retryAfterSeconds(bothUsedUp, refused));
+  });
+
+  it('is the day on a tie with requests left too (perMinute = perDay = 10, 4 used)', () => {
+    const headers = rateLimitHeaders({ perMinute: 10, perDay: 10 }, outcome('allowed', 4, 4));
+    expect(headers.ratelimit).toMatch(/^"day";r=6;/);
+    expectOneReset(headers, DAY_END_S);
+  });
+
+  it('ends with the ban while banned, whatever the windows say', () => {
+    const bannedUntilMs = NOW_MS + 900_000;
+    const banned = outcome('banned', 3, 3, bannedUntilMs);
+    const headers = rateLimitHeaders(quota, banned);
+    expect(headers['x-ratelimit-remaining']).toBe('0');
+    expect(headers.ratelimit).toBe('"minute";r=0;t=900');
+    expectOneReset(headers, bannedUntilMs / 1000, retryAfterSeconds(quota, banned));
+  });
+});
