@@ -78,11 +78,19 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
     const headTimer = setTimeout(() => upstreamReq.destroy(new UpstreamTimeout('upstream timeout')), options.timeoutMs);
 
     let failed = false;
+    let upstreamResponse: IncomingMessage | undefined;
     function fail(err: Error): void {
       clearTimeout(headTimer);
-      upstreamReq.destroy();
       if (failed) return;
       failed = true;
+      if (upstreamResponse?.complete) {
+        // The whole response arrived and the upstream then sent bytes that frame nothing (Node
+        // drops that socket): the client still gets the complete answer; the fault is counted.
+        metrics.exchangeErrors.inc({ side: 'upstream' });
+        metrics.upstreamErrors.inc({ kind: 'after_response' });
+        return;
+      }
+      upstreamReq.destroy();
       if (done || res.headersSent) {
         // The response is under way, or complete and the upstream sent bytes past its end: only
         // this exchange ends, counted; the client sees a truncated response, never a corrupted one.
@@ -120,6 +128,7 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
     upstreamReq.setTimeout(options.timeoutMs, () => upstreamReq.destroy(new UpstreamTimeout('upstream idle')));
     upstreamReq.on('response', (upstreamRes) => {
       responded = true;
+      upstreamResponse = upstreamRes;
       clearTimeout(headTimer);
       if (done) return upstreamRes.destroy();
       upstreamRes.on('error', fail);
