@@ -91,6 +91,8 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
         return;
       }
       upstreamReq.destroy();
+      // The client went away first (its close destroyed the upstream request): nobody to answer.
+      if (res.destroyed && !res.headersSent) return;
       if (done || res.headersSent) {
         // The response is under way, or complete and the upstream sent bytes past its end: only
         // this exchange ends, counted; the client sees a truncated response, never a corrupted one.
