@@ -52,6 +52,9 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
   const assertions = new AssertionRejections(logger, metrics);
 
   function forward(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan): void {
+    // The client left while the policy chain ran: its close event is past, so nothing below would
+    // ever tear the upstream request down. Send none.
+    if (res.destroyed) return;
     const headers = req.headers;
     const host = plan.host || target.host;
     Object.assign(headers, forwardedValues(req, trustedProxyHops, host));
