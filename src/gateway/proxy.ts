@@ -52,6 +52,9 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
   const assertions = new AssertionRejections(logger, metrics);
 
   function forward(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan): void {
+    // The client left while the policy chain ran: its close event is past, so nothing below would
+    // ever tear the upstream request down. Send none.
+    if (res.destroyed) return;
     const headers = req.headers;
     const host = plan.host || target.host;
     Object.assign(headers, forwardedValues(req, trustedProxyHops, host));
@@ -78,11 +81,21 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
     const headTimer = setTimeout(() => upstreamReq.destroy(new UpstreamTimeout('upstream timeout')), options.timeoutMs);
 
     let failed = false;
+    let upstreamResponse: IncomingMessage | undefined;
     function fail(err: Error): void {
       clearTimeout(headTimer);
-      upstreamReq.destroy();
       if (failed) return;
       failed = true;
+      if (upstreamResponse?.complete) {
+        // The whole response arrived and the upstream then sent bytes that frame nothing (Node
+        // drops that socket): the client still gets the complete answer; the fault is counted.
+        metrics.exchangeErrors.inc({ side: 'upstream' });
+        metrics.upstreamErrors.inc({ kind: 'after_response' });
+        return;
+      }
+      upstreamReq.destroy();
+      // The client went away first (its close destroyed the upstream request): nobody to answer.
+      if (res.destroyed && !res.headersSent) return;
       if (done || res.headersSent) {
         // The response is under way, or complete and the upstream sent bytes past its end: only
         // this exchange ends, counted; the client sees a truncated response, never a corrupted one.
@@ -120,6 +133,7 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
     upstreamReq.setTimeout(options.timeoutMs, () => upstreamReq.destroy(new UpstreamTimeout('upstream idle')));
     upstreamReq.on('response', (upstreamRes) => {
       responded = true;
+      upstreamResponse = upstreamRes;
       clearTimeout(headTimer);
       if (done) return upstreamRes.destroy();
       upstreamRes.on('error', fail);

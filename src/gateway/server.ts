@@ -92,6 +92,7 @@ function edgeDecision(req: IncomingMessage, res: ServerResponse): (ForwardPlan &
   req.url = target.target;
   const host = target.authority ?? req.headers.host ?? '';
   if (target.authority !== undefined) req.headers.host = target.authority;
-  const expect = req.headers.expect;
+  // RFC 9110 §10.1.1: a 100-continue expectation in an HTTP/1.0 request is ignored.
+  const expect = req.httpVersionMinor >= 1 ? req.headers.expect : undefined;
   return { body: framing.body, host, expectsContinue: typeof expect === 'string' && expect.toLowerCase() === '100-continue' };
 }

@@ -15,6 +15,23 @@ beforeEach(() => stack.upstream.reset());
 
 const seen = (request: RecordedRequest | undefined, name: string) => stack.upstream.header(request!, name);
 
+describe("README's 'What the upstream sees'", () => {
+  it('is exactly what a recording upstream receives for GET /v1/./pets/42', async () => {
+    await stack.send([`GET /v1/./pets/42 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\nAuthorization: Bearer ${stack.key.key}\r\n\r\n`]);
+    const request = stack.upstream.requests[0]!;
+    expect(`${request.method} ${request.target}`).toBe('GET /v1/pets/42');
+    expect(request.headers.map(([name]) => name)).toEqual([
+      'host', 'user-agent', 'accept', 'x-request-id', 'x-tollgate-consumer-id', 'x-tollgate-plan', 'x-tollgate-assertion',
+      'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'connection',
+    ]);
+    expect(Object.fromEntries(request.headers)).toMatchObject({
+      host: '127.0.0.1:8080', 'x-tollgate-plan': 'enterprise', 'x-forwarded-for': '127.0.0.1', 'x-forwarded-host': '127.0.0.1:8080',
+      'x-forwarded-proto': 'http', 'x-forwarded-port': String(stack.port), connection: 'keep-alive',
+    });
+    expect(request.body.length).toBe(0);
+  });
+});
+
 describe('X-Forwarded-* with trustProxyHops 0', () => {
   it('client-sent X-Forwarded-For/-Host/-Proto/-Port and Forwarded are replaced by what the gateway saw', async () => {
     await stack.send([

@@ -52,6 +52,17 @@ describe('an upstream that misbehaves after its response started ends only that 
     await expectStillServing();
   });
 
+  it('bytes past Content-Length that frame no response do not crash the process (ERR_STREAM_WRITE_AFTER_END on main)', async () => {
+    stack.upstream.respond = (_request, socket, index) =>
+      socket.write(index === 0 ? 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}garbage-not-http\r\n\r\n' : 'HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfine');
+    const first = await get();
+    expect(first.responses[0]?.status).toBe(200);
+    expect(first.responses[0]?.body).toBe('{}');
+    for (let i = 0; i < 3; i++) expect((await get()).responses[0]?.body).toBe('fine');
+    expect(await stack.metrics()).toMatch(/tollgate_upstream_errors_total\{kind="after_response"\} [1-9]/);
+    await expectStillServing();
+  });
+
   it('bytes past Content-Length on a keep-alive socket do not crash the process, and never reach another client', async () => {
     stack.upstream.respond = (_request, socket, index) => {
       if (index === 0) socket.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\npoisoned');

@@ -87,7 +87,9 @@ describe('upstream faults', () => {
       for (let i = 0; i < 20; i++) {
         const controller = new AbortController();
         const pending = fetch(`${gateway.url}/v1/slow`, { headers: bearer(key.key), signal: controller.signal }).catch(() => 'aborted');
-        await new Promise((r) => setTimeout(r, 30));
+        // Abort once the upstream holds the request (not after a fixed delay, which a loaded
+        // machine can outrun: the gateway then rightly never sends it).
+        await expect.poll(() => upstreamClosed.length, { timeout: 5000 }).toBe(i + 1);
         controller.abort();
         expect(await pending).toBe('aborted');
       }
