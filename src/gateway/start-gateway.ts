@@ -1,5 +1,7 @@
 import { join } from 'node:path';
+import { createAdminApi } from '../admin/admin-api.js';
 import { createAdminServer } from '../admin/admin-server.js';
+import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
 import { GATEWAY_FILE, loadGatewayFile, loadPlans, PLANS_FILE } from '../config/load.js';
 import { Reloading } from '../config/reloading.js';
 import type { Settings } from '../config/settings.js';
@@ -38,8 +40,11 @@ export interface RunningGateway {
  * `secrets` signs the upstream assertion; by default they are read from the environment.
  */
 export async function startGateway(settings: Settings, logger: Logger, stores?: Stores, secrets?: AssertionSecrets): Promise<RunningGateway> {
-  const ownStores = stores ?? await openStores(settings.redis, settings.redis.commandTimeoutMs, logger);
+  const adminTokens = AdminTokens.parse(process.env[ADMIN_TOKENS_ENV]);
+  const ownStores = stores ?? await openStores(settings.redis, settings.redis.commandTimeoutMs, logger, settings.admin.auditMaxEntries);
   const plans = new Reloading(join(settings.configDir, PLANS_FILE), () => loadPlans(settings.configDir), logger);
+  let plansLoadedAt = new Date().toISOString();
+  plans.onChange(() => (plansLoadedAt = new Date().toISOString()));
   // Route rules are the hot part of gateway.yaml (listeners, upstream and the rest need a restart).
   const routes = new Reloading(
     join(settings.configDir, GATEWAY_FILE),
@@ -98,7 +103,14 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
       redis: ownStores.redis ? await ownStores.redis.ping().then(() => true, () => false) : true,
       upstream: await canConnect(settings.upstream.url, 1000),
     }),
-  });
+  }, adminTokens.configured ? createAdminApi(
+    {
+      lifecycle: { keys: ownStores.keys, quotas: ownStores.quotas, audit: ownStores.audit, plans: () => plans.current(), now: Date.now },
+      plans: () => ({ config: plans.current(), loadedAt: plansLoadedAt }),
+    },
+    adminTokens,
+    logger,
+  ) : undefined);
 
   const url = await listen(server, settings.gateway.host, settings.gateway.port);
   const adminUrl = await listen(admin, settings.admin.host, settings.admin.port);
