@@ -23,6 +23,7 @@ import { enforceQuota } from './policies/enforce-quota.js';
 import { failedAuthLimiter } from './policies/limit-failed-auth.js';
 import { requestId } from './policies/request-id.js';
 import { serveOpenApi } from './policies/serve-openapi.js';
+import { serveUsage } from './policies/serve-usage.js';
 import { upstreamIdentity } from './policies/upstream-identity.js';
 import { createUpstreamProxy } from './proxy.js';
 import { RouteRules } from './route-rules.js';
@@ -83,6 +84,7 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
     requestId,
     serveOpenApi(settings.openapi, settings.configDir),
     failedAuth.wrap(authenticate(keys, failedAuth.blockedSeconds)),
+    serveUsage(settings.usage.path, { quotas: ownStores.quotas, plans: () => plans.current() }),
     enforceQuota({
       store: ownStores.quotas,
       health,

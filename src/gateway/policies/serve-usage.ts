@@ -1,0 +1,37 @@
+import type { PlansConfig } from '../../config/plans-schema.js';
+import { usageReport } from '../../keys/lifecycle/key-usage.js';
+import { quotaFor } from '../../quota/quota-for.js';
+import { rateLimitHeaders } from '../../quota/rate-limit-headers.js';
+import type { QuotaStore } from '../../store/quota-store.js';
+import { CONTINUE, reject, type Answer, type Decision, type Policy } from '../context.js';
+
+/**
+ * The caller's own usage at `path` (e.g. /v1/usage): plan, both windows, ban and expiry. Placed
+ * after authentication (so failed attempts count towards the failed-authentication limit) and
+ * before the quota, which it reads without consuming: asking how much is left costs nothing.
+ * An empty `path` turns it off (the path is then proxied like any other).
+ */
+export function serveUsage(path: string, deps: { quotas: QuotaStore; plans: () => PlansConfig }): Policy {
+  if (path === '') return () => CONTINUE;
+  return (ctx) => {
+    const url = ctx.req.url ?? '';
+    // The path exactly, with or without a query string.
+    if (!url.startsWith(path) || (url.length > path.length && url.charCodeAt(path.length) !== 63 /* ? */)) return CONTINUE;
+    const method = ctx.req.method;
+    if (method !== 'GET' && method !== 'HEAD') return reject('method_not_allowed', `${method} is not allowed on ${path}.`, { allow: 'GET, HEAD' });
+    const record = ctx.consumer!;
+    const quota = quotaFor(record, deps.plans());
+    if (!quota) return reject('plan_not_configured');
+    return deps.quotas.usage(record.id).then(
+      (outcome): Decision => {
+        const answer: Answer = {
+          status: 200,
+          headers: { ...rateLimitHeaders(quota, outcome), 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' },
+          body: Buffer.from(JSON.stringify(usageReport(record, quota, outcome))),
+        };
+        return answer;
+      },
+      () => reject('rate_limit_store_unavailable', undefined, { 'retry-after': 1 }),
+    );
+  };
+}
