@@ -152,7 +152,7 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
         }
         case 'set-expiry': {
           const keyId = id();
-          if (values.clear === (args[1] !== undefined)) throw new CliError('give either an expiry date (ISO 8601 with a zone) or --clear');
+          if (Boolean(values.clear) === (args[1] !== undefined)) throw new CliError('give either an expiry date (ISO 8601 with a zone) or --clear');
           const label = (field: string) => (field === 'expiresAt' ? 'the expiry date' : CLI.label(field));
           return show(await updateKey(deps, keyId, { expiresAt: values.clear ? null : args[1] }, { ...CLI, label }));
         }
