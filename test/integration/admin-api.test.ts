@@ -18,6 +18,8 @@ let redis: TestRedis;
 let upstream: EchoUpstream;
 let gateways: GatewayHandle[];
 let contract: Contract;
+/** openapi.yaml, for the key holder's own GET /v1/usage. */
+let publicContract: Contract;
 /** Every API key the test has seen: none may appear in any log line, audit entry or error. */
 const secrets: string[] = [];
 
@@ -25,6 +27,7 @@ beforeAll(async () => {
   redis = await TestRedis.start();
   upstream = await new EchoUpstream().start();
   contract = await Contract.load('openapi-admin.yaml', '/admin/v1');
+  publicContract = await Contract.load();
   // `tiny`: 2 a minute, banned after 3 rejections, for the unban step.
   const configDir = configCopy({
     'plans.yaml': () => testPlans(2, { afterRejections: 3, window: 60, duration: 600 }),
@@ -147,6 +150,9 @@ describe('a key through its lifecycle over the admin API, across two replicas', 
     for (const g of gateways) {
       const response = await fetch(`${g.url}/v1/usage`, { headers: bearer(key) });
       expect(response.status).toBe(200);
+      const body: unknown = await response.clone().json();
+      expect(publicContract.check({ method: 'GET', path: '/v1/usage', status: 200, headers: response.headers, body })).toEqual([]);
+      expect(response.headers.get('ratelimit-policy')).toBe('"minute";q=300;w=60, "day";q=10000;w=86400');
       const report = (await response.json()) as { id: string; plan: string; day: { used: number; limit: number; remaining: number; resetAt: string }; bannedUntil: null; expiresAt: null };
       expect(report).toMatchObject({ id, plan: 'pro', bannedUntil: null, expiresAt: null });
       expect(report.day).toMatchObject({ used: admitted, limit: 10000, remaining: 10000 - admitted });
@@ -154,6 +160,8 @@ describe('a key through its lifecycle over the admin API, across two replicas', 
     expect((await call(0, 'GET', `/keys/${id}/usage`)).body.day.used).toBe(admitted);
     const unauthenticated = await fetch(`${gateways[0]!.url}/v1/usage`);
     expect(unauthenticated.status).toBe(401);
+    const observed = { method: 'GET', path: '/v1/usage', status: 401, headers: unauthenticated.headers, body: await unauthenticated.json() };
+    expect(publicContract.check(observed)).toEqual([]);
   });
 
   it('expires: after expiresAt both replicas refuse the key with 401 api_key_expired saying when', async () => {
