@@ -1,3 +1,4 @@
+import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
 import { startBackend } from '../backend/start-backend.js';
 import { assertionVerifier } from '../backend/verify-assertion.js';
 import { ConfigError } from '../config/config-error.js';
@@ -21,7 +22,7 @@ const USAGE = `tollgate <command>
   check-config [DIR]    validate the config files (default: $TOLLGATE_CONFIG_DIR or ./config)
 
 Environment: REDIS_URL (or REDIS_CLUSTER_NODES, REDIS_SENTINELS), GATEWAY_PORT, ADMIN_PORT, BACKEND_PORT, UPSTREAM_URL, TOLLGATE_CONFIG_DIR, LOG_LEVEL,
-TOLLGATE_ASSERTION_SECRET (and TOLLGATE_ASSERTION_SECRET_PREVIOUS while rotating)`;
+TOLLGATE_ASSERTION_SECRET (and TOLLGATE_ASSERTION_SECRET_PREVIOUS while rotating), TOLLGATE_ADMIN_TOKENS (label:token,…: the admin API)`;
 
 const out = (text: string) => process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
 
@@ -57,6 +58,7 @@ async function main(argv: string[]): Promise<void> {
       const dir = rest[0] ?? configDirFrom(env);
       const settings = loadSettings({ ...env, TOLLGATE_CONFIG_DIR: dir });
       const plans = loadPlans(settings.configDir);
+      AdminTokens.parse(env[ADMIN_TOKENS_ENV]);
       if (settings.openapi.path) loadOpenApiDocument(settings.openapi.file, settings.configDir);
       const secrets = assertionSecretsFromEnv(env);
       if (secrets.source === 'development-default') {

@@ -84,7 +84,7 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
     requestId,
     serveOpenApi(settings.openapi, settings.configDir),
     failedAuth.wrap(authenticate(keys, failedAuth.blockedSeconds)),
-    serveUsage(settings.usage.path, { quotas: ownStores.quotas, plans: () => plans.current() }),
+    serveUsage(settings.usage.path, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
     enforceQuota({
       store: ownStores.quotas,
       health,

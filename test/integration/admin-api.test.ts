@@ -160,6 +160,8 @@ describe('a key through its lifecycle over the admin API, across two replicas', 
     expect((await call(0, 'GET', `/keys/${id}/usage`)).body.day.used).toBe(admitted);
     const unauthenticated = await fetch(`${gateways[0]!.url}/v1/usage`);
     expect(unauthenticated.status).toBe(401);
+    // It went through the failed-authentication limit, whose headers every such 401 carries.
+    expect(unauthenticated.headers.get('ratelimit-policy')).toBe('"unauthenticated";q=60;w=60');
     const observed = { method: 'GET', path: '/v1/usage', status: 401, headers: unauthenticated.headers, body: await unauthenticated.json() };
     expect(publicContract.check(observed)).toEqual([]);
   });

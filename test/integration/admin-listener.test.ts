@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, ADMIN_TOKENS, OPS_TOKEN } from '../helpers/admin-client.js';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
-import { TollgateProcess } from '../helpers/processes.js';
+import { runCli, TollgateProcess } from '../helpers/processes.js';
 import { bearer, startGateway, type GatewayHandle } from '../helpers/stack.js';
 
 // The admin listener with and without admin tokens, on the embedded store (no Redis): absent
@@ -63,5 +63,16 @@ describe('a bad TOLLGATE_ADMIN_TOKENS', () => {
     const output = process.output();
     expect(output).toContain('TOLLGATE_ADMIN_TOKENS');
     expect(output).not.toContain(value.split(':').pop()!);
+  });
+});
+
+describe('tollgate check-config', () => {
+  it('checks TOLLGATE_ADMIN_TOKENS too, without printing the token', async () => {
+    const bad = await runCli(['check-config'], { TOLLGATE_ADMIN_TOKENS: 'ops:too-short-secret' });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/TOLLGATE_ADMIN_TOKENS: entry 1 \(ops\): the token must be at least 32 bytes/);
+    expect(bad.stderr).not.toContain('too-short-secret');
+    const good = await runCli(['check-config'], { TOLLGATE_ADMIN_TOKENS: ADMIN_TOKENS });
+    expect(good.code, good.stderr).toBe(0);
   });
 });

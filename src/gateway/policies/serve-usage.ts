@@ -3,6 +3,7 @@ import { usageReport } from '../../keys/lifecycle/key-usage.js';
 import { quotaFor } from '../../quota/quota-for.js';
 import { rateLimitHeaders } from '../../quota/rate-limit-headers.js';
 import type { QuotaStore } from '../../store/quota-store.js';
+import type { StoreHealth } from '../../store/store-health.js';
 import { CONTINUE, reject, type Answer, type Decision, type Policy } from '../context.js';
 
 /**
@@ -11,7 +12,8 @@ import { CONTINUE, reject, type Answer, type Decision, type Policy } from '../co
  * before the quota, which it reads without consuming: asking how much is left costs nothing.
  * An empty `path` turns it off (the path is then proxied like any other).
  */
-export function serveUsage(path: string, deps: { quotas: QuotaStore; plans: () => PlansConfig }): Policy {
+export function serveUsage(path: string, deps: { quotas: QuotaStore; plans: () => PlansConfig; health?: StoreHealth }): Policy {
+  const unavailable = reject('rate_limit_store_unavailable', undefined, { 'retry-after': 1 });
   if (path === '') return () => CONTINUE;
   return (ctx) => {
     const url = ctx.req.url ?? '';
@@ -22,6 +24,8 @@ export function serveUsage(path: string, deps: { quotas: QuotaStore; plans: () =
     const record = ctx.consumer!;
     const quota = quotaFor(record, deps.plans());
     if (!quota) return reject('plan_not_configured');
+    // While the shared breaker says the store is down, answer at once instead of waiting a timeout.
+    if (deps.health?.isDown()) return unavailable;
     return deps.quotas.usage(record.id).then(
       (outcome): Decision => {
         const answer: Answer = {
@@ -31,7 +35,10 @@ export function serveUsage(path: string, deps: { quotas: QuotaStore; plans: () =
         };
         return answer;
       },
-      () => reject('rate_limit_store_unavailable', undefined, { 'retry-after': 1 }),
+      (err: unknown) => {
+        deps.health?.failed(err);
+        return unavailable;
+      },
     );
   };
 }
