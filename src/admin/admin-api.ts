@@ -67,8 +67,13 @@ export function createAdminApi(deps: AdminDeps, tokens: AdminTokens, logger: Log
         for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
         sendJson(res, reply.status, reply.body);
       } catch (err) {
-        if (!(err instanceof LifecycleError)) throw err;
-        sendError(res, err.code, err.message);
+        if (err instanceof LifecycleError) sendError(res, err.code, err.message);
+        else {
+          // Message and code only: a store error can carry the command's arguments (a key hash).
+          const { message, code } = err as { message?: string; code?: string };
+          logger.error({ err: { message, code }, route: chosen.route.path }, 'admin request failed');
+          sendError(res, 'internal_error');
+        }
       } finally {
         logger.info({ actor: auth.actor, method: req.method, route: chosen.route.path, status: res.statusCode }, 'admin request');
       }
