@@ -32,8 +32,9 @@ ENV NODE_ENV=production \
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
-# openapi.yaml: the public interface the gateway serves at /v1/openapi.json.
-COPY package.json openapi.yaml ./
+# openapi.yaml: the public interface the gateway serves at /v1/openapi.json; openapi-admin.yaml: the
+# admin API's, at /admin/v1/openapi.json.
+COPY package.json openapi.yaml openapi-admin.yaml ./
 COPY bin ./bin
 COPY config ./config
 USER node

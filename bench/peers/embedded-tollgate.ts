@@ -13,7 +13,7 @@ type Modules = {
   log: typeof import('../../src/observability/log.js');
   format: typeof import('../../src/keys/format.js');
   keyStore: typeof import('../../src/store/memory/memory-key-store.js');
-  quotaStore: typeof import('../../src/store/memory/memory-quota-store.js');
+  stores: typeof import('../../src/store/open-stores.js');
   gateway: typeof import('../../src/gateway/start-gateway.js');
   signal: typeof import('../../src/cli/run-until-signal.js');
 };
@@ -30,7 +30,7 @@ const m: Modules = {
   log: await load('observability/log.js'),
   format: await load('keys/format.js'),
   keyStore: await load('store/memory/memory-key-store.js'),
-  quotaStore: await load('store/memory/memory-quota-store.js'),
+  stores: await load('store/open-stores.js'),
   gateway: await load('gateway/start-gateway.js'),
   signal: await load('cli/run-until-signal.js'),
 };
@@ -50,5 +50,5 @@ await keys.create({
   perMinute: 100_000_000,
   perDay: 1_000_000_000,
 });
-const gateway = await m.gateway.startGateway(settings, logger, { keys, quotas: new m.quotaStore.MemoryQuotaStore(), close: async () => {} });
+const gateway = await m.gateway.startGateway(settings, logger, m.stores.memoryStores(keys));
 m.signal.runUntilSignal(logger, gateway.close);

@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { sendError, sendJson } from '../errors/render.js';
+import type { AdminApi } from './admin-api.js';
 
 export interface AdminChecks {
   /** Each named dependency's readiness; any false makes /readyz answer 503. */
@@ -8,13 +9,15 @@ export interface AdminChecks {
 }
 
 /**
- * The operations listener, on its own port and bound to 127.0.0.1 by default: no auth, so it
- * must not be reachable from clients.
+ * The operations listener, on its own port and bound to 127.0.0.1 by default: health and metrics
+ * without auth, so it must not be reachable from clients; the admin API under /admin when admin
+ * tokens are configured (404 otherwise).
  */
-export function createAdminServer(checks: AdminChecks): Server {
+export function createAdminServer(checks: AdminChecks, adminApi?: AdminApi): Server {
   return createServer((req, res) => {
     void (async () => {
-      const path = (req.url ?? '/').split('?', 1)[0];
+      const path = (req.url ?? '/').split('?', 1)[0]!;
+      if (path === '/admin' || path.startsWith('/admin/')) return adminApi ? adminApi.handle(req, res, path) : sendError(res, 'not_found');
       if (req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, 'method_not_allowed');
       if (path === '/healthz') return sendJson(res, 200, { status: 'ok' });
       if (path === '/readyz') {

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { BackendDeps } from './backend-deps.js';
 import { CategoryStoreUnavailableError } from './category-store.js';
-import { readJsonBody } from './read-json-body.js';
+import { readJsonBody } from '../http/read-json-body.js';
 import { errorReply, type Reply } from './reply.js';
 import { validateNewCategory } from './validate-category.js';
 

@@ -1,31 +1,61 @@
 import { parseArgs } from 'node:util';
 import { loadPlans } from '../config/load.js';
-import { configDirFrom, loadSettings } from '../config/settings.js';
-import { hashApiKey, KEY_ID_PATTERN, KEY_PREFIX, newApiKey, parseApiKey } from '../keys/format.js';
-import { parseQuotaOverride } from '../keys/quota-override.js';
-import { publicView, type KeyPatch, type KeyRecord } from '../keys/record.js';
+import type { PlansConfig } from '../config/plans-schema.js';
+import { loadSettings } from '../config/settings.js';
+import { KEY_ID_PATTERN, KEY_PREFIX, parseApiKey } from '../keys/format.js';
+import { revokeKey, updateKey } from '../keys/lifecycle/change-key.js';
+import { createKey } from '../keys/lifecycle/create-key.js';
+import type { Caller, LifecycleDeps } from '../keys/lifecycle/deps.js';
+import { findKey } from '../keys/lifecycle/find-key.js';
+import { keyUsage } from '../keys/lifecycle/key-usage.js';
+import { LifecycleError } from '../keys/lifecycle/lifecycle-error.js';
+import { listAudit } from '../keys/lifecycle/list-audit.js';
+import { listKeys } from '../keys/lifecycle/list-keys.js';
+import { rotateKey } from '../keys/lifecycle/rotate-key.js';
+import { unbanKey } from '../keys/lifecycle/unban-key.js';
+import { publicView, type PublicKeyRecord } from '../keys/record.js';
 import { connectRedis, whenReady } from '../store/redis/connect.js';
-import { describeRedis, topologyOf } from '../config/redis-target.js';
+import { RedisAuditLog } from '../store/redis/redis-audit-log.js';
 import { RedisKeyStore } from '../store/redis/redis-key-store.js';
-import { quotaFor } from '../quota/quota-for.js';
 import { RedisQuotaStore } from '../store/redis/redis-quota-store.js';
+import { describeRedis, topologyOf } from '../config/redis-target.js';
 import { CliError } from './cli-error.js';
-import { describeUsage, usageReport } from './usage-report.js';
+import { describeAudit, describeKey, keyTable } from './describe-keys.js';
+import { describeUsage } from './usage-report.js';
 
 export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)
 
-  create --plan P [--name N] [--per-minute X --per-day Y]   create a key; prints the secret once
-  list                                                      all keys
+  create --plan P [--name N] [--per-minute X --per-day Y] [--expires-at DATE]
+                                                            create a key; prints the secret once
+  list [--plan P] [--status active|revoked|expired]         keys, in id order
   show ID                                                   one key
   revoke ID                                                 stop a key at once, on every replica
   set-plan ID PLAN                                          move a key to another plan
   set-quota ID --per-minute X --per-day Y | --clear         negotiated quotas that override the plan's
+  set-expiry ID DATE | --clear                              the key stops at DATE (ISO 8601 with a zone)
+  rotate ID --grace-seconds S                               a new secret for the same key; prints it once;
+                                                            the old one keeps working S more seconds
   unban ID                                                  lift a ban at once, on every replica
   usage ID                                                  both windows: used, limit, remaining, reset
+  audit [--limit N] [--cursor C]                            admin changes, newest first (API and CLI)
 
   --json   one JSON document on stdout, for scripts`;
 
-const KEY_ACTIONS = ['create', 'list', 'show', 'revoke', 'set-plan', 'set-quota', 'unban', 'usage'];
+const KEY_ACTIONS = ['create', 'list', 'show', 'revoke', 'set-plan', 'set-quota', 'set-expiry', 'rotate', 'unban', 'usage', 'audit'];
+
+/** Fields named as the options that set them, so a refusal points at what to retype. */
+const OPTION_NAMES: Record<string, string> = {
+  plan: '--plan',
+  name: '--name',
+  perMinute: '--per-minute',
+  perDay: '--per-day',
+  expiresAt: '--expires-at',
+  graceSeconds: '--grace-seconds',
+  cursor: '--cursor',
+  limit: '--limit',
+  status: '--status',
+};
+const CLI: Caller = { actor: 'cli', label: (field) => OPTION_NAMES[field] ?? field };
 
 interface Io {
   out(text: string): void;
@@ -39,8 +69,13 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
     options: {
       plan: { type: 'string' },
       name: { type: 'string' },
+      status: { type: 'string' },
       'per-minute': { type: 'string' },
       'per-day': { type: 'string' },
+      'expires-at': { type: 'string' },
+      'grace-seconds': { type: 'string' },
+      limit: { type: 'string' },
+      cursor: { type: 'string' },
       clear: { type: 'boolean' },
       json: { type: 'boolean' },
     },
@@ -50,145 +85,138 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
   if (!KEY_ACTIONS.includes(action)) throw new CliError(`unknown keys command "${action}"\n\n${KEYS_USAGE}`, 2);
 
   // The same Redis as the gateway's: gateway.yaml's redis with REDIS_* laid over it.
-  const target = loadSettings(env).redis;
+  const settings = loadSettings(env);
+  const target = settings.redis;
   if (topologyOf(target) === 'none') {
     throw new CliError(
       'keys commands manage the Redis key store: set REDIS_URL (or REDIS_CLUSTER_NODES, REDIS_SENTINELS); the embedded store of `tollgate up` lives only inside that process',
       2,
     );
   }
+  const configDir = settings.configDir;
   const redis = connectRedis(target, 'cli');
   redis.on('error', () => {});
   try {
     await whenReady(redis, 3000, true).catch((err: Error) => {
       throw new CliError(`cannot reach Redis at ${describeRedis(target)}: ${err.message}`);
     });
-    const store = new RedisKeyStore(redis);
-    const show = (record: KeyRecord, extra: Record<string, unknown> = {}) =>
-      io.out(values.json ? JSON.stringify({ ...publicView(record), ...extra }) : describe(record, extra));
-    const planNames = () => Object.keys(loadPlans(configDirFrom(env)).plans);
-    const requirePlan = (plan: string | undefined) => {
-      if (!plan) throw new CliError('--plan is required');
-      const known = planNames();
-      if (!known.includes(plan)) throw new CliError(`unknown plan "${plan}" (plans: ${known.join(', ')})`);
-      return plan;
+    let plans: PlansConfig | undefined;
+    const deps: LifecycleDeps = {
+      keys: new RedisKeyStore(redis),
+      quotas: new RedisQuotaStore(redis),
+      audit: new RedisAuditLog(redis, settings.admin.auditMaxEntries),
+      plans: () => (plans ??= loadPlans(configDir)),
+      now: Date.now,
     };
-    const requireId = (id: string | undefined) => {
-      if (id && KEY_ID_PATTERN.test(id)) return id;
-      // Never echo what was typed: a pasted secret key would land in the terminal log.
-      if (id && id.startsWith(KEY_PREFIX)) {
-        const keyId = parseApiKey(id);
-        throw new CliError(
-          keyId ? `that is an API key, not a key id; its id is ${keyId}` : 'that looks like an API key, not a key id (12 lowercase letters or digits)',
-        );
-      }
-      throw new CliError(`give a key id (12 lowercase letters or digits), got ${JSON.stringify(id ?? '')}`);
-    };
-    const update = async (id: string, patch: KeyPatch) => {
-      const record = await store.update(id, patch);
-      if (!record) throw new CliError(`no key with id "${id}"`);
-      return record;
-    };
+    const print = (json: unknown, human: string) => io.out(values.json ? JSON.stringify(json) : human);
+    const show = (record: PublicKeyRecord) => print(record, describeKey(record));
+    const id = () => requireId(args[0]);
 
-    switch (action) {
-      case 'create': {
-        const plan = requirePlan(values.plan);
-        const quota = parseQuotaOverride(values['per-minute'], values['per-day']);
-        if (typeof quota === 'string') throw new CliError(quota);
-        const { id, key } = newApiKey();
-        const record: KeyRecord = {
-          id,
-          hash: hashApiKey(key),
-          name: values.name ?? '',
-          plan,
-          status: 'active',
-          createdAt: new Date().toISOString(),
-          ...quota,
-        };
-        await store.create(record);
-        await store.announce(id);
-        if (values.json) io.out(JSON.stringify({ ...publicView(record), key }));
-        else io.out(`${describe(record)}\n\nAPI key (shown once; store it now):\n  ${key}`);
-        return;
-      }
-      case 'list': {
-        const records = await store.list();
-        if (values.json) io.out(JSON.stringify(records.map(publicView)));
-        else io.out(records.length ? table(records) : 'no keys');
-        return;
-      }
-      case 'show': {
-        const id = requireId(args[0]);
-        const record = await store.get(id);
-        if (!record) throw new CliError(`no key with id "${id}"`);
-        return show(record);
-      }
-      case 'revoke':
-        return show(await update(requireId(args[0]), { status: 'revoked' }));
-      case 'set-plan': {
-        const id = requireId(args[0]);
-        return show(await update(id, { plan: requirePlan(args[1]) }));
-      }
-      case 'set-quota': {
-        const id = requireId(args[0]);
-        if (values.clear) {
-          if (values['per-minute'] !== undefined || values['per-day'] !== undefined) {
+    await lifecycleErrorsAsCliErrors(async () => {
+      switch (action) {
+        case 'create': {
+          const input = { plan: values.plan, name: values.name, expiresAt: values['expires-at'], ...quotaOptions(values) };
+          const { record, key } = await createKey(deps, withoutUndefined(input), CLI);
+          return print({ ...record, key }, `${describeKey(record)}\n\nAPI key (shown once; store it now):\n  ${key}`);
+        }
+        case 'list': {
+          const records: PublicKeyRecord[] = [];
+          let cursor: string | undefined;
+          do {
+            const page = await listKeys(deps, withoutUndefined({ plan: values.plan, status: values.status, cursor, limit: '200' }), CLI.label);
+            records.push(...page.keys);
+            cursor = page.next ?? undefined;
+          } while (cursor);
+          return print(records, records.length ? keyTable(records) : 'no keys');
+        }
+        case 'show':
+          return show(publicView(await findKey(deps, id())));
+        case 'revoke':
+          return show(await revokeKey(deps, id(), CLI));
+        case 'set-plan': {
+          const keyId = id();
+          if (!args[1]) throw new CliError('give a plan: tollgate keys set-plan ID PLAN');
+          return show(await updateKey(deps, keyId, { plan: args[1] }, CLI));
+        }
+        case 'set-quota': {
+          const keyId = id();
+          const quota = quotaOptions(values);
+          if (values.clear && (quota.perMinute !== undefined || quota.perDay !== undefined)) {
             throw new CliError('give either --clear or --per-minute and --per-day, not both');
           }
-          return show(await update(id, { perMinute: undefined, perDay: undefined }));
+          if (values.clear) return show(await updateKey(deps, keyId, { perMinute: null, perDay: null }, CLI));
+          if (quota.perMinute === undefined && quota.perDay === undefined) throw new CliError('give --per-minute and --per-day, or --clear');
+          return show(await updateKey(deps, keyId, withoutUndefined(quota), CLI));
         }
-        const quota = parseQuotaOverride(values['per-minute'], values['per-day']);
-        if (quota === undefined) throw new CliError('give --per-minute and --per-day, or --clear');
-        if (typeof quota === 'string') throw new CliError(quota);
-        return show(await update(id, quota));
+        case 'set-expiry': {
+          const keyId = id();
+          if (Boolean(values.clear) === (args[1] !== undefined)) throw new CliError('give either an expiry date (ISO 8601 with a zone) or --clear');
+          const label = (field: string) => (field === 'expiresAt' ? 'the expiry date' : CLI.label(field));
+          return show(await updateKey(deps, keyId, { expiresAt: values.clear ? null : args[1] }, { ...CLI, label }));
+        }
+        case 'rotate': {
+          const keyId = id();
+          const grace = values['grace-seconds'];
+          if (grace === undefined) throw new CliError('give --grace-seconds S: how long the old secret keeps working (0: it stops now)');
+          const { record, key } = await rotateKey(deps, keyId, { graceSeconds: wholeNumber('--grace-seconds', grace) }, CLI);
+          return print({ ...record, key }, `${describeKey(record)}\n\nNew API key (shown once; store it now):\n  ${key}`);
+        }
+        case 'unban': {
+          const result = await unbanKey(deps, id(), CLI);
+          return print(result, result.unbanned ? `ban lifted for ${result.id}` : `${result.id} was not banned`);
+        }
+        case 'usage': {
+          const report = await keyUsage(deps, id());
+          return print(report, describeUsage(report));
+        }
+        case 'audit': {
+          const page = await listAudit(deps, withoutUndefined({ limit: values.limit, cursor: values.cursor }), CLI.label);
+          return print(page, describeAudit(page));
+        }
       }
-      case 'unban': {
-        const id = requireId(args[0]);
-        const record = await store.get(id);
-        if (!record) throw new CliError(`no key with id "${id}"`);
-        const wasBanned = await new RedisQuotaStore(redis).unban(id);
-        await store.announce(id); // every replica drops its cached ban at once
-        if (values.json) io.out(JSON.stringify({ id, unbanned: wasBanned }));
-        else io.out(wasBanned ? `ban lifted for ${id}` : `${id} was not banned`);
-        return;
-      }
-      case 'usage': {
-        const id = requireId(args[0]);
-        const record = await store.get(id);
-        if (!record) throw new CliError(`no key with id "${id}"`);
-        const quota = quotaFor(record, loadPlans(configDirFrom(env)));
-        if (!quota) throw new CliError(`key ${id} has plan "${record.plan}", which plans.yaml does not define`);
-        const report = usageReport(id, record.plan, quota, await new RedisQuotaStore(redis).usage(id));
-        io.out(values.json ? JSON.stringify(report) : describeUsage(report));
-        return;
-      }
-    }
+    });
   } finally {
     redis.disconnect();
   }
 }
 
-function quotaText(record: KeyRecord): string {
-  return record.perMinute !== undefined ? `${record.perMinute}/min, ${record.perDay}/day (own quota)` : 'from plan';
+function requireId(id: string | undefined): string {
+  if (id && KEY_ID_PATTERN.test(id)) return id;
+  // Never echo what was typed: a pasted secret key would land in the terminal log.
+  if (id && id.startsWith(KEY_PREFIX)) {
+    const keyId = parseApiKey(id);
+    throw new CliError(
+      keyId ? `that is an API key, not a key id; its id is ${keyId}` : 'that looks like an API key, not a key id (12 lowercase letters or digits)',
+    );
+  }
+  throw new CliError(`give a key id (12 lowercase letters or digits), got ${JSON.stringify(id ?? '')}`);
 }
 
-function describe(record: KeyRecord, extra: Record<string, unknown> = {}): string {
-  const lines = [
-    `id:       ${record.id}`,
-    `name:     ${record.name || '-'}`,
-    `plan:     ${record.plan}`,
-    `quota:    ${quotaText(record)}`,
-    `status:   ${record.status}`,
-    `created:  ${record.createdAt}`,
-  ];
-  for (const [k, v] of Object.entries(extra)) lines.push(`${`${k}:`.padEnd(10)}${String(v)}`);
-  return lines.join('\n');
+/** Option strings become numbers here; what a valid quota is, the lifecycle decides. */
+function quotaOptions(values: { 'per-minute'?: string; 'per-day'?: string }): { perMinute?: number; perDay?: number } {
+  const perMinute = values['per-minute'];
+  const perDay = values['per-day'];
+  return {
+    perMinute: perMinute === undefined ? undefined : wholeNumber('--per-minute', perMinute),
+    perDay: perDay === undefined ? undefined : wholeNumber('--per-day', perDay),
+  };
 }
 
-function table(records: KeyRecord[]): string {
-  const rows = [['ID', 'NAME', 'PLAN', 'STATUS', 'QUOTA', 'CREATED']];
-  for (const r of records) rows.push([r.id, r.name || '-', r.plan, r.status, quotaText(r), r.createdAt]);
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
-  return rows.map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+function wholeNumber(option: string, value: string): number {
+  if (!/^\d{1,15}$/.test(value)) throw new CliError(`${option} must be a whole number, got "${value}"`);
+  return Number(value);
 }
 
+/** Absent options are absent fields, not `undefined` ones (the schemas are strict about fields). */
+function withoutUndefined<T extends Record<string, unknown>>(input: T): Partial<T> {
+  return Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+async function lifecycleErrorsAsCliErrors(run: () => Promise<void>): Promise<void> {
+  try {
+    await run();
+  } catch (err) {
+    if (err instanceof LifecycleError) throw new CliError(err.message);
+    throw err;
+  }
+}

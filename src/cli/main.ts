@@ -1,3 +1,4 @@
+import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
 import { startBackend } from '../backend/start-backend.js';
 import { assertionVerifier } from '../backend/verify-assertion.js';
 import { ConfigError } from '../config/config-error.js';
@@ -22,7 +23,7 @@ const USAGE = `tollgate <command>
 
 Environment: REDIS_URL (or REDIS_CLUSTER_NODES, REDIS_SENTINELS), GATEWAY_PORT, ADMIN_PORT, BACKEND_PORT, UPSTREAM_URL, TOLLGATE_CONFIG_DIR, LOG_LEVEL,
 TOLLGATE_ASSERTION_SECRET (and TOLLGATE_ASSERTION_SECRET_PREVIOUS while rotating; required by \`gateway\` and
-\`backend\` unless TOLLGATE_DEV=1 marks a development machine)`;
+\`backend\` unless TOLLGATE_DEV=1 marks a development machine), TOLLGATE_ADMIN_TOKENS (label:token,…: the admin API)`;
 
 const out = (text: string) => process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
 
@@ -58,6 +59,7 @@ async function main(argv: string[]): Promise<void> {
       const dir = rest[0] ?? configDirFrom(env);
       const settings = loadSettings({ ...env, TOLLGATE_CONFIG_DIR: dir });
       const plans = loadPlans(settings.configDir);
+      AdminTokens.parse(env[ADMIN_TOKENS_ENV]);
       if (settings.openapi.path) loadOpenApiDocument(settings.openapi.file, settings.configDir);
       const secrets = assertionSecretsFromEnv(env, { allowDevelopment: true });
       if (secrets.source === 'development-default') {

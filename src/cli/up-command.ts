@@ -7,8 +7,7 @@ import { assertionSecretsFromEnv, logSecretSource } from '../identity/assertion-
 import { hashApiKey, newApiKey } from '../keys/format.js';
 import type { Logger } from '../observability/log.js';
 import { MemoryKeyStore } from '../store/memory/memory-key-store.js';
-import { MemoryQuotaStore } from '../store/memory/memory-quota-store.js';
-import { openStores } from '../store/open-stores.js';
+import { memoryStores, openStores } from '../store/open-stores.js';
 import { topologyOf } from '../config/redis-target.js';
 import { runUntilSignal } from './run-until-signal.js';
 
@@ -36,9 +35,9 @@ export async function upCommand(settings: Settings, logger: Logger, out: (text: 
       await keys.create({ id, hash: hashApiKey(key), name: `demo ${plan}`, plan, status: 'active', createdAt: new Date().toISOString() });
       demoKeys.push({ plan, key });
     }
-    stores = { keys, quotas: new MemoryQuotaStore(), close: async () => {} };
+    stores = memoryStores(keys, settings.admin.auditMaxEntries);
   } else {
-    stores = await openStores(settings.redis, settings.redis.commandTimeoutMs, logger);
+    stores = await openStores(settings.redis, settings.redis.commandTimeoutMs, logger, settings.admin.auditMaxEntries);
   }
   const gateway = await startGateway(gatewaySettings, logger.child({ role: 'gateway' }), stores, secrets);
 

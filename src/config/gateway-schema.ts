@@ -8,6 +8,9 @@ import { nodeEntryError } from './redis-target.js';
 const port = z.number().int().min(0).max(65535);
 const host = z.string().min(1);
 const ms = (min: number, max: number) => z.number().int().min(min).max(max);
+/** Where the gateway answers something itself; "" turns that answer off. */
+const servedPath = (example: string) =>
+  z.union([z.literal(''), z.string().regex(/^\/[A-Za-z0-9\-._~/]*$/, `must be a path like ${example}`)]).default(example);
 const redisNode = z.string().superRefine((entry, ctx) => {
   const error = nodeEntryError(entry);
   if (error) ctx.addIssue({ code: 'custom', message: `"${entry.replace(/\/\/[^@]*@/, '//***@')}": ${error}` });
@@ -46,6 +49,8 @@ export const gatewayFileSchema = z.strictObject({
   admin: z.strictObject({
     host: host.default('127.0.0.1'),
     port: port.default(9090),
+    /** Admin changes kept in the audit (a capped Redis stream); the oldest go first. */
+    auditMaxEntries: z.number().int().min(100).max(10_000_000).default(100_000),
   }).prefault({}),
   backend: z.strictObject({
     host: host.default('127.0.0.1'),
@@ -100,9 +105,14 @@ export const gatewayFileSchema = z.strictObject({
   /** The public OpenAPI document, served as JSON before authentication and quota (read at start). */
   openapi: z.strictObject({
     /** Where it is served; "" turns it off (the path is then proxied like any other). */
-    path: z.union([z.literal(''), z.string().regex(/^\/[A-Za-z0-9\-._~/]*$/, 'must be a path like /v1/openapi.json')]).default('/v1/openapi.json'),
+    path: servedPath('/v1/openapi.json'),
     /** A YAML or JSON OpenAPI file; "" is the openapi.yaml shipped with tollgate. Relative to the config directory. */
     file: z.string().default(''),
+  }).prefault({}),
+  /** Self-service usage: a key's own quotas and use, answered by the gateway without counting against them. */
+  usage: z.strictObject({
+    /** Where it is served; "" turns it off (the path is then proxied like any other). */
+    path: servedPath('/v1/usage'),
   }).prefault({}),
 });
 

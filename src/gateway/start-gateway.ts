@@ -1,5 +1,7 @@
 import { join } from 'node:path';
+import { createAdminApi } from '../admin/admin-api.js';
 import { createAdminServer } from '../admin/admin-server.js';
+import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
 import { GATEWAY_FILE, loadGatewayFile, loadPlans, PLANS_FILE } from '../config/load.js';
 import { Reloading } from '../config/reloading.js';
 import type { Settings } from '../config/settings.js';
@@ -22,6 +24,7 @@ import { enforceQuota } from './policies/enforce-quota.js';
 import { failedAuthLimiter } from './policies/limit-failed-auth.js';
 import { requestId } from './policies/request-id.js';
 import { serveOpenApi } from './policies/serve-openapi.js';
+import { serveUsage } from './policies/serve-usage.js';
 import { upstreamIdentity } from './policies/upstream-identity.js';
 import { loadOpenApiDocument, openApiRouteTemplates } from './openapi-document.js';
 import { createUpstreamProxy } from './proxy.js';
@@ -41,8 +44,11 @@ export interface RunningGateway {
  * `secrets` signs the upstream assertion; by default they are read from the environment.
  */
 export async function startGateway(settings: Settings, logger: Logger, stores?: Stores, secrets?: AssertionSecrets): Promise<RunningGateway> {
-  const ownStores = stores ?? await openStores(settings.redis, settings.redis.commandTimeoutMs, logger);
+  const adminTokens = AdminTokens.parse(process.env[ADMIN_TOKENS_ENV]);
+  const ownStores = stores ?? await openStores(settings.redis, settings.redis.commandTimeoutMs, logger, settings.admin.auditMaxEntries);
   const plans = new Reloading(join(settings.configDir, PLANS_FILE), () => loadPlans(settings.configDir), logger);
+  let plansLoadedAt = new Date().toISOString();
+  plans.onChange(() => (plansLoadedAt = new Date().toISOString()));
   // Route rules are the hot part of gateway.yaml (listeners, upstream and the rest need a restart).
   const routes = new Reloading(
     join(settings.configDir, GATEWAY_FILE),
@@ -83,6 +89,7 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
     requestId,
     serveOpenApi(settings.openapi, settings.configDir),
     failedAuth.wrap(authenticate(keys, failedAuth.blockedSeconds)),
+    serveUsage(settings.usage.path, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
     enforceQuota({
       store: ownStores.quotas,
       health,
@@ -105,7 +112,14 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
       // A backend refusing our assertions (secret mismatch) makes every proxied request a 502.
       upstreamAcceptsAssertion: proxy.assertionAccepted(),
     }),
-  });
+  }, adminTokens.configured ? createAdminApi(
+    {
+      lifecycle: { keys: ownStores.keys, quotas: ownStores.quotas, audit: ownStores.audit, plans: () => plans.current(), now: Date.now },
+      plans: () => ({ config: plans.current(), loadedAt: plansLoadedAt }),
+    },
+    adminTokens,
+    logger,
+  ) : undefined);
 
   const url = await listen(server, settings.gateway.host, settings.gateway.port);
   const adminUrl = await listen(admin, settings.admin.host, settings.admin.port);

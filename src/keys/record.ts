@@ -10,12 +10,26 @@ export interface KeyRecord {
   /** Negotiated quotas that override the plan's (both set, or neither). */
   perMinute?: number;
   perDay?: number;
+  /** ISO 8601 (UTC); from this instant on the key is refused with 401 api_key_expired. */
+  expiresAt?: string;
+  /** After a rotation with grace: the hash of the replaced key, still accepted until `graceEndsAt`. */
+  previousHash?: string;
+  /** ISO 8601 (UTC): end of the rotation grace. */
+  graceEndsAt?: string;
 }
 
-export type KeyPatch = Partial<Pick<KeyRecord, 'plan' | 'status' | 'perMinute' | 'perDay' | 'name'>>;
+export type KeyPatch = Partial<Pick<KeyRecord, 'plan' | 'status' | 'perMinute' | 'perDay' | 'name' | 'expiresAt'>>;
 
-/** The record as shown to operators: everything but the hash. */
-export function publicView(record: KeyRecord): Omit<KeyRecord, 'hash'> {
-  const { hash: _hash, ...rest } = record;
+/** A record as it was and as it is after one change (for the audit). */
+export interface KeyChange {
+  before: KeyRecord;
+  after: KeyRecord;
+}
+
+/** What operators and the admin API see of a record: everything but the hashes. */
+export type PublicKeyRecord = Omit<KeyRecord, 'hash' | 'previousHash'>;
+
+export function publicView(record: KeyRecord): PublicKeyRecord {
+  const { hash: _hash, previousHash: _previousHash, ...rest } = record;
   return rest;
 }

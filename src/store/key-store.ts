@@ -1,4 +1,4 @@
-import type { KeyPatch, KeyRecord } from '../keys/record.js';
+import type { KeyChange, KeyPatch, KeyRecord } from '../keys/record.js';
 
 /**
  * Where key records live. Redis in production, memory for a single demo process.
@@ -8,9 +8,18 @@ import type { KeyPatch, KeyRecord } from '../keys/record.js';
 export interface KeyStore {
   create(record: KeyRecord): Promise<void>;
   get(id: string): Promise<KeyRecord | null>;
+  /** Every record, oldest first. */
   list(): Promise<KeyRecord[]>;
-  /** Applies the patch and announces the change; null when the id is unknown. */
-  update(id: string, patch: KeyPatch): Promise<KeyRecord | null>;
+  /** Every key id, in no particular order (for paging through the records). */
+  ids(): Promise<string[]>;
+  /** Applies the patch atomically and announces the change; null when the id is unknown. */
+  update(id: string, patch: KeyPatch): Promise<KeyChange | null>;
+  /**
+   * Replaces the key's hash atomically (id, plan, counters and bans stay, as they hang on the id).
+   * With `graceEndsAt` the replaced hash stays valid until then; without, it stops at once.
+   * Announces the change; null when the id is unknown.
+   */
+  rotate(id: string, hash: string, graceEndsAt?: string): Promise<KeyChange | null>;
   /** Announces that cached state for `id` is stale (record change, unban). */
   announce(id: string): Promise<void>;
   /**

@@ -1,18 +1,24 @@
 import type { Logger } from '../observability/log.js';
+import type { AuditLog } from './audit-log.js';
 import type { KeyStore } from './key-store.js';
+import { MemoryAuditLog } from './memory/memory-audit-log.js';
 import { MemoryKeyStore } from './memory/memory-key-store.js';
 import { MemoryQuotaStore } from './memory/memory-quota-store.js';
 import type { QuotaStore } from './quota-store.js';
 import { RedisQuotaStore } from './redis/redis-quota-store.js';
 import { connectRedis, watchConnection, whenReady, type RedisClient } from './redis/connect.js';
 import { describeRedis, topologyOf, type RedisTarget } from '../config/redis-target.js';
+import { RedisAuditLog } from './redis/redis-audit-log.js';
 import { RedisKeyStore } from './redis/redis-key-store.js';
 
 const STARTUP_WAIT_MS = 5000;
+/** The default of gateway.yaml's admin.auditMaxEntries. */
+const DEFAULT_AUDIT_MAX_ENTRIES = 100_000;
 
 export interface Stores {
   keys: KeyStore;
   quotas: QuotaStore;
+  audit: AuditLog;
   /** The shared Redis client, absent on the embedded store. */
   redis?: RedisClient;
   close(): Promise<void>;
@@ -22,10 +28,15 @@ export interface Stores {
  * Redis when one is configured (a URL, Cluster nodes or Sentinels), the embedded in-memory store otherwise. A configured Redis that
  * is down is never silently replaced by memory: requests get 503 until it is back.
  */
-export async function openStores(target: string | RedisTarget, commandTimeoutMs: number, logger: Logger): Promise<Stores> {
+export async function openStores(
+  target: string | RedisTarget,
+  commandTimeoutMs: number,
+  logger: Logger,
+  auditMaxEntries = DEFAULT_AUDIT_MAX_ENTRIES,
+): Promise<Stores> {
   if (topologyOf(target) === 'none') {
     logger.warn('no REDIS_URL: using the embedded in-memory store (one process only, nothing persisted)');
-    return { keys: new MemoryKeyStore(), quotas: new MemoryQuotaStore(), close: async () => {} };
+    return memoryStores(new MemoryKeyStore(), auditMaxEntries);
   }
   const redis = connectRedis(target, 'gateway', commandTimeoutMs);
   watchConnection(redis, describeRedis(target), logger, 'redis');
@@ -35,10 +46,16 @@ export async function openStores(target: string | RedisTarget, commandTimeoutMs:
   return {
     keys,
     quotas: new RedisQuotaStore(redis),
+    audit: new RedisAuditLog(redis, auditMaxEntries),
     redis,
     async close() {
       await keys.close();
       await redis.quit().catch(() => redis.disconnect());
     },
   };
+}
+
+/** The embedded store around `keys` (which `tollgate up` may have seeded with demo keys). */
+export function memoryStores(keys: MemoryKeyStore, auditMaxEntries = DEFAULT_AUDIT_MAX_ENTRIES): Stores {
+  return { keys, quotas: new MemoryQuotaStore(), audit: new MemoryAuditLog(auditMaxEntries), close: async () => {} };
 }

@@ -27,6 +27,11 @@ export class StoreHealth {
     return true;
   }
 
+  /** Down: a caller with no fallback of its own answers "unavailable" at once instead of waiting. */
+  isDown(): boolean {
+    return this.down;
+  }
+
   failed(err: unknown): void {
     this.nextProbeAtMs = this.now() + this.probeIntervalMs;
     if (this.down) return;

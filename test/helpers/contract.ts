@@ -50,13 +50,14 @@ export class Contract {
     private readonly components: { responses: Record<string, ResponseObject> },
   ) {}
 
-  static async load(): Promise<Contract> {
-    const definition = parseYaml(readFileSync(join(REPO_ROOT, 'openapi.yaml'), 'utf8'));
+  /** `file` at the repository root, its paths below `apiRoot` (openapi-admin.yaml: /admin/v1). */
+  static async load(file = 'openapi.yaml', apiRoot = '/v1'): Promise<Contract> {
+    const definition = parseYaml(readFileSync(join(REPO_ROOT, file), 'utf8'));
     const valid = await new Validator().validate(definition);
-    if (!valid.valid) throw new Error(`openapi.yaml is not a valid OpenAPI 3.1 document: ${JSON.stringify(valid.errors)}`);
+    if (!valid.valid) throw new Error(`${file} is not a valid OpenAPI 3.1 document: ${JSON.stringify(valid.errors)}`);
     const api = new OpenAPI31Backend({
       definition,
-      apiRoot: '/v1',
+      apiRoot,
       strict: true,
       // Validators are compiled for requests too (unused here): `validate: false` would skip them all.
       ignoreTrailingSlashes: false,

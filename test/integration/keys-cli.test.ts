@@ -388,3 +388,75 @@ describe('the secret key never reaches stderr', () => {
     expect(await client.hget(`tg:key:{${created.id}}`, 'status')).toBe('active');
   });
 });
+
+describe('keys rotate / set-expiry / audit', () => {
+  it('rotate prints a new key for the same id once; Redis keeps the old hash only for the grace', async () => {
+    const created = await createKey(['--plan', 'pro', '--name', 'rotated']);
+    const rotated = await keysJson<CreatedKey & { graceEndsAt: string }>(['rotate', created.id, '--grace-seconds', '600']);
+    secrets.push(rotated.key);
+    expect(rotated).toMatchObject({ id: created.id, plan: 'pro', name: 'rotated', status: 'active' });
+    expect(rotated.key).toMatch(KEY_FORMAT);
+    expect(parseApiKey(rotated.key)).toBe(created.id);
+    expect(rotated.key).not.toBe(created.key);
+    expect(Date.parse(rotated.graceEndsAt) - Date.now()).toBeGreaterThan(500_000);
+    const stored = await client.hgetall(`tg:key:{${created.id}}`);
+    expect(stored).toMatchObject({ hash: sha256(rotated.key), previousHash: sha256(created.key), graceEndsAt: rotated.graceEndsAt });
+
+    const human = await keys(['rotate', created.id, '--grace-seconds', '0']);
+    expect(human.code).toBe(0);
+    const printed = human.stdout.match(/tg_[0-9a-z]{12}_[0-9A-Za-z]{38}/g) ?? [];
+    expect(printed).toHaveLength(1);
+    secrets.push(printed[0]!);
+    expect(await client.hexists(`tg:key:{${created.id}}`, 'previousHash')).toBe(0);
+  });
+
+  it('rotate refuses a missing or bad --grace-seconds', async () => {
+    const created = await createKey();
+    expect(await expectFailure(['rotate', created.id])).toContain('--grace-seconds');
+    expect(await expectFailure(['rotate', created.id, '--grace-seconds', 'soon'])).toMatch(/--grace-seconds must be a whole number/);
+    expect(await expectFailure(['rotate', created.id, '--grace-seconds', '99999999'])).toMatch(/--grace-seconds must be at most/);
+  });
+
+  it('set-expiry sets, refuses the past and bad dates, and --clear removes it', async () => {
+    const created = await createKey();
+    const set = await keysJson<PublicKey & { expiresAt?: string }>(['set-expiry', created.id, '2099-01-01T00:00:00Z']);
+    expect(set.expiresAt).toBe('2099-01-01T00:00:00.000Z');
+    expect(await client.hget(`tg:key:{${created.id}}`, 'expiresAt')).toBe('2099-01-01T00:00:00.000Z');
+    expect(await expectFailure(['set-expiry', created.id, '2001-01-01T00:00:00Z'])).toMatch(/the expiry date must be in the future/);
+    expect(await expectFailure(['set-expiry', created.id, 'tomorrow'])).toMatch(/the expiry date must be an ISO 8601 date-time/);
+    expect(await expectFailure(['set-expiry', created.id])).toMatch(/--clear/);
+    const cleared = await keysJson<PublicKey & { expiresAt?: string }>(['set-expiry', created.id, '--clear']);
+    expect(cleared).not.toHaveProperty('expiresAt');
+    expect(await client.hexists(`tg:key:{${created.id}}`, 'expiresAt')).toBe(0);
+  });
+
+  it('create --expires-at stores the expiry; a date in the past is refused naming the option', async () => {
+    const created = await createKey(['--plan', 'free', '--expires-at', '2099-06-01T00:00:00+02:00']);
+    expect(created).toMatchObject({ expiresAt: '2099-05-31T22:00:00.000Z' });
+    expect(await expectFailure(['create', '--plan', 'free', '--expires-at', '2001-01-01T00:00:00Z'])).toMatch(/--expires-at must be in the future/);
+  });
+
+  it('audit lists CLI changes newest first with actor cli and before/after, never a secret', async () => {
+    const created = await createKey(['--plan', 'free', '--name', 'audited']);
+    await keysJson(['set-plan', created.id, 'business']);
+    await keysJson(['revoke', created.id]);
+    const page = await keysJson<{ entries: Array<{ actor: string; action: string; keyId: string; changes: Record<string, unknown> }>; next: string | null }>(['audit', '--limit', '3']);
+    expect(page.entries.map((e) => [e.actor, e.action, e.keyId])).toEqual([
+      ['cli', 'key.revoke', created.id],
+      ['cli', 'key.update', created.id],
+      ['cli', 'key.create', created.id],
+    ]);
+    expect(page.entries[1]!.changes).toEqual({ plan: { before: 'free', after: 'business' } });
+    expect(page.next).not.toBeNull();
+    const older = await keysJson<{ entries: unknown[] }>(['audit', '--limit', '3', '--cursor', page.next!]);
+    expect(older.entries.length).toBeGreaterThan(0);
+    const human = await keys(['audit', '--limit', '3']);
+    expect(human.stdout).toContain(`cli  key.update  ${created.id}`);
+    expect(human.stdout).toContain('plan: "free" → "business"');
+    const all = JSON.stringify(await client.xrange('tg:audit', '-', '+'));
+    for (const secret of secrets) {
+      expect(all).not.toContain(secret);
+      expect(all).not.toContain(sha256(secret));
+    }
+  });
+});

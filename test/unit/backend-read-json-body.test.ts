@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { isJsonContentType, readJsonBody } from '../../src/backend/read-json-body.js';
+import { isJsonContentType, readJsonBody } from '../../src/http/read-json-body.js';
 
 /** Enough of an IncomingMessage for the reader: headers, a body stream and `complete`. */
 function fakeRequest(headers: Record<string, string>, chunks: Array<string | Buffer>): IncomingMessage & { bytesPulled: () => number } {

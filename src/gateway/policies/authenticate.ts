@@ -1,4 +1,5 @@
 import { hashApiKey, parseApiKey, sameHash } from '../../keys/format.js';
+import type { KeyRecord } from '../../keys/record.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
 import type { KeyCache, KeyLookup } from '../key-cache.js';
 
@@ -14,7 +15,9 @@ const MAX_HEADER_LENGTH = 256;
 /**
  * `Authorization: Bearer <key>` → the key's record, or a 401 whose code tells the cause:
  * missing_api_key, malformed_api_key (not a tollgate key at all; no store lookup),
- * invalid_api_key (well-formed but unknown or wrong secret), revoked_api_key.
+ * invalid_api_key (well-formed but unknown or wrong secret), revoked_api_key, api_key_expired.
+ * Expiry and rotation grace are judged from the record itself (cached, or stale while Redis is
+ * down): no store round trip of their own.
  */
 export function authenticate(keys: KeyCache, blockedSeconds: (ctx: RequestContext) => number = () => 0): Policy {
   return (ctx) => {
@@ -44,14 +47,28 @@ export function authenticate(keys: KeyCache, blockedSeconds: (ctx: RequestContex
 function judge(ctx: RequestContext, token: string, lookup: KeyLookup, blockedSeconds: (ctx: RequestContext) => number): Decision {
   if ('unavailable' in lookup) return reject('key_store_unavailable', undefined, { 'retry-after': 1 });
   const record = lookup.found;
-  if (record && record.status !== 'revoked' && sameHash(hashApiKey(token), record.hash)) {
+  const matches = record !== undefined && record !== null && secretMatches(record, hashApiKey(token));
+  const expired = matches && record.expiresAt !== undefined && Date.now() >= Date.parse(record.expiresAt);
+  if (matches && record.status !== 'revoked' && !expired) {
     ctx.consumer = record;
     return CONTINUE;
   }
   const seconds = blockedSeconds(ctx);
   if (seconds > 0) return reject('too_many_unauthenticated_requests', undefined, { 'retry-after': seconds });
-  if (!record || !sameHash(hashApiKey(token), record.hash)) return reject('invalid_api_key', undefined, INVALID_TOKEN);
-  return reject('revoked_api_key', undefined, INVALID_TOKEN);
+  if (!matches) return reject('invalid_api_key', undefined, INVALID_TOKEN);
+  if (record.status === 'revoked') return reject('revoked_api_key', undefined, INVALID_TOKEN);
+  return reject('api_key_expired', `The API key expired at ${record.expiresAt}.`, INVALID_TOKEN);
+}
+
+/** The current secret, or the replaced one until its rotation grace ends (src/keys/lifecycle/rotate-key.ts). */
+function secretMatches(record: KeyRecord, hash: string): boolean {
+  if (sameHash(hash, record.hash)) return true;
+  return (
+    record.previousHash !== undefined &&
+    record.graceEndsAt !== undefined &&
+    Date.now() < Date.parse(record.graceEndsAt) &&
+    sameHash(hash, record.previousHash)
+  );
 }
 
 /** Node keeps only the first Authorization header; the raw list shows whether more were sent. */

@@ -1,4 +1,4 @@
-import type { KeyPatch, KeyRecord } from '../../keys/record.js';
+import type { KeyChange, KeyPatch, KeyRecord } from '../../keys/record.js';
 import type { KeyStore } from '../key-store.js';
 
 /** The embedded store: one process, nothing persisted. Used when no Redis is configured. */
@@ -20,13 +20,28 @@ export class MemoryKeyStore implements KeyStore {
     return [...this.records.values()].map((r) => ({ ...r }));
   }
 
-  async update(id: string, patch: KeyPatch): Promise<KeyRecord | null> {
-    const record = this.records.get(id);
-    if (!record) return null;
-    const updated = withPatch(record, patch);
-    this.records.set(id, updated);
+  async ids(): Promise<string[]> {
+    return [...this.records.keys()];
+  }
+
+  async update(id: string, patch: KeyPatch): Promise<KeyChange | null> {
+    return this.change(id, (record) => withPatch(record, patch));
+  }
+
+  async rotate(id: string, hash: string, graceEndsAt?: string): Promise<KeyChange | null> {
+    return this.change(id, (record) => {
+      const { previousHash: _previousHash, graceEndsAt: _graceEndsAt, ...rest } = record;
+      return graceEndsAt ? { ...rest, hash, previousHash: record.hash, graceEndsAt } : { ...rest, hash };
+    });
+  }
+
+  private async change(id: string, apply: (record: KeyRecord) => KeyRecord): Promise<KeyChange | null> {
+    const before = this.records.get(id);
+    if (!before) return null;
+    const after = apply(before);
+    this.records.set(id, after);
     await this.announce(id);
-    return { ...updated };
+    return { before: { ...before }, after: { ...after } };
   }
 
   async announce(id: string): Promise<void> {
@@ -40,10 +55,10 @@ export class MemoryKeyStore implements KeyStore {
   async close(): Promise<void> {}
 }
 
-/** Patch semantics shared by both stores: an undefined quota field removes the override. */
+/** Patch semantics shared by both stores: an undefined optional field removes it. */
 export function withPatch(record: KeyRecord, patch: KeyPatch): KeyRecord {
   const updated: KeyRecord = { ...record, ...patch };
-  for (const field of ['perMinute', 'perDay'] as const) {
+  for (const field of ['perMinute', 'perDay', 'expiresAt'] as const) {
     if (field in patch && patch[field] === undefined) delete updated[field];
   }
   return updated;

@@ -1,19 +1,36 @@
 import { onSubscriptionGap, subscriberFor, type RedisClient } from './connect.js';
-import type { KeyPatch, KeyRecord } from '../../keys/record.js';
+import type { KeyChange, KeyPatch, KeyRecord } from '../../keys/record.js';
 import type { KeyStore } from '../key-store.js';
 import { INVALIDATION_CHANNEL, KEY_INDEX, keyRecordKey } from './redis-keys.js';
 
 // Updates only an existing record (a patch must never resurrect a deleted key as a partial hash).
-// ARGV: field/value pairs to set, then "--", then fields to delete.
+// ARGV: field/value pairs to set, then "--", then fields to delete. Returns the record before and
+// after, read in the same atomic step, so the audit's before/after cannot race another change.
 const UPDATE_SCRIPT = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+local before = redis.call('HGETALL', KEYS[1])
 local i = 1
 while ARGV[i] ~= '--' do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
   i = i + 2
 end
 for j = i + 1, #ARGV do redis.call('HDEL', KEYS[1], ARGV[j]) end
-return redis.call('HGETALL', KEYS[1])
+return {before, redis.call('HGETALL', KEYS[1])}
+`;
+
+// Replaces the hash; the replaced one becomes previousHash until ARGV[2] (or is dropped when
+// ARGV[2] is ""). Atomic, so two concurrent rotations cannot both keep the same old hash.
+const ROTATE_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+local before = redis.call('HGETALL', KEYS[1])
+local old = redis.call('HGET', KEYS[1], 'hash')
+redis.call('HSET', KEYS[1], 'hash', ARGV[1])
+if ARGV[2] == '' then
+  redis.call('HDEL', KEYS[1], 'previousHash', 'graceEndsAt')
+else
+  redis.call('HSET', KEYS[1], 'previousHash', old, 'graceEndsAt', ARGV[2])
+end
+return {before, redis.call('HGETALL', KEYS[1])}
 `;
 
 /** Key records in Redis hashes; changes are published so every replica drops its cached copy. */
@@ -23,6 +40,7 @@ export class RedisKeyStore implements KeyStore {
 
   constructor(private readonly redis: RedisClient) {
     redis.defineCommand('tgUpdateKey', { numberOfKeys: 1, lua: UPDATE_SCRIPT });
+    redis.defineCommand('tgRotateKey', { numberOfKeys: 1, lua: ROTATE_SCRIPT });
   }
 
   async create(record: KeyRecord): Promise<void> {
@@ -43,19 +61,34 @@ export class RedisKeyStore implements KeyStore {
     return records.filter((r): r is KeyRecord => r !== null).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
   }
 
-  async update(id: string, patch: KeyPatch): Promise<KeyRecord | null> {
+  async ids(): Promise<string[]> {
+    return this.redis.smembers(KEY_INDEX);
+  }
+
+  async update(id: string, patch: KeyPatch): Promise<KeyChange | null> {
     const set: string[] = [];
     const remove: string[] = [];
     for (const [field, value] of Object.entries(patch)) {
       if (value === undefined) remove.push(field);
       else set.push(field, String(value));
     }
-    const reply = (await (this.redis as unknown as RedisWithScripts).tgUpdateKey(keyRecordKey(id), ...set, '--', ...remove)) as
-      | string[]
-      | null;
+    return this.changed(id, await this.scripts().tgUpdateKey(keyRecordKey(id), ...set, '--', ...remove));
+  }
+
+  async rotate(id: string, hash: string, graceEndsAt?: string): Promise<KeyChange | null> {
+    return this.changed(id, await this.scripts().tgRotateKey(keyRecordKey(id), hash, graceEndsAt ?? ''));
+  }
+
+  private scripts(): RedisWithScripts {
+    return this.redis as unknown as RedisWithScripts;
+  }
+
+  private async changed(id: string, reply: [string[], string[]] | null): Promise<KeyChange | null> {
     if (!reply) return null;
     await this.announce(id);
-    return fromFields(pairsToObject(reply));
+    const before = fromFields(pairsToObject(reply[0]));
+    const after = fromFields(pairsToObject(reply[1]));
+    return before && after ? { before, after } : null;
   }
 
   async announce(id: string): Promise<void> {
@@ -86,8 +119,12 @@ export class RedisKeyStore implements KeyStore {
 }
 
 interface RedisWithScripts {
-  tgUpdateKey(key: string, ...args: string[]): Promise<unknown>;
+  tgUpdateKey(key: string, ...args: string[]): Promise<[string[], string[]] | null>;
+  tgRotateKey(key: string, hash: string, graceEndsAt: string): Promise<[string[], string[]] | null>;
 }
+
+/** Optional fields, stored only when set. */
+const OPTIONAL_TEXT = ['expiresAt', 'previousHash', 'graceEndsAt'] as const;
 
 function toFields(record: KeyRecord): Record<string, string> {
   const fields: Record<string, string> = {
@@ -100,6 +137,7 @@ function toFields(record: KeyRecord): Record<string, string> {
   };
   if (record.perMinute !== undefined) fields.perMinute = String(record.perMinute);
   if (record.perDay !== undefined) fields.perDay = String(record.perDay);
+  for (const field of OPTIONAL_TEXT) if (record[field] !== undefined) fields[field] = record[field];
   return fields;
 }
 
@@ -115,6 +153,7 @@ function fromFields(fields: Record<string, string>): KeyRecord | null {
   };
   if (fields.perMinute !== undefined) record.perMinute = Number(fields.perMinute);
   if (fields.perDay !== undefined) record.perDay = Number(fields.perDay);
+  for (const field of OPTIONAL_TEXT) if (fields[field] !== undefined) record[field] = fields[field];
   return record;
 }
 

@@ -3,6 +3,8 @@
 
 export const INVALIDATION_CHANNEL = 'tg:invalidate';
 export const KEY_INDEX = 'tg:keys';
+/** The admin audit (a stream); one key, so it lives in one Cluster slot. */
+export const AUDIT_STREAM = 'tg:audit';
 
 export const keyRecordKey = (id: string) => `tg:key:{${id}}`;
 export const quotaKey = (id: string) => `tg:quota:{${id}}`;

@@ -1,0 +1,31 @@
+import type { Caller, LifecycleDeps } from '../keys/lifecycle/deps.js';
+import type { PlansConfig } from '../config/plans-schema.js';
+
+/** What a route handler gets: path parameters, the query, the body on demand, and who is calling. */
+export interface AdminRequest {
+  params: Record<string, string>;
+  query: Record<string, string>;
+  /** The JSON body (refusals thrown as LifecycleError: 400, 413, 415). */
+  body(): Promise<unknown>;
+  caller: Caller;
+}
+
+export interface AdminReply {
+  status: number;
+  body: unknown;
+  headers?: Record<string, string>;
+}
+
+export interface AdminRoute {
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  /** Below /admin/v1, with `{name}` for one path segment, e.g. /keys/{id}/rotate. */
+  path: string;
+  handle(request: AdminRequest): Promise<AdminReply>;
+}
+
+/** What the routes work on. */
+export interface AdminDeps {
+  lifecycle: LifecycleDeps;
+  /** The plans in force on this replica, and when they were loaded. */
+  plans(): { config: PlansConfig; loadedAt: string };
+}

@@ -1,0 +1,42 @@
+import type { AuditPage } from '../store/audit-log.js';
+import type { PublicKeyRecord } from '../keys/record.js';
+
+// Human output of `tollgate keys …` (with --json the records are printed as they are).
+
+function quotaText(record: PublicKeyRecord): string {
+  return record.perMinute !== undefined ? `${record.perMinute}/min, ${record.perDay}/day (own quota)` : 'from plan';
+}
+
+export function describeKey(record: PublicKeyRecord): string {
+  const lines = [
+    `id:       ${record.id}`,
+    `name:     ${record.name || '-'}`,
+    `plan:     ${record.plan}`,
+    `quota:    ${quotaText(record)}`,
+    `status:   ${record.status}`,
+    `created:  ${record.createdAt}`,
+    `expires:  ${record.expiresAt ?? 'never'}`,
+  ];
+  if (record.graceEndsAt) lines.push(`previous secret valid until: ${record.graceEndsAt}`);
+  return lines.join('\n');
+}
+
+export function keyTable(records: PublicKeyRecord[]): string {
+  const rows = [['ID', 'NAME', 'PLAN', 'STATUS', 'QUOTA', 'CREATED', 'EXPIRES']];
+  for (const r of records) rows.push([r.id, r.name || '-', r.plan, r.status, quotaText(r), r.createdAt, r.expiresAt ?? '-']);
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
+  return rows.map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+}
+
+export function describeAudit(page: AuditPage): string {
+  if (page.entries.length === 0) return 'no audit entries';
+  const lines: string[] = [];
+  for (const entry of page.entries) {
+    lines.push(`${entry.at}  ${entry.actor}  ${entry.action}  ${entry.keyId}`);
+    for (const [field, change] of Object.entries(entry.changes)) {
+      lines.push(`    ${field}: ${JSON.stringify(change.before)} → ${JSON.stringify(change.after)}`);
+    }
+  }
+  if (page.next) lines.push(`(older entries: --cursor ${page.next})`);
+  return lines.join('\n');
+}

@@ -1,0 +1,51 @@
+import type { Quota } from '../../config/plans-schema.js';
+import { quotaFor } from '../../quota/quota-for.js';
+import type { QuotaOutcome } from '../../quota/quota-state.js';
+import { windowsOf } from '../../quota/rate-limit-headers.js';
+import type { KeyRecord } from '../record.js';
+import type { LifecycleDeps } from './deps.js';
+import { findKey } from './find-key.js';
+import { LifecycleError } from './lifecycle-error.js';
+
+export interface UsageReport {
+  id: string;
+  plan: string;
+  minute: WindowUsage;
+  day: WindowUsage;
+  /** ISO time the ban ends, or null. */
+  bannedUntil: string | null;
+  /** ISO time the key expires, or null. */
+  expiresAt: string | null;
+}
+
+export interface WindowUsage {
+  used: number;
+  limit: number;
+  remaining: number;
+  resetAt: string;
+}
+
+/** Both windows of a key without consuming anything (admin API, CLI and the key's own GET /v1/usage). */
+export async function keyUsage(deps: LifecycleDeps, id: string): Promise<UsageReport> {
+  const record = await findKey(deps, id);
+  const quota = quotaFor(record, deps.plans());
+  if (!quota) throw new LifecycleError('plan_not_configured', `key ${id} has plan "${record.plan}", which plans.yaml does not define`);
+  return usageReport(record, quota, await deps.quotas.usage(id));
+}
+
+export function usageReport(record: KeyRecord, quota: Quota, outcome: QuotaOutcome): UsageReport {
+  const windows = windowsOf(quota, outcome);
+  const of = (name: 'minute' | 'day'): WindowUsage => {
+    const w = windows.find((x) => x.name === name)!;
+    const used = name === 'minute' ? outcome.minuteCount : outcome.dayCount;
+    return { used, limit: w.limit, remaining: w.remaining, resetAt: new Date(w.resetAtMs).toISOString() };
+  };
+  return {
+    id: record.id,
+    plan: record.plan,
+    minute: of('minute'),
+    day: of('day'),
+    bannedUntil: outcome.verdict === 'banned' ? new Date(outcome.bannedUntilMs).toISOString() : null,
+    expiresAt: record.expiresAt ?? null,
+  };
+}

@@ -1,0 +1,78 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { admin, ADMIN_TOKENS, OPS_TOKEN } from '../helpers/admin-client.js';
+import { EchoUpstream } from '../helpers/echo-upstream.js';
+import { runCli, TollgateProcess } from '../helpers/processes.js';
+import { bearer, startGateway, type GatewayHandle } from '../helpers/stack.js';
+
+// The admin listener with and without admin tokens, on the embedded store (no Redis): absent
+// (404) without tokens while health and metrics keep working; a bad token list stops the start.
+
+let upstream: EchoUpstream;
+const started: GatewayHandle[] = [];
+
+beforeAll(async () => {
+  upstream = await new EchoUpstream().start();
+});
+
+afterAll(async () => {
+  await Promise.all(started.map((g) => g.process.stop()));
+  await upstream?.stop();
+});
+
+async function gateway(env: Record<string, string>): Promise<GatewayHandle> {
+  const handle = await startGateway({ UPSTREAM_URL: upstream.url, ...env });
+  started.push(handle);
+  return handle;
+}
+
+describe('without TOLLGATE_ADMIN_TOKENS', () => {
+  it('answers 404 on every admin path, even with a token, while /healthz, /readyz and /metrics work', async () => {
+    const g = await gateway({});
+    for (const [method, path] of [['GET', '/keys'], ['POST', '/keys'], ['GET', '/openapi.json'], ['GET', '/audit']] as const) {
+      const answer = await admin(g.adminUrl, method, path, { token: OPS_TOKEN, ...(method === 'POST' ? { body: { plan: 'free' } } : {}) });
+      expect(answer.status, `${method} ${path}`).toBe(404);
+      expect(answer.body).toMatchObject({ code: 'not_found', status: 404 });
+    }
+    expect((await fetch(`${g.adminUrl}/healthz`)).status).toBe(200);
+    expect((await fetch(`${g.adminUrl}/readyz`)).status).toBe(200);
+    const metrics = await fetch(`${g.adminUrl}/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(await metrics.text()).toContain('tollgate_requests_total');
+  });
+});
+
+describe('with TOLLGATE_ADMIN_TOKENS on the embedded store', () => {
+  it('issues a key the gateway accepts and audits it in memory', async () => {
+    const g = await gateway({ TOLLGATE_ADMIN_TOKENS: ADMIN_TOKENS });
+    const created = await admin(g.adminUrl, 'POST', '/keys', { body: { plan: 'pro', name: 'embedded' } });
+    expect(created.status).toBe(201);
+    expect((await fetch(`${g.url}/v1/categories`, { headers: bearer(created.body.key) })).status).toBe(200);
+    const audit = await admin(g.adminUrl, 'GET', '/audit');
+    expect(audit.body.entries).toMatchObject([{ actor: 'ops', action: 'key.create', keyId: created.body.id }]);
+    expect((await fetch(`${g.adminUrl}/healthz`)).status).toBe(200);
+  });
+});
+
+describe('a bad TOLLGATE_ADMIN_TOKENS', () => {
+  it.each([
+    ['a short token', 'ops:short-but-secret-value'],
+    ['no label', 'abcdefghijklmnopqrstuvwxyz0123456789ABCD'],
+  ])('stops the gateway at start (%s), naming the variable but not the token', async (_name, value) => {
+    const process = TollgateProcess.spawn(['gateway'], { GATEWAY_PORT: '0', ADMIN_PORT: '0', UPSTREAM_URL: upstream.url, TOLLGATE_ADMIN_TOKENS: value });
+    expect(await process.wait()).not.toBe(0);
+    const output = process.output();
+    expect(output).toContain('TOLLGATE_ADMIN_TOKENS');
+    expect(output).not.toContain(value.split(':').pop()!);
+  });
+});
+
+describe('tollgate check-config', () => {
+  it('checks TOLLGATE_ADMIN_TOKENS too, without printing the token', async () => {
+    const bad = await runCli(['check-config'], { TOLLGATE_ADMIN_TOKENS: 'ops:too-short-secret' });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/TOLLGATE_ADMIN_TOKENS: entry 1 \(ops\): the token must be at least 32 bytes/);
+    expect(bad.stderr).not.toContain('too-short-secret');
+    const good = await runCli(['check-config'], { TOLLGATE_ADMIN_TOKENS: ADMIN_TOKENS });
+    expect(good.code, good.stderr).toBe(0);
+  });
+});
