@@ -34,17 +34,31 @@ export function withoutClientHeaders(headers: IncomingHttpHeaders): IncomingHttp
   const clean: IncomingHttpHeaders = {};
   for (const name in headers) {
     if (
-      name === 'authorization' ||
-      HOP_BY_HOP.has(name) ||
-      SET_BY_GATEWAY.has(name) ||
-      // identity headers only the gateway may set: a client sending them is impersonating
-      name.startsWith('x-tollgate-') ||
-      name.startsWith('x-consumer-') ||
-      (connectionListed?.includes(name) && !NEVER_CONNECTION_LISTED.has(name))
+      clientMayNotSend(name) ||
+      (connectionListed?.includes(name) && !NEVER_CONNECTION_LISTED.has(name)) ||
+      // CGI-style upstreams (PHP-FPM, WSGI, Rack) read `_` as `-` (both are HTTP_X_FORWARDED_FOR):
+      // an underscore spelling of a name the gateway owns would pass for the gateway's own field.
+      (name.includes('_') && ownedByGateway(name.replace(/_/g, '-')))
     ) {
       continue;
     }
     clean[name] = headers[name];
   }
   return clean;
+}
+
+function clientMayNotSend(name: string): boolean {
+  return (
+    name === 'authorization' ||
+    HOP_BY_HOP.has(name) ||
+    SET_BY_GATEWAY.has(name) ||
+    // identity headers only the gateway may set: a client sending them is impersonating
+    name.startsWith('x-tollgate-') ||
+    name.startsWith('x-consumer-')
+  );
+}
+
+/** Every name the gateway removes or writes itself (Host, the request id, X-Forwarded-* included). */
+function ownedByGateway(name: string): boolean {
+  return clientMayNotSend(name) || name === 'host' || name === 'x-request-id' || name.startsWith('x-forwarded-');
 }

@@ -24,3 +24,29 @@ describe('pipelined requests, then a malformed one that makes the gateway drop t
     for (const request of stack.upstream.requests) expect(stack.upstream.header(request, 'x-forwarded-for')).toEqual(['127.0.0.1']);
   });
 });
+
+describe('gateway-owned header names spelled with underscores', () => {
+  // CGI-style servers (PHP-FPM, WSGI, Rack, …) map `-` and `_` to the same variable (HTTP_X_FORWARDED_FOR):
+  // a client's `X_Forwarded_For` there is indistinguishable from the gateway's `X-Forwarded-For`.
+  it.each([
+    'X_Forwarded_For: 6.6.6.6',
+    'X_Forwarded_Host: evil.test',
+    'X_Tollgate_Consumer_Id: someone-else',
+    'X_Tollgate_Plan: enterprise',
+    'X_Tollgate_Assertion: forged',
+    'X_Request_Id: forged-request-id',
+    'Transfer_Encoding: chunked',
+    'Content_Length: 5',
+    'X-Forwarded_Proto: https',
+  ])('%s never reaches the upstream', async (field) => {
+    const result = await stack.send([`GET /v1/categories HTTP/1.1\r\n${stack.auth}${field}\r\n\r\n`]);
+    expect(result.responses[0]?.status).toBe(200);
+    const names = stack.upstream.requests[0]!.headers.map(([name]) => name);
+    expect(names.filter((name) => name.includes('_'))).toEqual([]);
+  });
+
+  it('an ordinary header with an underscore still passes', async () => {
+    await stack.send([`GET /v1/categories HTTP/1.1\r\n${stack.auth}X_Api_Version: 2\r\n\r\n`]);
+    expect(stack.upstream.header(stack.upstream.requests[0]!, 'x_api_version')).toEqual(['2']);
+  });
+});
