@@ -21,6 +21,13 @@ const NEVER_CONNECTION_LISTED = new Set(['host', 'content-length', 'transfer-enc
  */
 const SET_BY_GATEWAY = new Set(['content-length', 'transfer-encoding', 'forwarded']);
 
+/**
+ * Fields some upstream frameworks take the request target or method from instead of the request
+ * line (Symfony/Laminas/IIS URL Rewrite: X-Original-URL, X-Rewrite-URL; method-override
+ * middleware): the route rules judged the request line, so the upstream must route by it too.
+ */
+const ROUTING_OVERRIDES = new Set(['x-original-url', 'x-rewrite-url', 'x-http-method-override', 'x-http-method', 'x-method-override']);
+
 export { CONSUMER_ID_HEADER, CONSUMER_PLAN_HEADER } from '../identity/assertion.js';
 
 /**
@@ -52,6 +59,7 @@ function clientMayNotSend(name: string): boolean {
     name === 'authorization' ||
     HOP_BY_HOP.has(name) ||
     SET_BY_GATEWAY.has(name) ||
+    ROUTING_OVERRIDES.has(name) ||
     // identity headers only the gateway may set: a client sending them is impersonating
     name.startsWith('x-tollgate-') ||
     name.startsWith('x-consumer-')

@@ -50,3 +50,17 @@ describe('gateway-owned header names spelled with underscores', () => {
     expect(stack.upstream.header(stack.upstream.requests[0]!, 'x_api_version')).toEqual(['2']);
   });
 });
+
+describe('headers that make upstream frameworks route another path or method than the policies saw', () => {
+  // Symfony/Laminas/IIS URL Rewrite take the path from X-Original-URL / X-Rewrite-URL; Express's
+  // method-override, Rails, Spring's HiddenHttpMethodFilter-likes take the method from these.
+  it.each(['X-Original-URL: /v1/pets/42', 'X-Rewrite-URL: /v1/pets/42', 'X-HTTP-Method-Override: DELETE', 'X-HTTP-Method: DELETE', 'X-Method-Override: DELETE'])(
+    '%s is not forwarded',
+    async (field) => {
+      const result = await stack.send([`POST /v1/categories HTTP/1.1\r\n${stack.auth}${field}\r\nContent-Length: 2\r\n\r\n{}`]);
+      expect(result.responses[0]?.status).toBe(200);
+      const name = field.slice(0, field.indexOf(':')).toLowerCase();
+      expect(stack.upstream.header(stack.upstream.requests[0]!, name)).toEqual([]);
+    },
+  );
+});
