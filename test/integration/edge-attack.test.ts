@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { EdgeStack } from '../helpers/edge-stack.js';
+import { headerOf } from '../helpers/raw-client.js';
 
 // A second pair of eyes on the edge (after issue 11): attacks that got through, one test each,
 // named after the attack. Same rig as the other edge tests: a real gateway process in front of a
@@ -63,4 +64,13 @@ describe('headers that make upstream frameworks route another path or method tha
       expect(stack.upstream.header(stack.upstream.requests[0]!, name)).toEqual([]);
     },
   );
+});
+
+describe('route rules against upstreams that route case-insensitively (Express, ASP.NET Core, IIS)', () => {
+  it.each(['/V1/PETS/42', '/v1/Pets/42', '/V1/pets/42/'])('%s carries the deprecation headers of GET /v1/pets/{petId}', async (target) => {
+    const result = await stack.send([`GET ${target} HTTP/1.1\r\n${stack.auth}\r\n`]);
+    expect(result.responses[0]?.status).toBe(200);
+    expect(headerOf(result.responses[0], 'deprecation')).toMatch(/^@\d+$/);
+    expect(stack.targets()).toEqual([`GET ${target}`]);
+  });
 });
