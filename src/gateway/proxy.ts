@@ -53,8 +53,10 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
 
   function forward(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan): void {
     // The client left while the policy chain ran: its close event is past, so nothing below would
-    // ever tear the upstream request down. Send none.
-    if (res.destroyed) return;
+    // ever tear the upstream request down. Send none. A pipelined request queued behind another
+    // has a response not yet bound to the socket (never destroyed with it): its request and
+    // socket tell (else it went out for a gone client, with an empty X-Forwarded-For).
+    if (res.destroyed || req.destroyed || req.socket.destroyed) return;
     const headers = req.headers;
     const host = plan.host || target.host;
     Object.assign(headers, forwardedValues(req, trustedProxyHops, host));

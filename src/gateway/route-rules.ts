@@ -66,10 +66,11 @@ export function compileDeprecation(rule: DeprecationRule): CompiledDeprecation {
 }
 
 /**
- * `/v1/pets/{petId}` → /^\/v1\/pets\/[^/]+\/?$/. A parameter matches one non-empty segment; literal
- * segments match exactly (case-sensitive, as paths are). The query string is not part of it. One
- * trailing slash is allowed: many upstreams serve `/v1/pets/42/` as `/v1/pets/42`, and a rule the
- * upstream's reading escapes would be a rule in name only (docs/security.md).
+ * `/v1/pets/{petId}` → /^\/v1\/pets\/[^/]+\/?$/i. A parameter matches one non-empty segment; literal
+ * segments match whatever their case. The query string is not part of it. Both for the same
+ * reason: a rule the upstream's reading escapes would be a rule in name only (docs/security.md).
+ * Many upstreams serve `/v1/pets/42/` as `/v1/pets/42`, so one trailing slash is allowed; many
+ * route case-insensitively (Express and ASP.NET Core by default, IIS), so `/V1/PETS/42` matches too.
  */
 export function patternToRegExp(pattern: string): RegExp {
   if (pattern === '/') return /^\/$/;
@@ -77,7 +78,7 @@ export function patternToRegExp(pattern: string): RegExp {
     .slice(1)
     .split('/')
     .map((segment) => (segment.startsWith('{') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
-  return new RegExp(`^/${parts.join('/')}/?$`);
+  return new RegExp(`^/${parts.join('/')}/?$`, 'i');
 }
 
 /** RFC 9745 §2.1: a Structured Field Date, `@` and integer Unix seconds. */

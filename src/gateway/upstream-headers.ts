@@ -21,6 +21,13 @@ const NEVER_CONNECTION_LISTED = new Set(['host', 'content-length', 'transfer-enc
  */
 const SET_BY_GATEWAY = new Set(['content-length', 'transfer-encoding', 'forwarded']);
 
+/**
+ * Fields some upstream frameworks take the request target or method from instead of the request
+ * line (Symfony/Laminas/IIS URL Rewrite: X-Original-URL, X-Rewrite-URL; method-override
+ * middleware): the route rules judged the request line, so the upstream must route by it too.
+ */
+const ROUTING_OVERRIDES = new Set(['x-original-url', 'x-rewrite-url', 'x-http-method-override', 'x-http-method', 'x-method-override']);
+
 export { CONSUMER_ID_HEADER, CONSUMER_PLAN_HEADER } from '../identity/assertion.js';
 
 /**
@@ -34,17 +41,32 @@ export function withoutClientHeaders(headers: IncomingHttpHeaders): IncomingHttp
   const clean: IncomingHttpHeaders = {};
   for (const name in headers) {
     if (
-      name === 'authorization' ||
-      HOP_BY_HOP.has(name) ||
-      SET_BY_GATEWAY.has(name) ||
-      // identity headers only the gateway may set: a client sending them is impersonating
-      name.startsWith('x-tollgate-') ||
-      name.startsWith('x-consumer-') ||
-      (connectionListed?.includes(name) && !NEVER_CONNECTION_LISTED.has(name))
+      clientMayNotSend(name) ||
+      (connectionListed?.includes(name) && !NEVER_CONNECTION_LISTED.has(name)) ||
+      // CGI-style upstreams (PHP-FPM, WSGI, Rack) read `_` as `-` (both are HTTP_X_FORWARDED_FOR):
+      // an underscore spelling of a name the gateway owns would pass for the gateway's own field.
+      (name.includes('_') && ownedByGateway(name.replace(/_/g, '-')))
     ) {
       continue;
     }
     clean[name] = headers[name];
   }
   return clean;
+}
+
+function clientMayNotSend(name: string): boolean {
+  return (
+    name === 'authorization' ||
+    HOP_BY_HOP.has(name) ||
+    SET_BY_GATEWAY.has(name) ||
+    ROUTING_OVERRIDES.has(name) ||
+    // identity headers only the gateway may set: a client sending them is impersonating
+    name.startsWith('x-tollgate-') ||
+    name.startsWith('x-consumer-')
+  );
+}
+
+/** Every name the gateway removes or writes itself (Host, the request id, X-Forwarded-* included). */
+function ownedByGateway(name: string): boolean {
+  return clientMayNotSend(name) || name === 'host' || name === 'x-request-id' || name.startsWith('x-forwarded-');
 }

@@ -25,7 +25,7 @@ function fakeCtx(method: string, url: string) {
 }
 
 describe('path patterns', () => {
-  it('match one whole segment per {param}, and literal segments exactly', () => {
+  it('match one whole segment per {param}, and literal segments whatever their case', () => {
     const re = patternToRegExp('/v1/pets/{petId}');
     expect(re.test('/v1/pets/42')).toBe(true);
     expect(re.test('/v1/pets/abc')).toBe(true);
@@ -35,7 +35,8 @@ describe('path patterns', () => {
     // Many upstreams route `/x/` as `/x`: a trailing slash must not slip past a rule.
     expect(re.test('/v1/pets/42/')).toBe(true);
     expect(re.test('/v1/pets//')).toBe(false);
-    expect(re.test('/V1/pets/42')).toBe(false);
+    // Many upstreams route case-insensitively (Express, ASP.NET Core): `/V1/PETS/42` must not slip past either.
+    expect(re.test('/V1/PETS/42')).toBe(true);
     expect(re.test('/v2/pets/42')).toBe(false);
     expect(re.test('/x/v1/pets/42')).toBe(false);
   });
