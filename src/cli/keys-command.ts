@@ -14,12 +14,15 @@ import { describeUsage, usageReport } from './usage-report.js';
 
 export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)
 
-  create --plan P [--name N] [--per-minute X --per-day Y]   create a key; prints the secret once
+  create --plan P [--name N] [--per-minute X --per-day Y] [--shadow]
+                                                            create a key; prints the secret once
   list                                                      all keys
   show ID                                                   one key
   revoke ID                                                 stop a key at once, on every replica
   set-plan ID PLAN                                          move a key to another plan
-  set-quota ID --per-minute X --per-day Y | --clear         negotiated quotas that override the plan's
+  set-quota ID [--per-minute X --per-day Y] [--shadow] | --clear
+                                                            negotiated quotas that override the plan's;
+                                                            --shadow: refusals are only counted and logged
   unban ID                                                  lift a ban at once, on every replica
   usage ID                                                  both windows: used, limit, remaining, reset
 
@@ -42,6 +45,7 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
       'per-minute': { type: 'string' },
       'per-day': { type: 'string' },
       clear: { type: 'boolean' },
+      shadow: { type: 'boolean' },
       json: { type: 'boolean' },
     },
   });
@@ -104,6 +108,7 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
           status: 'active',
           createdAt: new Date().toISOString(),
           ...quota,
+          ...(values.shadow && { shadow: true }),
         };
         await store.create(record);
         await store.announce(id);
@@ -132,15 +137,15 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
       case 'set-quota': {
         const id = requireId(args[0]);
         if (values.clear) {
-          if (values['per-minute'] !== undefined || values['per-day'] !== undefined) {
-            throw new CliError('give either --clear or --per-minute and --per-day, not both');
+          if (values['per-minute'] !== undefined || values['per-day'] !== undefined || values.shadow) {
+            throw new CliError('give either --clear or --per-minute and --per-day (and/or --shadow), not both');
           }
-          return show(await update(id, { perMinute: undefined, perDay: undefined }));
+          return show(await update(id, { perMinute: undefined, perDay: undefined, shadow: undefined }));
         }
         const quota = parseQuotaOverride(values['per-minute'], values['per-day']);
-        if (quota === undefined) throw new CliError('give --per-minute and --per-day, or --clear');
+        if (quota === undefined && !values.shadow) throw new CliError('give --per-minute and --per-day, --shadow, or --clear');
         if (typeof quota === 'string') throw new CliError(quota);
-        return show(await update(id, quota));
+        return show(await update(id, { ...quota, ...(values.shadow && { shadow: true }) }));
       }
       case 'unban': {
         const id = requireId(args[0]);
@@ -169,7 +174,8 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
 }
 
 function quotaText(record: KeyRecord): string {
-  return record.perMinute !== undefined ? `${record.perMinute}/min, ${record.perDay}/day (own quota)` : 'from plan';
+  const windows = record.perMinute !== undefined ? `${record.perMinute}/min, ${record.perDay}/day (own quota)` : 'from plan';
+  return record.shadow ? `${windows}, shadow` : windows;
 }
 
 function describe(record: KeyRecord, extra: Record<string, unknown> = {}): string {

@@ -6,15 +6,26 @@ import { z } from 'zod';
 const count = (what: string) =>
   z.number({ error: `${what} must be a number` }).int(`${what} must be a whole number`).min(1, `${what} must be at least 1`);
 
-export const quotaSchema = z
-  .strictObject({
-    perMinute: count('perMinute').describe('requests admitted per UTC minute'),
-    perDay: count('perDay').describe('requests admitted per UTC day'),
-  })
-  .refine((q) => q.perDay >= q.perMinute, {
-    message: 'perDay cannot be lower than perMinute',
-    path: ['perDay'],
-  });
+const quotaFields = {
+  perMinute: count('perMinute').describe('units admitted per UTC minute'),
+  perDay: count('perDay').describe('units admitted per UTC day'),
+};
+
+const planFields = {
+  ...quotaFields,
+  shadow: z
+    .boolean({ error: 'shadow must be true or false' })
+    .optional()
+    .describe('decide and count as usual, but admit what would be refused (README, "Shadow plans")'),
+};
+
+const dayNotBelowMinute = { message: 'perDay cannot be lower than perMinute', path: ['perDay'] };
+
+/** A negotiated per-key quota (`keys set-quota`): the windows only. */
+export const quotaSchema = z.strictObject(quotaFields).refine((q) => q.perDay >= q.perMinute, dayNotBelowMinute);
+
+/** A plan: its windows and how they are enforced. */
+export const planSchema = z.strictObject(planFields).refine((q) => q.perDay >= q.perMinute, dayNotBelowMinute);
 
 export const PLAN_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
 
@@ -22,7 +33,7 @@ export const plansFileSchema = z.strictObject({
   plans: z
     .record(
       z.string().regex(PLAN_NAME, 'plan names are lowercase letters, digits, "-" or "_", starting with a letter'),
-      quotaSchema,
+      planSchema,
     )
     .refine((plans) => Object.keys(plans).length > 0, 'at least one plan is required'),
   ban: z.strictObject({
@@ -32,6 +43,6 @@ export const plansFileSchema = z.strictObject({
   }),
 });
 
-export type Quota = z.infer<typeof quotaSchema>;
+export type Quota = z.infer<typeof planSchema>;
 export type PlansConfig = z.infer<typeof plansFileSchema>;
 export type BanPolicy = PlansConfig['ban'];

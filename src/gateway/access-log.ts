@@ -26,6 +26,7 @@ export function observeWhenDone(ctx: RequestContext, logger: Logger, metrics: Me
         keyId: ctx.consumer?.id,
         plan: ctx.consumer?.plan,
         degraded: ctx.degraded || undefined,
+        shadowRefusal: ctx.shadowRefusal,
         aborted: aborted || undefined,
       },
       'request',

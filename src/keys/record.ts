@@ -10,9 +10,11 @@ export interface KeyRecord {
   /** Negotiated quotas that override the plan's (both set, or neither). */
   perMinute?: number;
   perDay?: number;
+  /** Shadow override: the key's limits are decided and counted, its refusals admitted (README, "Shadow plans"). */
+  shadow?: boolean;
 }
 
-export type KeyPatch = Partial<Pick<KeyRecord, 'plan' | 'status' | 'perMinute' | 'perDay' | 'name'>>;
+export type KeyPatch = Partial<Pick<KeyRecord, 'plan' | 'status' | 'perMinute' | 'perDay' | 'name' | 'shadow'>>;
 
 /** The record as shown to operators: everything but the hash. */
 export function publicView(record: KeyRecord): Omit<KeyRecord, 'hash'> {

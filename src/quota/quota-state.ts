@@ -31,6 +31,8 @@ export interface QuotaOutcome {
   nowMs: number;
   /** When banned: the end of the ban; else 0. */
   bannedUntilMs: number;
+  /** Units the request asked for (its route's cost; 1 for a usage read): what "fits" means. */
+  cost: number;
 }
 
 export const EMPTY_STATE: QuotaState = Object.freeze({
@@ -53,7 +55,7 @@ export function current(previous: QuotaState, nowMs: number): QuotaState {
   return state;
 }
 
-function outcomeOf(state: QuotaState, nowMs: number, verdict: Verdict): QuotaOutcome {
+function outcomeOf(state: QuotaState, nowMs: number, verdict: Verdict, cost: number): QuotaOutcome {
   return {
     verdict,
     minuteCount: state.minuteCount,
@@ -61,28 +63,40 @@ function outcomeOf(state: QuotaState, nowMs: number, verdict: Verdict): QuotaOut
     rejections: state.rejections,
     nowMs,
     bannedUntilMs: verdict === 'banned' ? state.bannedUntilMs : 0,
+    cost,
   };
 }
 
 /** Use without consuming: the verdict is `banned` or `allowed` (whether the next fits is the caller's sum). */
 export function peek(previous: QuotaState, nowMs: number): QuotaOutcome {
   const state = current(previous, nowMs);
-  return outcomeOf(state, nowMs, state.bannedUntilMs > nowMs ? 'banned' : 'allowed');
+  return outcomeOf(state, nowMs, state.bannedUntilMs > nowMs ? 'banned' : 'allowed', 1);
 }
 
 /**
- * One request. Both windows are checked, then both consumed, or neither (a refused request
- * consumes nothing). A refusal counts towards a ban: the `afterRejections`-th refusal within
- * `window` seconds of the first is answered `banned`, and the ban lasts `duration` seconds.
+ * One request of `cost` units (gateway.yaml `routes.costs`; 1 by default). Both windows are
+ * checked, then both consumed by `cost`, or neither (a refused request consumes nothing, however
+ * much of its cost would have fitted). A refusal counts towards a ban: the `afterRejections`-th
+ * refusal within `window` seconds of the first is answered `banned`, and the ban lasts `duration`
+ * seconds. A shadow quota (`shadow: true`) decides the same way but counts no refusal: the gateway
+ * admits its refusals, and a client never told 429 cannot be expected to back off (README,
+ * "Shadow plans").
  */
-export function decide(previous: QuotaState, nowMs: number, quota: Quota, ban: BanPolicy): { state: QuotaState; outcome: QuotaOutcome } {
+export function decide(
+  previous: QuotaState,
+  nowMs: number,
+  quota: Quota,
+  ban: BanPolicy,
+  cost = 1,
+): { state: QuotaState; outcome: QuotaOutcome } {
   const state = current(previous, nowMs);
-  if (state.bannedUntilMs > nowMs) return { state, outcome: outcomeOf(state, nowMs, 'banned') };
-  if (state.minuteCount + 1 <= quota.perMinute && state.dayCount + 1 <= quota.perDay) {
-    state.minuteCount += 1;
-    state.dayCount += 1;
-    return { state, outcome: outcomeOf(state, nowMs, 'allowed') };
+  if (state.bannedUntilMs > nowMs) return { state, outcome: outcomeOf(state, nowMs, 'banned', cost) };
+  if (state.minuteCount + cost <= quota.perMinute && state.dayCount + cost <= quota.perDay) {
+    state.minuteCount += cost;
+    state.dayCount += cost;
+    return { state, outcome: outcomeOf(state, nowMs, 'allowed', cost) };
   }
+  if (quota.shadow) return { state, outcome: outcomeOf(state, nowMs, 'limited', cost) };
   if (nowMs - state.rejectionsStartMs >= ban.window * 1000) {
     state.rejectionsStartMs = nowMs;
     state.rejections = 0;
@@ -92,9 +106,9 @@ export function decide(previous: QuotaState, nowMs: number, quota: Quota, ban: B
     state.bannedUntilMs = nowMs + ban.duration * 1000;
     state.rejections = 0;
     state.rejectionsStartMs = 0;
-    return { state, outcome: outcomeOf(state, nowMs, 'banned') };
+    return { state, outcome: outcomeOf(state, nowMs, 'banned', cost) };
   }
-  return { state, outcome: outcomeOf(state, nowMs, 'limited') };
+  return { state, outcome: outcomeOf(state, nowMs, 'limited', cost) };
 }
 
 /** An operator lifts the ban and forgives the counted refusals, banned or not. */

@@ -13,7 +13,9 @@ export interface WindowReport {
 /**
  * Both windows as of the outcome, the binding one first: the fewest remaining and, on a tie, the
  * one that resets later (the day when both end at midnight). When both are used up, a new minute
- * does not let a request through, the new day does: so the day is reported.
+ * does not let a request through, the new day does: so the day is reported. Counts are units
+ * (routes.costs): when neither window has room for another request of this one's cost, the one
+ * that resets later binds, whatever it has left, since only its reset lets that request through.
  */
 export function windowsOf(quota: Quota, outcome: QuotaOutcome): [WindowReport, WindowReport] {
   const minute: WindowReport = {
@@ -30,7 +32,9 @@ export function windowsOf(quota: Quota, outcome: QuotaOutcome): [WindowReport, W
     windowSeconds: DAY_MS / 1000,
     resetAtMs: windowEndMs(outcome.nowMs, DAY_MS),
   };
-  const minuteBinds = minute.remaining < day.remaining || (minute.remaining === day.remaining && minute.resetAtMs > day.resetAtMs);
+  const bothShort = minute.remaining < outcome.cost && day.remaining < outcome.cost;
+  const laterReset = minute.resetAtMs > day.resetAtMs;
+  const minuteBinds = bothShort ? laterReset : minute.remaining < day.remaining || (minute.remaining === day.remaining && laterReset);
   return minuteBinds ? [minute, day] : [day, minute];
 }
 

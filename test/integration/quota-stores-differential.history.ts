@@ -3,7 +3,8 @@ import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 
 /** One step of a history run on both quota stores by quota-stores-differential.test.ts. */
 export type Step =
-  | { kind: 'request' | 'usage' | 'unban'; key: number }
+  | { kind: 'request'; key: number; cost?: number }
+  | { kind: 'usage' | 'unban'; key: number }
   | { kind: 'advance'; ms: number }
   | { kind: 'toEdge'; window: 'minute' | 'day'; offsetMs: number }
   | { kind: 'reloadPlans'; quota: Quota; ban: BanPolicy }
@@ -11,8 +12,8 @@ export type Step =
 
 const key = fc.integer({ min: 0, max: 2 });
 const quota = fc
-  .record({ perMinute: fc.integer({ min: 1, max: 5 }), extraPerDay: fc.integer({ min: 0, max: 6 }) })
-  .map(({ perMinute, extraPerDay }): Quota => ({ perMinute, perDay: perMinute + extraPerDay }));
+  .record({ perMinute: fc.integer({ min: 1, max: 5 }), extraPerDay: fc.integer({ min: 0, max: 6 }), shadow: fc.boolean() })
+  .map(({ perMinute, extraPerDay, shadow }): Quota => ({ perMinute, perDay: perMinute + extraPerDay, ...(shadow && { shadow }) }));
 const ban = fc.record({
   afterRejections: fc.integer({ min: 1, max: 5 }),
   window: fc.integer({ min: 1, max: 120 }),
@@ -20,7 +21,12 @@ const ban = fc.record({
 });
 
 const step: fc.Arbitrary<Step> = fc.oneof(
-  { weight: 12, arbitrary: key.map((k) => ({ kind: 'request' as const, key: k })) },
+  { weight: 9, arbitrary: key.map((k) => ({ kind: 'request' as const, key: k })) },
+  // routes.costs: requests of several units, some larger than a whole window.
+  {
+    weight: 3,
+    arbitrary: fc.record({ key, cost: fc.integer({ min: 1, max: 7 }) }).map((r) => ({ kind: 'request' as const, ...r })),
+  },
   { weight: 2, arbitrary: key.map((k) => ({ kind: 'usage' as const, key: k })) },
   { weight: 1, arbitrary: key.map((k) => ({ kind: 'unban' as const, key: k })) },
   { weight: 4, arbitrary: fc.integer({ min: 0, max: 20_000 }).map((ms) => ({ kind: 'advance' as const, ms })) },

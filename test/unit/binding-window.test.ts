@@ -19,6 +19,7 @@ const outcome = (verdict: QuotaOutcome['verdict'], minuteCount: number, dayCount
   rejections: 0,
   nowMs: NOW_MS,
   bannedUntilMs,
+  cost: 1,
 });
 
 /** X-RateLimit-Reset, RateLimit's t and (on a refusal) Retry-After must name one moment. */

@@ -34,28 +34,33 @@ local function current(now)
   if s.ds ~= dayStart then s.ds = dayStart; s.dc = 0 end
   return s
 end
-local function reply(verdict, s, now)
+local function reply(verdict, s, now, cost)
   local bannedUntil = 0
   if verdict == 2 then bannedUntil = s.bu end
-  return { verdict, s.mc, s.dc, s.rc, now, bannedUntil }
+  return { verdict, s.mc, s.dc, s.rc, now, bannedUntil, cost }
 end
 `;
 
 // KEYS[1]  tg:quota:{id}
-// ARGV     perMinute, perDay, banAfterRejections, banWindowMs, banDurationMs, nowMs ('' = Redis TIME)
-// Reply    { verdict (0 allowed, 1 limited, 2 banned), minuteCount, dayCount, rejections, nowMs, bannedUntilMs }
+// ARGV     perMinute, perDay, banAfterRejections, banWindowMs, banDurationMs, cost, shadow (1 or 0),
+//          nowMs ('' = Redis TIME; always the last)
+// Reply    { verdict (0 allowed, 1 limited, 2 banned), minuteCount, dayCount, rejections, nowMs, bannedUntilMs, cost }
 export const QUOTA_SCRIPT = `${CLOCK}
-local now = clock(ARGV[6])
+local now = clock(ARGV[#ARGV])
 local perMinute, perDay = tonumber(ARGV[1]), tonumber(ARGV[2])
 local banAfter, banWindowMs, banDurationMs = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local cost, shadow = tonumber(ARGV[6]), ARGV[7] == '1'
 local s = current(now)
-if s.bu > now then return reply(2, s, now) end
+if s.bu > now then return reply(2, s, now, cost) end
 
 local verdict = 1
-if s.mc + 1 <= perMinute and s.dc + 1 <= perDay then
-  s.mc = s.mc + 1
-  s.dc = s.dc + 1
+if s.mc + cost <= perMinute and s.dc + cost <= perDay then
+  s.mc = s.mc + cost
+  s.dc = s.dc + cost
   verdict = 0
+elseif shadow then
+  -- a shadow refusal is admitted by the gateway, so it counts towards no ban
+  verdict = 1
 else
   if now - s.rs >= banWindowMs then s.rs = now; s.rc = 0 end
   s.rc = s.rc + 1
@@ -74,15 +79,15 @@ if s.rc > 0 then rejectionsEnd = s.rs + banWindowMs end
 local ex = math.max(s.ds + DAY_MS, rejectionsEnd, s.bu)
 redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', ex)
 redis.call('PEXPIRE', KEYS[1], ex - now + MINUTE_MS)
-return reply(verdict, s, now)
+return reply(verdict, s, now, cost)
 `;
 
 // peek(): use without consuming. ARGV nowMs as above. Reply as above, verdict 0 or 2.
 export const USAGE_SCRIPT = `${CLOCK}
 local now = clock(ARGV[1])
 local s = current(now)
-if s.bu > now then return reply(2, s, now) end
-return reply(0, s, now)
+if s.bu > now then return reply(2, s, now, 1) end
+return reply(0, s, now, 1)
 `;
 
 // lift(): ends a ban and forgets counted rejections. ARGV nowMs as above. Reply 1 if a ban was in force.

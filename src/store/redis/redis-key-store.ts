@@ -100,6 +100,7 @@ function toFields(record: KeyRecord): Record<string, string> {
   };
   if (record.perMinute !== undefined) fields.perMinute = String(record.perMinute);
   if (record.perDay !== undefined) fields.perDay = String(record.perDay);
+  if (record.shadow !== undefined) fields.shadow = String(record.shadow);
   return fields;
 }
 
@@ -115,6 +116,7 @@ function fromFields(fields: Record<string, string>): KeyRecord | null {
   };
   if (fields.perMinute !== undefined) record.perMinute = Number(fields.perMinute);
   if (fields.perDay !== undefined) record.perDay = Number(fields.perDay);
+  if (fields.shadow !== undefined) record.shadow = fields.shadow === 'true';
   return record;
 }
 

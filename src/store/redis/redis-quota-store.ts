@@ -31,7 +31,7 @@ export class RedisQuotaStore implements QuotaStore {
     this.commands = redis as unknown as QuotaCommands;
   }
 
-  async consume(keyId: string, quota: Quota, ban: BanPolicy): Promise<QuotaOutcome> {
+  async consume(keyId: string, quota: Quota, ban: BanPolicy, cost = 1): Promise<QuotaOutcome> {
     const reply = await this.commands.tgQuota(
       quotaKey(keyId),
       quota.perMinute,
@@ -39,6 +39,8 @@ export class RedisQuotaStore implements QuotaStore {
       ban.afterRejections,
       ban.window * 1000,
       ban.duration * 1000,
+      cost,
+      quota.shadow ? 1 : 0,
       this.nowArg(),
     );
     return toOutcome(reply);
@@ -58,6 +60,6 @@ export class RedisQuotaStore implements QuotaStore {
 }
 
 function toOutcome(reply: number[]): QuotaOutcome {
-  const [verdict, minuteCount, dayCount, rejections, nowMs, bannedUntilMs] = reply.map(Number) as [number, number, number, number, number, number];
-  return { verdict: VERDICTS[verdict] ?? 'limited', minuteCount, dayCount, rejections, nowMs, bannedUntilMs };
+  const [verdict, minuteCount, dayCount, rejections, nowMs, bannedUntilMs, cost] = reply.map(Number) as [number, number, number, number, number, number, number];
+  return { verdict: VERDICTS[verdict] ?? 'limited', minuteCount, dayCount, rejections, nowMs, bannedUntilMs, cost };
 }
