@@ -17,7 +17,15 @@ const planFields = {
     .boolean({ error: 'shadow must be true or false' })
     .optional()
     .describe('decide and count as usual, but admit what would be refused (README, "Shadow plans")'),
+  algorithm: z
+    .enum(['fixed', 'gcra'], { error: 'algorithm must be "fixed" (UTC windows) or "gcra" (smooth, with burst)' })
+    .optional()
+    .describe('fixed: counts per UTC minute and day; gcra: generic cell rate over any 60 s and 24 h span (src/quota/gcra.ts)'),
+  burst: count('burst').optional().describe('gcra only: units that may arrive at once (1..perMinute; default 1)'),
 };
+
+/** gcra's emission interval is whole microseconds: beyond this a minute's interval would round far up. */
+export const GCRA_MAX_PER_MINUTE = 1_000_000;
 
 const dayNotBelowMinute = { message: 'perDay cannot be lower than perMinute', path: ['perDay'] };
 
@@ -25,7 +33,21 @@ const dayNotBelowMinute = { message: 'perDay cannot be lower than perMinute', pa
 export const quotaSchema = z.strictObject(quotaFields).refine((q) => q.perDay >= q.perMinute, dayNotBelowMinute);
 
 /** A plan: its windows and how they are enforced. */
-export const planSchema = z.strictObject(planFields).refine((q) => q.perDay >= q.perMinute, dayNotBelowMinute);
+export const planSchema = z
+  .strictObject(planFields)
+  .refine((q) => q.perDay >= q.perMinute, dayNotBelowMinute)
+  .refine((q) => q.burst === undefined || q.algorithm === 'gcra', {
+    message: 'burst applies only to algorithm: gcra (fixed windows admit a whole window at once)',
+    path: ['burst'],
+  })
+  .refine((q) => q.burst === undefined || q.burst <= q.perMinute, {
+    message: 'burst cannot exceed perMinute (never more than perMinute in any 60 s span)',
+    path: ['burst'],
+  })
+  .refine((q) => q.algorithm !== 'gcra' || q.perMinute <= GCRA_MAX_PER_MINUTE, {
+    message: `perMinute of a gcra plan must be at most ${GCRA_MAX_PER_MINUTE} (its interval is whole microseconds)`,
+    path: ['perMinute'],
+  });
 
 export const PLAN_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
 

@@ -71,7 +71,7 @@ describe('memory store and Redis script, differentially', () => {
         const [memory, shared] = await replay(startMs, steps);
         expect(shared).toEqual(memory);
       }),
-      { numRuns: 300 },
+      { numRuns: Number(process.env.DIFF_RUNS ?? 300) },
     );
   });
 
