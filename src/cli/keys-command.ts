@@ -3,19 +3,21 @@ import { loadPlans } from '../config/load.js';
 import { configDirFrom, loadSettings } from '../config/settings.js';
 import { hashApiKey, KEY_ID_PATTERN, KEY_PREFIX, newApiKey, parseApiKey } from '../keys/format.js';
 import { parseQuotaOverride } from '../keys/quota-override.js';
-import { publicView, type KeyPatch, type KeyRecord } from '../keys/record.js';
+import { OWNER_PATTERN, publicView, type KeyPatch, type KeyRecord } from '../keys/record.js';
 import { connectRedis, whenReady } from '../store/redis/connect.js';
 import { describeRedis, topologyOf } from '../config/redis-target.js';
 import { RedisKeyStore } from '../store/redis/redis-key-store.js';
 import { quotaFor } from '../quota/quota-for.js';
+import { quotaSubject } from '../quota/quota-subject.js';
 import { RedisQuotaStore } from '../store/redis/redis-quota-store.js';
 import { CliError } from './cli-error.js';
 import { describeUsage, usageReport } from './usage-report.js';
 
 export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)
 
-  create --plan P [--name N] [--per-minute X --per-day Y] [--shadow]
-                                                            create a key; prints the secret once
+  create --plan P [--name N] [--per-minute X --per-day Y] [--shadow] [--owner O]
+                                                            create a key; prints the secret once. --owner:
+                                                            the customer it belongs to (scope: owner plans)
   list                                                      all keys
   show ID                                                   one key
   revoke ID                                                 stop a key at once, on every replica
@@ -46,6 +48,7 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
       'per-day': { type: 'string' },
       clear: { type: 'boolean' },
       shadow: { type: 'boolean' },
+      owner: { type: 'string' },
       json: { type: 'boolean' },
     },
   });
@@ -99,6 +102,9 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
         const plan = requirePlan(values.plan);
         const quota = parseQuotaOverride(values['per-minute'], values['per-day']);
         if (typeof quota === 'string') throw new CliError(quota);
+        if (values.owner !== undefined && !OWNER_PATTERN.test(values.owner)) {
+          throw new CliError('--owner: 1 to 64 lowercase letters, digits, ".", "_" or "-", starting with a letter or digit');
+        }
         const { id, key } = newApiKey();
         const record: KeyRecord = {
           id,
@@ -109,6 +115,7 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
           createdAt: new Date().toISOString(),
           ...quota,
           ...(values.shadow && { shadow: true }),
+          ...(values.owner !== undefined && { owner: values.owner }),
         };
         await store.create(record);
         await store.announce(id);
@@ -151,8 +158,12 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
         const id = requireId(args[0]);
         const record = await store.get(id);
         if (!record) throw new CliError(`no key with id "${id}"`);
-        const wasBanned = await new RedisQuotaStore(redis).unban(id);
-        await store.announce(id); // every replica drops its cached ban at once
+        // Under a `scope: owner` plan the ban is the owner's, shared by all of its keys.
+        const quota = quotaFor(record, loadPlans(configDirFrom(env)));
+        const subject = quota ? quotaSubject(record, quota) : id;
+        const wasBanned = await new RedisQuotaStore(redis).unban(subject);
+        await store.announce(subject); // every replica drops its cached ban at once
+        if (subject !== id) await store.announce(id);
         if (values.json) io.out(JSON.stringify({ id, unbanned: wasBanned }));
         else io.out(wasBanned ? `ban lifted for ${id}` : `${id} was not banned`);
         return;
@@ -163,7 +174,7 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
         if (!record) throw new CliError(`no key with id "${id}"`);
         const quota = quotaFor(record, loadPlans(configDirFrom(env)));
         if (!quota) throw new CliError(`key ${id} has plan "${record.plan}", which plans.yaml does not define`);
-        const report = usageReport(id, record.plan, quota, await new RedisQuotaStore(redis).usage(id));
+        const report = usageReport(id, record.plan, quota, await new RedisQuotaStore(redis).usage(quotaSubject(record, quota)));
         io.out(values.json ? JSON.stringify(report) : describeUsage(report));
         return;
       }
@@ -184,6 +195,7 @@ function describe(record: KeyRecord, extra: Record<string, unknown> = {}): strin
     `name:     ${record.name || '-'}`,
     `plan:     ${record.plan}`,
     `quota:    ${quotaText(record)}`,
+    ...(record.owner ? [`owner:    ${record.owner}`] : []),
     `status:   ${record.status}`,
     `created:  ${record.createdAt}`,
   ];

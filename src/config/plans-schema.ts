@@ -21,6 +21,10 @@ const planFields = {
     .enum(['fixed', 'gcra'], { error: 'algorithm must be "fixed" (UTC windows) or "gcra" (smooth, with burst)' })
     .optional()
     .describe('fixed: counts per UTC minute and day; gcra: generic cell rate over any 60 s and 24 h span (src/quota/gcra.ts)'),
+  scope: z
+    .enum(['key', 'owner'], { error: 'scope must be "key" or "owner"' })
+    .optional()
+    .describe('owner: all keys of one owner share one set of windows and one ban state (a key without an owner keeps its own)'),
   burst: count('burst').optional().describe('gcra only: units that may arrive at once (1..perMinute; default 1)'),
 };
 

@@ -27,6 +27,7 @@ describe('plan fields', () => {
     expect(accepted({ perMinute: 60, perDay: 1000, shadow: true })).toMatchObject({ shadow: true });
     expect(accepted({ perMinute: 60, perDay: 1000, algorithm: 'gcra', burst: 60 })).toMatchObject({ algorithm: 'gcra', burst: 60 });
     expect(accepted({ perMinute: 60, perDay: 1000, algorithm: 'gcra' })).toMatchObject({ algorithm: 'gcra' });
+    expect(accepted({ perMinute: 60, perDay: 1000, scope: 'owner' })).toMatchObject({ scope: 'owner' });
   });
 
   it('refuse an unknown algorithm, a burst without gcra, and a burst above perMinute', () => {
@@ -37,6 +38,7 @@ describe('plan fields', () => {
       reason: expect.stringContaining('cannot exceed perMinute'),
     });
     expect(refusal({ perMinute: 60, perDay: 1000, algorithm: 'gcra', burst: 0 }).field).toBe('plans.p.burst');
+    expect(refusal({ perMinute: 60, perDay: 1000, scope: 'team' })).toEqual({ field: 'plans.p.scope', reason: 'scope must be "key" or "owner"' });
     expect(refusal({ perMinute: 60, perDay: 1000, shadow: 'yes' })).toEqual({ field: 'plans.p.shadow', reason: 'shadow must be true or false' });
   });
 });

@@ -2,6 +2,7 @@ import type { BanPolicy, PlansConfig, Quota } from '../../config/plans-schema.js
 import type { Logger } from '../../observability/log.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { quotaFor } from '../../quota/quota-for.js';
+import { quotaSubject } from '../../quota/quota-subject.js';
 import type { QuotaOutcome } from '../../quota/quota-state.js';
 import { rateLimitHeaders, retryAfterSeconds } from '../../quota/rate-limit-headers.js';
 import type { QuotaStore } from '../../store/quota-store.js';
@@ -43,19 +44,21 @@ export function enforceQuota(deps: QuotaDeps): Policy {
       deps.logger.error({ keyId: key.id, plan: key.plan }, 'key has a plan that plans.yaml does not define');
       return reject('plan_not_configured');
     }
+    // The key's own windows, or its owner's under a `scope: owner` plan.
+    const subject = quotaSubject(key, quota);
     // Only bans are answered from memory: every refusal short of one is counted in the store, so
     // the ban comes at the configured count on any number of replicas (local-verdicts.ts).
-    const cached = local.answer(key.id);
+    const cached = local.answer(subject);
     if (cached) return judge(ctx, deps, quota, cached, 'local_cache');
     const cost = deps.costs().costOf(ctx.req.method ?? 'GET', pathOf(ctx.req.url));
-    if (!health.shouldTry()) return degrade(ctx, deps, quota, plans.ban, cost);
+    if (!health.shouldTry()) return degrade(ctx, deps, quota, plans.ban, subject, cost);
 
     const startedMs = performance.now();
-    return store.consume(key.id, quota, plans.ban, cost).then(
+    return store.consume(subject, quota, plans.ban, cost).then(
       (outcome) => {
         metrics.redisSeconds.observe({ operation: 'quota' }, (performance.now() - startedMs) / 1000);
         health.succeeded();
-        local.remember(key.id, outcome);
+        local.remember(subject, outcome);
         if (outcome.verdict === 'banned' && outcome.bannedUntilMs - outcome.nowMs === plans.ban.duration * 1000) {
           metrics.bans.inc({ plan: key.plan });
         }
@@ -64,7 +67,7 @@ export function enforceQuota(deps: QuotaDeps): Policy {
       (err: unknown) => {
         metrics.redisErrors.inc({ operation: 'quota' });
         health.failed(err);
-        return degrade(ctx, deps, quota, plans.ban, cost);
+        return degrade(ctx, deps, quota, plans.ban, subject, cost);
       },
     );
   };
@@ -91,7 +94,7 @@ function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: Quot
 }
 
 /** The configured failure mode, while the shared store cannot be asked. */
-async function degrade(ctx: RequestContext, deps: QuotaDeps, quota: Quota, ban: BanPolicy, cost: number): Promise<Decision> {
+async function degrade(ctx: RequestContext, deps: QuotaDeps, quota: Quota, ban: BanPolicy, subject: string, cost: number): Promise<Decision> {
   const { mode, store, replicas } = deps.fallback;
   if (mode === 'closed') return reject('rate_limit_store_unavailable', undefined, { 'retry-after': 1 });
   ctx.degraded = true;
@@ -103,5 +106,5 @@ async function degrade(ctx: RequestContext, deps: QuotaDeps, quota: Quota, ban: 
     perMinute: Math.max(1, Math.floor(quota.perMinute / replicas)),
     perDay: Math.max(1, Math.floor(quota.perDay / replicas)),
   };
-  return judge(ctx, deps, share, await store.consume(ctx.consumer!.id, share, ban, cost), 'fallback');
+  return judge(ctx, deps, share, await store.consume(subject, share, ban, cost), 'fallback');
 }

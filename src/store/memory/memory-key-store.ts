@@ -43,7 +43,7 @@ export class MemoryKeyStore implements KeyStore {
 /** Patch semantics shared by both stores: an undefined quota field removes the override. */
 export function withPatch(record: KeyRecord, patch: KeyPatch): KeyRecord {
   const updated: KeyRecord = { ...record, ...patch };
-  for (const field of ['perMinute', 'perDay', 'shadow'] as const) {
+  for (const field of ['perMinute', 'perDay', 'shadow', 'owner'] as const) {
     if (field in patch && patch[field] === undefined) delete updated[field];
   }
   return updated;

@@ -101,6 +101,7 @@ function toFields(record: KeyRecord): Record<string, string> {
   if (record.perMinute !== undefined) fields.perMinute = String(record.perMinute);
   if (record.perDay !== undefined) fields.perDay = String(record.perDay);
   if (record.shadow !== undefined) fields.shadow = String(record.shadow);
+  if (record.owner !== undefined) fields.owner = record.owner;
   return fields;
 }
 
@@ -117,6 +118,7 @@ function fromFields(fields: Record<string, string>): KeyRecord | null {
   if (fields.perMinute !== undefined) record.perMinute = Number(fields.perMinute);
   if (fields.perDay !== undefined) record.perDay = Number(fields.perDay);
   if (fields.shadow !== undefined) record.shadow = fields.shadow === 'true';
+  if (fields.owner !== undefined) record.owner = fields.owner;
   return record;
 }
 

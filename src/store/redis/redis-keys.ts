@@ -5,4 +5,5 @@ export const INVALIDATION_CHANNEL = 'tg:invalidate';
 export const KEY_INDEX = 'tg:keys';
 
 export const keyRecordKey = (id: string) => `tg:key:{${id}}`;
+/** `id`: a key id, or `owner:<name>` for the windows an owner's keys share (quota-subject.ts). */
 export const quotaKey = (id: string) => `tg:quota:{${id}}`;
