@@ -56,8 +56,9 @@ end
 //          gcraWindows(), computed once in TS), nowMs ('' = Redis TIME; always the last)
 // Reply    { verdict (0 allowed, 1 limited, 2 banned), minuteCount, dayCount, rejections, nowMs, bannedUntilMs, cost,
 //            minuteTatUs, dayTatUs }
-// TATs are microseconds beyond %.14g (how Redis turns a Lua number into an argument), so they are
-// written with %.0f, which is exact for every integer a double holds.
+// Numbers that may grow large (TATs in microseconds, a gcra day's expiry) are written with %.0f,
+// exact for every integer a double holds: Redis passes a Lua number on in its shortest form, which
+// for large round values is exponent notation ('8.64e+17'), which PEXPIRE refuses.
 export const QUOTA_SCRIPT = `${CLOCK}
 local now = clock(ARGV[#ARGV])
 local perMinute, perDay = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -99,9 +100,14 @@ end
 local rejectionsEnd = 0
 if s.rc > 0 then rejectionsEnd = s.rs + banWindowMs end
 local ex = math.max(s.ds + DAY_MS, rejectionsEnd, s.bu, math.ceil(math.max(s.mt, s.dt) / 1000))
-redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', ex)
-if gcra then redis.call('HSET', KEYS[1], 'mt', string.format('%.0f', s.mt), 'dt', string.format('%.0f', s.dt)) end
-redis.call('PEXPIRE', KEYS[1], ex - now + MINUTE_MS)
+local exArg = string.format('%.0f', ex)
+if gcra then
+  redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg,
+    'mt', string.format('%.0f', s.mt), 'dt', string.format('%.0f', s.dt))
+else
+  redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg)
+end
+redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS))
 return reply(verdict, s, now, cost)
 `;
 
