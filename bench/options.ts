@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { REPO_ROOT } from '../test/harness/tollgate.js';
-import { TARGET_NAMES } from './stack.js';
+import { DEFAULT_TARGETS, TARGET_NAMES } from './stack.js';
 
 export const PHASES = ['throughput', 'latency', 'overlimit', 'memory', 'profile'] as const;
 export type Phase = (typeof PHASES)[number];
@@ -22,7 +22,11 @@ export const HELP = `npm run bench -- [options]
   --phases LIST         comma-separated, of ${PHASES.join(', ')}
                         (default: all but profile)
   --profile             also profile bare proxy and gateway under load (node --cpu-prof)
-  --targets LIST        comma-separated, of ${TARGET_NAMES.join(', ')} (default: all)
+  --targets LIST        comma-separated, of ${TARGET_NAMES.join(', ')}
+                        (default: ${DEFAULT_TARGETS.join(', ')}). The tollgate-gcra, -cost and -owner
+                        targets are tollgate with the run's key on a gcra plan, on a route of cost 3,
+                        or on an owner-scoped plan (bench/quota-variants.ts): each feature's cost
+                        beside fixed windows, in the same rounds
   --compare REF         also measure tollgate built from git REF (a commit, branch or tag), in Redis
                         mode, in the same rounds: every change judged A/B. Built once per commit into
                         ${'$'}TMPDIR/tollgate-bench-builds/ (git archive, npm ci, build); repeatable
@@ -97,7 +101,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
     if (at < 1) throw new Error(`--variant wants NAME=PATH/TO/dist/cli/main.js, got "${spec}"`);
     return { name: spec.slice(0, at), cli: resolve(spec.slice(at + 1)) };
   });
-  const targets = (values.targets ?? TARGET_NAMES.join(',')).split(',');
+  const targets = (values.targets ?? DEFAULT_TARGETS.join(',')).split(',');
   for (const name of targets) {
     if (!(TARGET_NAMES as readonly string[]).includes(name)) throw new Error(`unknown target "${name}" (targets: ${TARGET_NAMES.join(', ')})`);
   }

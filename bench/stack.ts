@@ -8,6 +8,7 @@ import { CLI, REPO_ROOT, startTollgate } from '../test/harness/tollgate.js';
 import { createKeyWithCli } from './keys.js';
 import type { Options } from './options.js';
 import { logFileOf } from './processes.js';
+import { QUOTA_VARIANT_NAMES, quotaVariantConfig } from './quota-variants.js';
 
 export const PATH = '/v1/categories';
 
@@ -30,7 +31,9 @@ export interface Target {
 }
 
 /** Every target a run can have, in the order the rounds visit them. */
-export const TARGET_NAMES = ['bare', 'naive', 'fastify', 'tollgate', 'tollgate-embedded'] as const;
+export const TARGET_NAMES = ['bare', 'naive', 'fastify', 'tollgate', 'tollgate-embedded', ...QUOTA_VARIANT_NAMES] as const;
+/** What a run measures unless --targets says otherwise: the quota variants only on request. */
+export const DEFAULT_TARGETS = ['bare', 'naive', 'fastify', 'tollgate', 'tollgate-embedded'];
 
 // Peers and launchers are TypeScript run by tsx, as `npm run bench` runs this file.
 const TS = ['--import', 'tsx'];
@@ -73,7 +76,8 @@ export class Stack {
   private async startAll(options: Options): Promise<void> {
     this.gatewayNodeArgs = options.gatewayNodeArgs;
     // Quotas high enough never to refuse: the benchmark measures the full policy, not 429s.
-    const { id, key } = await createKeyWithCli(this.redis.url, ['--plan', 'enterprise', ...ENTERPRISE_QUOTAS]);
+    // Owner `bench`: what the tollgate-owner target shares (other targets' plans ignore it).
+    const { id, key } = await createKeyWithCli(this.redis.url, ['--plan', 'enterprise', ...ENTERPRISE_QUOTAS, '--owner', 'bench']);
     this.keyId = id;
     this.headers = { authorization: `Bearer ${key}` };
 
@@ -95,6 +99,9 @@ export class Stack {
     if (want.has('fastify')) await add({ name: 'fastify', kind: 'peer', role: 'fastify gateway', process: this.startPeer('fastify', 'fastify-gateway.ts'), usesRedis: true });
     if (want.has('tollgate')) await this.addGateway('tollgate', this.startGateway('gateway'));
     if (want.has('tollgate-embedded')) await this.addGateway('tollgate-embedded', this.startEmbedded('gateway-embedded', key), false);
+    for (const name of QUOTA_VARIANT_NAMES) {
+      if (want.has(name)) await this.addGateway(name, this.startGateway(`gateway-${name}`, [], CLI, quotaVariantConfig(name)));
+    }
     for (const variant of options.variants) await this.addGateway(variant.name, this.startGateway(`gateway-${variant.name}`, [], variant.cli));
   }
 
@@ -139,9 +146,8 @@ export class Stack {
   }
 
   /** A gateway with its full default policy; LOG_LEVEL=info, so the access log is part of the cost. */
-  startGateway(name: string, execArgv: string[] = [], cli = CLI): NodeProcess {
-    // Another build reads its own config/ (its schema may differ from this checkout's).
-    const configDir = resolve(dirname(cli), '../../config');
+  startGateway(name: string, execArgv: string[] = [], cli = CLI, configDir = resolve(dirname(cli), '../../config')): NodeProcess {
+    // Another build reads its own config/ by default (its schema may differ from this checkout's).
     const env = { TOLLGATE_CONFIG_DIR: configDir, REDIS_URL: this.redis.url, UPSTREAM_URL: this.backendUrl, GATEWAY_PORT: '0', ADMIN_PORT: '0', LOG_LEVEL: 'info' };
     return this.spawn(name, [cli, 'gateway'], env, [...this.gatewayNodeArgs, ...execArgv]);
   }

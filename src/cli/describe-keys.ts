@@ -4,7 +4,8 @@ import type { PublicKeyRecord } from '../keys/record.js';
 // Human output of `tollgate keys …` (with --json the records are printed as they are).
 
 function quotaText(record: PublicKeyRecord): string {
-  return record.perMinute !== undefined ? `${record.perMinute}/min, ${record.perDay}/day (own quota)` : 'from plan';
+  const windows = record.perMinute !== undefined ? `${record.perMinute}/min, ${record.perDay}/day (own quota)` : 'from plan';
+  return record.shadow ? `${windows}, shadow` : windows;
 }
 
 export function describeKey(record: PublicKeyRecord): string {
@@ -13,6 +14,7 @@ export function describeKey(record: PublicKeyRecord): string {
     `name:     ${record.name || '-'}`,
     `plan:     ${record.plan}`,
     `quota:    ${quotaText(record)}`,
+    ...(record.owner ? [`owner:    ${record.owner}`] : []),
     `status:   ${record.status}`,
     `created:  ${record.createdAt}`,
     `expires:  ${record.expiresAt ?? 'never'}`,

@@ -25,13 +25,16 @@ import { describeUsage } from './usage-report.js';
 
 export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)
 
-  create --plan P [--name N] [--per-minute X --per-day Y] [--expires-at DATE]
-                                                            create a key; prints the secret once
+  create --plan P [--name N] [--per-minute X --per-day Y] [--expires-at DATE] [--shadow] [--owner O]
+                                                            create a key; prints the secret once. --owner:
+                                                            the customer it belongs to (scope: owner plans)
   list [--plan P] [--status active|revoked|expired]         keys, in id order
   show ID                                                   one key
   revoke ID                                                 stop a key at once, on every replica
   set-plan ID PLAN                                          move a key to another plan
-  set-quota ID --per-minute X --per-day Y | --clear         negotiated quotas that override the plan's
+  set-quota ID [--per-minute X --per-day Y] [--shadow] | --clear
+                                                            negotiated quotas that override the plan's;
+                                                            --shadow: refusals are only counted and logged
   set-expiry ID DATE | --clear                              the key stops at DATE (ISO 8601 with a zone)
   rotate ID --grace-seconds S                               a new secret for the same key; prints it once;
                                                             the old one keeps working S more seconds
@@ -54,6 +57,8 @@ const OPTION_NAMES: Record<string, string> = {
   cursor: '--cursor',
   limit: '--limit',
   status: '--status',
+  shadow: '--shadow',
+  owner: '--owner',
 };
 const CLI: Caller = { actor: 'cli', label: (field) => OPTION_NAMES[field] ?? field };
 
@@ -77,6 +82,8 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
       limit: { type: 'string' },
       cursor: { type: 'string' },
       clear: { type: 'boolean' },
+      shadow: { type: 'boolean' },
+      owner: { type: 'string' },
       json: { type: 'boolean' },
     },
   });
@@ -115,7 +122,14 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
     await lifecycleErrorsAsCliErrors(async () => {
       switch (action) {
         case 'create': {
-          const input = { plan: values.plan, name: values.name, expiresAt: values['expires-at'], ...quotaOptions(values) };
+          const input = {
+            plan: values.plan,
+            name: values.name,
+            expiresAt: values['expires-at'],
+            ...quotaOptions(values),
+            shadow: values.shadow || undefined,
+            owner: values.owner,
+          };
           const { record, key } = await createKey(deps, withoutUndefined(input), CLI);
           return print({ ...record, key }, `${describeKey(record)}\n\nAPI key (shown once; store it now):\n  ${key}`);
         }
@@ -141,12 +155,14 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
         case 'set-quota': {
           const keyId = id();
           const quota = quotaOptions(values);
-          if (values.clear && (quota.perMinute !== undefined || quota.perDay !== undefined)) {
-            throw new CliError('give either --clear or --per-minute and --per-day, not both');
+          if (values.clear && (quota.perMinute !== undefined || quota.perDay !== undefined || values.shadow)) {
+            throw new CliError('give either --clear or --per-minute and --per-day (and/or --shadow), not both');
           }
-          if (values.clear) return show(await updateKey(deps, keyId, { perMinute: null, perDay: null }, CLI));
-          if (quota.perMinute === undefined && quota.perDay === undefined) throw new CliError('give --per-minute and --per-day, or --clear');
-          return show(await updateKey(deps, keyId, withoutUndefined(quota), CLI));
+          if (values.clear) return show(await updateKey(deps, keyId, { perMinute: null, perDay: null, shadow: null }, CLI));
+          if (quota.perMinute === undefined && quota.perDay === undefined && !values.shadow) {
+            throw new CliError('give --per-minute and --per-day, --shadow, or --clear');
+          }
+          return show(await updateKey(deps, keyId, withoutUndefined({ ...quota, shadow: values.shadow || undefined }), CLI));
         }
         case 'set-expiry': {
           const keyId = id();

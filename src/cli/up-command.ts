@@ -32,7 +32,8 @@ export async function upCommand(settings: Settings, logger: Logger, out: (text: 
     const keys = new MemoryKeyStore();
     for (const plan of Object.keys(loadPlans(settings.configDir).plans)) {
       const { id, key } = newApiKey();
-      await keys.create({ id, hash: hashApiKey(key), name: `demo ${plan}`, plan, status: 'active', createdAt: new Date().toISOString() });
+      // One demo owner: under a `scope: owner` plan the demo keys share its windows.
+      await keys.create({ id, hash: hashApiKey(key), name: `demo ${plan}`, plan, status: 'active', createdAt: new Date().toISOString(), owner: 'demo' });
       demoKeys.push({ plan, key });
     }
     stores = memoryStores(keys, settings.admin.auditMaxEntries);

@@ -6,14 +6,51 @@ import { z } from 'zod';
 const count = (what: string) =>
   z.number({ error: `${what} must be a number` }).int(`${what} must be a whole number`).min(1, `${what} must be at least 1`);
 
-export const quotaSchema = z
-  .strictObject({
-    perMinute: count('perMinute').describe('requests admitted per UTC minute'),
-    perDay: count('perDay').describe('requests admitted per UTC day'),
+const quotaFields = {
+  perMinute: count('perMinute').describe('units admitted per UTC minute'),
+  perDay: count('perDay').describe('units admitted per UTC day'),
+};
+
+const planFields = {
+  ...quotaFields,
+  shadow: z
+    .boolean({ error: 'shadow must be true or false' })
+    .optional()
+    .describe('decide and count as usual, but admit what would be refused (README, "Shadow plans")'),
+  algorithm: z
+    .enum(['fixed', 'gcra'], { error: 'algorithm must be "fixed" (UTC windows) or "gcra" (smooth, with burst)' })
+    .optional()
+    .describe('fixed: counts per UTC minute and day; gcra: generic cell rate over any 60 s and 24 h span (src/quota/gcra.ts)'),
+  scope: z
+    .enum(['key', 'owner'], { error: 'scope must be "key" or "owner"' })
+    .optional()
+    .describe('owner: all keys of one owner share one set of windows and one ban state (a key without an owner keeps its own)'),
+  burst: count('burst').optional().describe('gcra only: units that may arrive at once (1..perMinute; default 1)'),
+};
+
+/** gcra's emission interval is whole microseconds: beyond this a minute's interval would round far up. */
+export const GCRA_MAX_PER_MINUTE = 1_000_000;
+
+const dayNotBelowMinute = { message: 'perDay cannot be lower than perMinute', path: ['perDay'] };
+
+/** A negotiated per-key quota (`keys set-quota`): the windows only. */
+export const quotaSchema = z.strictObject(quotaFields).refine((q) => q.perDay >= q.perMinute, dayNotBelowMinute);
+
+/** A plan: its windows and how they are enforced. */
+export const planSchema = z
+  .strictObject(planFields)
+  .refine((q) => q.perDay >= q.perMinute, dayNotBelowMinute)
+  .refine((q) => q.burst === undefined || q.algorithm === 'gcra', {
+    message: 'burst applies only to algorithm: gcra (fixed windows admit a whole window at once)',
+    path: ['burst'],
   })
-  .refine((q) => q.perDay >= q.perMinute, {
-    message: 'perDay cannot be lower than perMinute',
-    path: ['perDay'],
+  .refine((q) => q.burst === undefined || q.burst <= q.perMinute, {
+    message: 'burst cannot exceed perMinute (never more than perMinute in any 60 s span)',
+    path: ['burst'],
+  })
+  .refine((q) => q.algorithm !== 'gcra' || q.perMinute <= GCRA_MAX_PER_MINUTE, {
+    message: `perMinute of a gcra plan must be at most ${GCRA_MAX_PER_MINUTE} (its interval is whole microseconds)`,
+    path: ['perMinute'],
   });
 
 export const PLAN_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
@@ -22,7 +59,7 @@ export const plansFileSchema = z.strictObject({
   plans: z
     .record(
       z.string().regex(PLAN_NAME, 'plan names are lowercase letters, digits, "-" or "_", starting with a letter'),
-      quotaSchema,
+      planSchema,
     )
     .refine((plans) => Object.keys(plans).length > 0, 'at least one plan is required'),
   ban: z.strictObject({
@@ -32,6 +69,6 @@ export const plansFileSchema = z.strictObject({
   }),
 });
 
-export type Quota = z.infer<typeof quotaSchema>;
+export type Quota = z.infer<typeof planSchema>;
 export type PlansConfig = z.infer<typeof plansFileSchema>;
 export type BanPolicy = PlansConfig['ban'];

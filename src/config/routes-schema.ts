@@ -63,23 +63,51 @@ export const deprecationRuleSchema = z
     message: 'must not be earlier than deprecatedAt',
   });
 
+/** Most units one request may cost: more than any sane plan's minute, few enough to catch a typo. */
+export const MAX_ROUTE_COST = 10_000;
+
+export const costRuleSchema = z.strictObject({
+  /** HTTP method, upper case; a GET rule also covers HEAD. */
+  method: z.enum(RULE_METHODS),
+  /** Full request path with `{param}` segments, as for deprecations. */
+  path: z.string().superRefine((value, ctx) => {
+    const problem = patternProblem(value);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  }),
+  /** Units of every quota window a matching request consumes (a request matching no rule costs 1). */
+  cost: z
+    .number({ error: 'must be a number' })
+    .int('must be a whole number')
+    .min(1, 'must be at least 1')
+    .max(MAX_ROUTE_COST, `must be at most ${MAX_ROUTE_COST}`),
+});
+
+/** Two rules of one list for the same method and path (whatever their parameter names) are a mistake. */
+function noDuplicates(list: 'deprecations' | 'costs', rules: ReadonlyArray<{ method: string; path: string }>, ctx: z.RefinementCtx): void {
+  const seen = new Map<string, number>();
+  rules.forEach((rule, index) => {
+    // /v1/pets/{id} and /v1/pets/{petId} match the same requests.
+    const key = `${rule.method} ${rule.path.replace(/\{[^}]*\}/g, '{}')}`;
+    const first = seen.get(key);
+    if (first !== undefined) {
+      ctx.addIssue({ code: 'custom', path: [list, index, 'path'], message: `matches the same requests as ${list}.${first}` });
+    } else {
+      seen.set(key, index);
+    }
+  });
+}
+
 export const routesSchema = z
   .strictObject({
     /** Deprecated routes; the first rule that matches a request applies. */
     deprecations: z.array(deprecationRuleSchema).max(1000).default([]),
+    /** Routes whose requests cost more than one quota unit; the first rule that matches applies. */
+    costs: z.array(costRuleSchema).max(1000).default([]),
   })
   .superRefine((routes, ctx) => {
-    const seen = new Map<string, number>();
-    routes.deprecations.forEach((rule, index) => {
-      // /v1/pets/{id} and /v1/pets/{petId} match the same requests.
-      const key = `${rule.method} ${rule.path.replace(/\{[^}]*\}/g, '{}')}`;
-      const first = seen.get(key);
-      if (first !== undefined) {
-        ctx.addIssue({ code: 'custom', path: ['deprecations', index, 'path'], message: `matches the same requests as deprecations.${first}` });
-      } else {
-        seen.set(key, index);
-      }
-    });
+    noDuplicates('deprecations', routes.deprecations, ctx);
+    noDuplicates('costs', routes.costs, ctx);
   });
 
 export type DeprecationRule = z.output<typeof deprecationRuleSchema>;
+export type CostRule = z.output<typeof costRuleSchema>;

@@ -17,10 +17,11 @@ export function observeWhenDone(ctx: RequestContext, logger: Logger, metrics: Me
     metrics.requestSeconds.observe({ route: routeLabel }, ms / 1000);
     if (!logger.isLevelEnabled('info')) return;
     // The fields pino would write for { reqId, method, path, status, ms, keyId, plan, degraded,
-    // aborted } (undefined ones left out), in that order, as one string (measured: issue 14).
+    // shadowRefusal, aborted } (undefined ones left out), in that order, as one string (measured: issue 14).
     let fields = `${text('reqId', ctx.requestId)}${text('method', req.method)},"path":${JSON.stringify(req.url ? req.url.split('?', 1)[0] : '')}`;
     fields += `,"status":${res.statusCode},"ms":${Math.round(ms * 100) / 100}${text('keyId', ctx.consumer?.id)}${text('plan', ctx.consumer?.plan)}`;
     if (ctx.degraded) fields += ',"degraded":true';
+    if (ctx.shadowRefusal) fields += `,"shadowRefusal":"${ctx.shadowRefusal}"`;
     if (aborted) fields += ',"aborted":true';
     accessLineWriter(logger)(fields);
   });

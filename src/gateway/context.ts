@@ -12,6 +12,8 @@ export interface RequestContext {
   consumer?: KeyRecord;
   /** Set when a decision was taken without the shared store (degraded mode). */
   degraded?: boolean;
+  /** The code a shadow plan would have refused with; the request was admitted (README, "Shadow plans"). */
+  shadowRefusal?: ErrorCode;
 }
 
 /** A policy's verdict: go on, answer now with an Error body, or (rarely) answer now with a fixed body. */

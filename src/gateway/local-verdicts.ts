@@ -29,22 +29,23 @@ export class LocalVerdicts {
   }
 
   /** Remembers a ban until it ends (store clock); other verdicts are not remembered. */
-  remember(keyId: string, outcome: QuotaOutcome): void {
+  remember(subject: string, outcome: QuotaOutcome): void {
     if (outcome.verdict !== 'banned') return;
     const ttl = outcome.bannedUntilMs - outcome.nowMs;
     if (ttl <= 0) return;
-    this.entries.set(keyId, { outcome, decidedAtMs: this.now() }, { ttl });
+    this.entries.set(subject, { outcome, decidedAtMs: this.now() }, { ttl });
   }
 
-  /** The cached ban of this key, as of now (store clock advanced by the local delta), or undefined. */
-  answer(keyId: string): QuotaOutcome | undefined {
-    const entry = this.entries.get(keyId);
+  /** The cached ban of this key (or owner: quota-subject.ts), as of now (store clock advanced by the local delta), or undefined. */
+  answer(subject: string): QuotaOutcome | undefined {
+    const entry = this.entries.get(subject);
     if (!entry) return undefined;
     return { ...entry.outcome, nowMs: entry.outcome.nowMs + (this.now() - entry.decidedAtMs) };
   }
 
-  forget(keyId: string | null): void {
-    if (keyId === null) this.entries.clear();
-    else this.entries.delete(keyId);
+  /** An announced change of a key id, or of an owner's shared state (`owner:<name>`, on unban). */
+  forget(subject: string | null): void {
+    if (subject === null) this.entries.clear();
+    else this.entries.delete(subject);
   }
 }

@@ -65,6 +65,13 @@ export function compileDeprecation(rule: DeprecationRule): CompiledDeprecation {
   };
 }
 
+/** The path of a request target, without its query string: what route patterns are matched against. */
+export function pathOf(url: string | undefined): string {
+  const target = url ?? '/';
+  const query = target.indexOf('?');
+  return query === -1 ? target : target.slice(0, query);
+}
+
 /**
  * `/v1/pets/{petId}` → /^\/v1\/pets\/[^/]+\/?$/i. A parameter matches one non-empty segment; literal
  * segments match whatever their case. The query string is not part of it. Both for the same

@@ -29,6 +29,7 @@ import { upstreamIdentity } from './policies/upstream-identity.js';
 import { loadOpenApiDocument, openApiRouteTemplates } from './openapi-document.js';
 import { createUpstreamProxy } from './proxy.js';
 import { routeLabeler } from './route-label.js';
+import { RouteCosts } from './route-costs.js';
 import { RouteRules } from './route-rules.js';
 import { createGatewayServer } from './server.js';
 
@@ -52,7 +53,10 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
   // Route rules are the hot part of gateway.yaml (listeners, upstream and the rest need a restart).
   const routes = new Reloading(
     join(settings.configDir, GATEWAY_FILE),
-    () => new RouteRules(loadGatewayFile(settings.configDir).routes.deprecations),
+    () => {
+      const { deprecations, costs } = loadGatewayFile(settings.configDir).routes;
+      return { deprecations: new RouteRules(deprecations), costs: new RouteCosts(costs) };
+    },
     logger,
   );
   const assertionSecrets = secrets ?? assertionSecretsFromEnv(process.env);
@@ -94,12 +98,13 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
       store: ownStores.quotas,
       health,
       plans: () => plans.current(),
+      costs: () => routes.current().costs,
       local: verdicts,
       fallback: { mode: settings.quota.onRedisFailure, store: new MemoryQuotaStore(), replicas: settings.quota.replicas },
       metrics,
       logger,
     }),
-    applyRouteRules(() => routes.current()),
+    applyRouteRules(() => routes.current().deprecations),
     upstreamIdentity(assertions),
   ];
 

@@ -16,9 +16,16 @@ export interface KeyRecord {
   previousHash?: string;
   /** ISO 8601 (UTC): end of the rotation grace. */
   graceEndsAt?: string;
+  /** Shadow override: the key's limits are decided and counted, its refusals admitted (README, "Shadow plans"). */
+  shadow?: boolean;
+  /** The customer the key belongs to: keys of one owner share the windows of a `scope: owner` plan. */
+  owner?: string;
 }
 
-export type KeyPatch = Partial<Pick<KeyRecord, 'plan' | 'status' | 'perMinute' | 'perDay' | 'name' | 'expiresAt'>>;
+/** Owner names: they go inside a Redis hash tag (`{owner:…}`), so no braces, and short. */
+export const OWNER_PATTERN = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+
+export type KeyPatch = Partial<Pick<KeyRecord, 'plan' | 'status' | 'perMinute' | 'perDay' | 'name' | 'expiresAt' | 'shadow' | 'owner'>>;
 
 /** A record as it was and as it is after one change (for the audit). */
 export interface KeyChange {

@@ -1,4 +1,5 @@
 import type { BanPolicy, Quota } from '../config/plans-schema.js';
+import { admitUs, gcraWindows } from './gcra.js';
 import { DAY_MS, MINUTE_MS, windowStartMs } from './windows.js';
 
 /**
@@ -16,13 +17,16 @@ export interface QuotaState {
   rejectionsStartMs: number;
   rejections: number;
   bannedUntilMs: number;
+  /** gcra plans: the minute's and the day's theoretical arrival times, in µs (gcra.ts); else kept as they were. */
+  minuteTatUs: number;
+  dayTatUs: number;
 }
 
 export type Verdict = 'allowed' | 'limited' | 'banned';
 
 export interface QuotaOutcome {
   verdict: Verdict;
-  /** Requests counted in the current minute and day windows (after this one, if allowed). */
+  /** Units counted in the current UTC minute and day (after this request, if allowed), whatever the algorithm. */
   minuteCount: number;
   dayCount: number;
   /** Refusals counted towards a ban in the current ban window (0 once banned). */
@@ -31,6 +35,11 @@ export interface QuotaOutcome {
   nowMs: number;
   /** When banned: the end of the ban; else 0. */
   bannedUntilMs: number;
+  /** Units the request asked for (its route's cost; 1 for a usage read): what "fits" means. */
+  cost: number;
+  /** The state's theoretical arrival times (gcra plans; µs). */
+  minuteTatUs: number;
+  dayTatUs: number;
 }
 
 export const EMPTY_STATE: QuotaState = Object.freeze({
@@ -41,19 +50,24 @@ export const EMPTY_STATE: QuotaState = Object.freeze({
   rejectionsStartMs: 0,
   rejections: 0,
   bannedUntilMs: 0,
+  minuteTatUs: 0,
+  dayTatUs: 0,
 });
 
-/** The state as of `nowMs`: counters of windows that have ended read as zero. */
+/** The state as of `nowMs`: counters of windows that have ended, and TATs that have passed, read as zero. */
 export function current(previous: QuotaState, nowMs: number): QuotaState {
   const state = { ...previous };
   const minuteStartMs = windowStartMs(nowMs, MINUTE_MS);
   const dayStartMs = windowStartMs(nowMs, DAY_MS);
   if (state.minuteStartMs !== minuteStartMs) Object.assign(state, { minuteStartMs, minuteCount: 0 });
   if (state.dayStartMs !== dayStartMs) Object.assign(state, { dayStartMs, dayCount: 0 });
+  // A TAT not ahead of now admits as none does: it reads as 0, so states that decide alike look alike.
+  if (state.minuteTatUs <= nowMs * 1000) state.minuteTatUs = 0;
+  if (state.dayTatUs <= nowMs * 1000) state.dayTatUs = 0;
   return state;
 }
 
-function outcomeOf(state: QuotaState, nowMs: number, verdict: Verdict): QuotaOutcome {
+function outcomeOf(state: QuotaState, nowMs: number, verdict: Verdict, cost: number): QuotaOutcome {
   return {
     verdict,
     minuteCount: state.minuteCount,
@@ -61,28 +75,55 @@ function outcomeOf(state: QuotaState, nowMs: number, verdict: Verdict): QuotaOut
     rejections: state.rejections,
     nowMs,
     bannedUntilMs: verdict === 'banned' ? state.bannedUntilMs : 0,
+    cost,
+    minuteTatUs: state.minuteTatUs,
+    dayTatUs: state.dayTatUs,
   };
 }
 
 /** Use without consuming: the verdict is `banned` or `allowed` (whether the next fits is the caller's sum). */
 export function peek(previous: QuotaState, nowMs: number): QuotaOutcome {
   const state = current(previous, nowMs);
-  return outcomeOf(state, nowMs, state.bannedUntilMs > nowMs ? 'banned' : 'allowed');
+  return outcomeOf(state, nowMs, state.bannedUntilMs > nowMs ? 'banned' : 'allowed', 1);
 }
 
 /**
- * One request. Both windows are checked, then both consumed, or neither (a refused request
- * consumes nothing). A refusal counts towards a ban: the `afterRejections`-th refusal within
- * `window` seconds of the first is answered `banned`, and the ban lasts `duration` seconds.
+ * One request of `cost` units (gateway.yaml `routes.costs`; 1 by default). Both windows are
+ * checked, then both consumed by `cost`, or neither (a refused request consumes nothing, however
+ * much of its cost would have fitted). A `gcra` plan checks its windows by cell rate (gcra.ts)
+ * instead of by UTC-window counts; the counts are kept all the same (usage reports). A refusal counts towards a ban: the `afterRejections`-th
+ * refusal within `window` seconds of the first is answered `banned`, and the ban lasts `duration`
+ * seconds. A shadow quota (`shadow: true`) decides the same way but counts no refusal: the gateway
+ * admits its refusals, and a client never told 429 cannot be expected to back off (README,
+ * "Shadow plans").
  */
-export function decide(previous: QuotaState, nowMs: number, quota: Quota, ban: BanPolicy): { state: QuotaState; outcome: QuotaOutcome } {
+export function decide(
+  previous: QuotaState,
+  nowMs: number,
+  quota: Quota,
+  ban: BanPolicy,
+  cost = 1,
+): { state: QuotaState; outcome: QuotaOutcome } {
   const state = current(previous, nowMs);
-  if (state.bannedUntilMs > nowMs) return { state, outcome: outcomeOf(state, nowMs, 'banned') };
-  if (state.minuteCount + 1 <= quota.perMinute && state.dayCount + 1 <= quota.perDay) {
-    state.minuteCount += 1;
-    state.dayCount += 1;
-    return { state, outcome: outcomeOf(state, nowMs, 'allowed') };
+  if (state.bannedUntilMs > nowMs) return { state, outcome: outcomeOf(state, nowMs, 'banned', cost) };
+  let fits: boolean;
+  let minuteTatUs: number | null = null;
+  let dayTatUs: number | null = null;
+  if (quota.algorithm === 'gcra') {
+    const windows = gcraWindows(quota);
+    minuteTatUs = admitUs(windows.minute, state.minuteTatUs, nowMs * 1000, cost);
+    dayTatUs = admitUs(windows.day, state.dayTatUs, nowMs * 1000, cost);
+    fits = minuteTatUs !== null && dayTatUs !== null;
+  } else {
+    fits = state.minuteCount + cost <= quota.perMinute && state.dayCount + cost <= quota.perDay;
   }
+  if (fits) {
+    state.minuteCount += cost;
+    state.dayCount += cost;
+    if (minuteTatUs !== null && dayTatUs !== null) Object.assign(state, { minuteTatUs, dayTatUs });
+    return { state, outcome: outcomeOf(state, nowMs, 'allowed', cost) };
+  }
+  if (quota.shadow) return { state, outcome: outcomeOf(state, nowMs, 'limited', cost) };
   if (nowMs - state.rejectionsStartMs >= ban.window * 1000) {
     state.rejectionsStartMs = nowMs;
     state.rejections = 0;
@@ -92,9 +133,9 @@ export function decide(previous: QuotaState, nowMs: number, quota: Quota, ban: B
     state.bannedUntilMs = nowMs + ban.duration * 1000;
     state.rejections = 0;
     state.rejectionsStartMs = 0;
-    return { state, outcome: outcomeOf(state, nowMs, 'banned') };
+    return { state, outcome: outcomeOf(state, nowMs, 'banned', cost) };
   }
-  return { state, outcome: outcomeOf(state, nowMs, 'limited') };
+  return { state, outcome: outcomeOf(state, nowMs, 'limited', cost) };
 }
 
 /** An operator lifts the ban and forgives the counted refusals, banned or not. */
@@ -104,11 +145,13 @@ export function lift(previous: QuotaState, nowMs: number): { state: QuotaState; 
 }
 
 /**
- * When a stored state may be dropped: once the day window, the ban window of its refusals and
- * its ban have all ended, it reads exactly like EMPTY_STATE. Both stores drop state at this
+ * When a stored state may be dropped: once the day window, the ban window of its refusals, its
+ * ban and its theoretical arrival times (a TAT in the past admits as an empty one does) have all
+ * ended, it reads exactly like EMPTY_STATE. Both stores drop state at this
  * moment (Redis by PEXPIREAT), so they forget the same things at the same time.
  */
 export function expiresAtMs(state: QuotaState, ban: BanPolicy): number {
   const rejectionsEndMs = state.rejections > 0 ? state.rejectionsStartMs + ban.window * 1000 : 0;
-  return Math.max(state.dayStartMs + DAY_MS, rejectionsEndMs, state.bannedUntilMs);
+  const tatsEndMs = Math.ceil(Math.max(state.minuteTatUs, state.dayTatUs) / 1000);
+  return Math.max(state.dayStartMs + DAY_MS, rejectionsEndMs, state.bannedUntilMs, tatsEndMs);
 }

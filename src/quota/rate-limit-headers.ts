@@ -1,36 +1,60 @@
 import type { Quota } from '../config/plans-schema.js';
+import { fitsAtUs, gcraWindows, remainingAt, type GcraWindow } from './gcra.js';
 import type { QuotaOutcome } from './quota-state.js';
 import { DAY_MS, MINUTE_MS, secondsUntil, windowEndMs } from './windows.js';
 
 export interface WindowReport {
   name: 'minute' | 'day';
   limit: number;
+  /** Units that can be sent now. */
   remaining: number;
   windowSeconds: number;
+  /** Fixed: the window's end. gcra: when one more unit than now can be sent (now, when all can). */
   resetAtMs: number;
+  /** When a request of the outcome's cost fits this window: nowMs when it fits now. */
+  fitsAtMs: number;
+}
+
+function fixedReport(name: WindowReport['name'], limit: number, windowMs: number, used: number, outcome: QuotaOutcome): WindowReport {
+  const remaining = Math.max(0, limit - used);
+  const resetAtMs = windowEndMs(outcome.nowMs, windowMs);
+  return { name, limit, remaining, windowSeconds: windowMs / 1000, resetAtMs, fitsAtMs: remaining >= outcome.cost ? outcome.nowMs : resetAtMs };
+}
+
+function gcraReport(name: WindowReport['name'], window: GcraWindow, windowMs: number, tatUs: number, outcome: QuotaOutcome): WindowReport {
+  const { nowMs, cost } = outcome;
+  const remaining = remainingAt(window, tatUs, nowMs * 1000);
+  // A request at a whole millisecond is admitted from the first one at or after the exact moment.
+  const resetAtMs = remaining >= window.burst ? nowMs : Math.ceil(fitsAtUs(window, tatUs, remaining + 1) / 1000);
+  const fitsAtMs = remaining >= cost ? nowMs : Math.ceil(fitsAtUs(window, tatUs, cost) / 1000);
+  return { name, limit: window.limit, remaining, windowSeconds: windowMs / 1000, resetAtMs, fitsAtMs };
 }
 
 /**
- * Both windows as of the outcome, the binding one first: the fewest remaining and, on a tie, the
- * one that resets later (the day when both end at midnight). When both are used up, a new minute
- * does not let a request through, the new day does: so the day is reported.
+ * Both windows as of the outcome, the binding one first. When a request of this one's cost would
+ * have to wait, the window that makes it wait longest binds and reports that moment as its reset
+ * (for fixed windows with both used up: the day, since a new minute does not let a request
+ * through). Otherwise the one with the fewest units remaining binds and, on a tie, the one that
+ * resets later (the day when both end at midnight).
  */
 export function windowsOf(quota: Quota, outcome: QuotaOutcome): [WindowReport, WindowReport] {
-  const minute: WindowReport = {
-    name: 'minute',
-    limit: quota.perMinute,
-    remaining: Math.max(0, quota.perMinute - outcome.minuteCount),
-    windowSeconds: MINUTE_MS / 1000,
-    resetAtMs: windowEndMs(outcome.nowMs, MINUTE_MS),
-  };
-  const day: WindowReport = {
-    name: 'day',
-    limit: quota.perDay,
-    remaining: Math.max(0, quota.perDay - outcome.dayCount),
-    windowSeconds: DAY_MS / 1000,
-    resetAtMs: windowEndMs(outcome.nowMs, DAY_MS),
-  };
-  const minuteBinds = minute.remaining < day.remaining || (minute.remaining === day.remaining && minute.resetAtMs > day.resetAtMs);
+  let minute: WindowReport;
+  let day: WindowReport;
+  if (quota.algorithm === 'gcra') {
+    const windows = gcraWindows(quota);
+    minute = gcraReport('minute', windows.minute, MINUTE_MS, outcome.minuteTatUs, outcome);
+    day = gcraReport('day', windows.day, DAY_MS, outcome.dayTatUs, outcome);
+  } else {
+    minute = fixedReport('minute', quota.perMinute, MINUTE_MS, outcome.minuteCount, outcome);
+    day = fixedReport('day', quota.perDay, DAY_MS, outcome.dayCount, outcome);
+  }
+  const laterReset = minute.resetAtMs > day.resetAtMs;
+  if (minute.fitsAtMs > outcome.nowMs || day.fitsAtMs > outcome.nowMs) {
+    const minuteBinds = minute.fitsAtMs > day.fitsAtMs || (minute.fitsAtMs === day.fitsAtMs && laterReset);
+    const [binding, other] = minuteBinds ? [minute, day] : [day, minute];
+    return [{ ...binding, resetAtMs: binding.fitsAtMs }, other];
+  }
+  const minuteBinds = minute.remaining < day.remaining || (minute.remaining === day.remaining && laterReset);
   return minuteBinds ? [minute, day] : [day, minute];
 }
 
@@ -60,9 +84,10 @@ export function rateLimitHeaders(quota: Quota, outcome: QuotaOutcome): Record<st
 }
 
 /**
- * Whole seconds (≥ 1) until a request can next succeed: the reset the headers report. A refusal
- * means a window is used up; the binding window is then the used-up one that resets last, so
- * Retry-After, X-RateLimit-Reset and RateLimit's `t` name the same moment.
+ * Whole seconds (≥ 1, rounded up) until the refused request would be admitted: the reset the
+ * headers report. A refusal means a window has no room for the request's cost; the binding window
+ * is then the one whose room comes last (windowsOf), so Retry-After, X-RateLimit-Reset and
+ * RateLimit's `t` name the same moment, for fixed and gcra plans alike.
  */
 export function retryAfterSeconds(quota: Quota, outcome: QuotaOutcome): number {
   return secondsUntil(reportedWindow(quota, outcome).resetAtMs, outcome.nowMs);

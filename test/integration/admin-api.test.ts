@@ -280,7 +280,8 @@ describe('listing keys', () => {
 
 describe('bad input gets a clear 4xx Error body', () => {
   const cases: Array<[string, string, string, Parameters<typeof admin>[3], number, string, RegExp]> = [
-    ['unknown field', 'POST', '/keys', { body: { plan: 'free', owner: 'x' } }, 400, 'invalid_body', /unknown field owner/],
+    ['unknown field', 'POST', '/keys', { body: { plan: 'free', colour: 'x' } }, 400, 'invalid_body', /unknown field colour/],
+    ['an owner that cannot be a hash tag', 'POST', '/keys', { body: { plan: 'free', owner: 'ac}me' } }, 400, 'invalid_body', /owner must be 1 to 64 lowercase/],
     ['a date that is not ISO 8601', 'POST', '/keys', { body: { plan: 'free', expiresAt: 'next tuesday' } }, 400, 'invalid_body', /expiresAt must be an ISO 8601/],
     ['a date without a zone', 'POST', '/keys', { body: { plan: 'free', expiresAt: '2030-01-01T00:00:00' } }, 400, 'invalid_body', /expiresAt/],
     ['expiresAt in the past', 'POST', '/keys', { body: { plan: 'free', expiresAt: '2020-01-01T00:00:00Z' } }, 400, 'invalid_body', /expiresAt must be in the future/],

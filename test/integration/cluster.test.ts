@@ -23,7 +23,11 @@ import { awayFromDayEdge } from '../helpers/windows.js';
 // their ids hash to different masters: every script must keep one API key's data in one slot.
 
 const SECRET = 'cluster-test-assertion-secret-0123456789abcdef';
-const PLANS = testPlans(4, { afterRejections: 6, window: 60, duration: 120 });
+// Plus `team`, owner-scoped: an owner's keys share one state under the owner's own hash tag.
+const PLANS = testPlans(4, { afterRejections: 6, window: 60, duration: 120 }).replace(
+  'ban:',
+  '  team:       { perMinute: 4, perDay: 4, scope: owner }\nban:',
+);
 
 // The counts must be exact, so the config copy gets slackRedisTimeout (see stack.ts). The last
 // test shows that a lost master still fails fast: a refused connection is not retried whatever
@@ -128,6 +132,19 @@ describe('on a 3-master Redis Cluster', () => {
     // No request fell back to the degraded local mode.
     for (const g of gateways) expect(g.process.output()).not.toContain('degraded');
   }, 60_000);
+
+  it('shares an owner-scoped plan among keys on different masters: one state in the owner\'s slot, exact', async () => {
+    await awayFromDayEdge(20);
+    const keys = await keysOnEveryMaster(['--plan', 'team', '--owner', 'initech']);
+    const statuses = await Promise.all(Array.from({ length: 24 }, (_, i) => send(keys[i % keys.length]!.key, i).then((r) => r.status)));
+    expect(statuses.filter((s) => s === 200)).toHaveLength(4);
+    const client = cluster.client();
+    try {
+      expect(await client.hget('tg:quota:{owner:initech}', 'dc')).toBe('4');
+    } finally {
+      client.disconnect();
+    }
+  });
 
   it('bans a key that keeps going after 429 on every gateway, and `keys unban` lifts it everywhere', async () => {
     await awayFromDayEdge();

@@ -3,7 +3,8 @@ import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 
 /** One step of a history run on both quota stores by quota-stores-differential.test.ts. */
 export type Step =
-  | { kind: 'request' | 'usage' | 'unban'; key: number }
+  | { kind: 'request'; key: number; cost?: number }
+  | { kind: 'usage' | 'unban'; key: number }
   | { kind: 'advance'; ms: number }
   | { kind: 'toEdge'; window: 'minute' | 'day'; offsetMs: number }
   | { kind: 'reloadPlans'; quota: Quota; ban: BanPolicy }
@@ -11,8 +12,21 @@ export type Step =
 
 const key = fc.integer({ min: 0, max: 2 });
 const quota = fc
-  .record({ perMinute: fc.integer({ min: 1, max: 5 }), extraPerDay: fc.integer({ min: 0, max: 6 }) })
-  .map(({ perMinute, extraPerDay }): Quota => ({ perMinute, perDay: perMinute + extraPerDay }));
+  .record({
+    perMinute: fc.integer({ min: 1, max: 5 }),
+    extraPerDay: fc.integer({ min: 0, max: 6 }),
+    shadow: fc.boolean(),
+    // gcra with a burst up to perMinute (clamped, as a per-key quota below the plan's burst is).
+    gcraBurst: fc.option(fc.integer({ min: 1, max: 5 }), { nil: undefined }),
+  })
+  .map(
+    ({ perMinute, extraPerDay, shadow, gcraBurst }): Quota => ({
+      perMinute,
+      perDay: perMinute + extraPerDay,
+      ...(shadow && { shadow }),
+      ...(gcraBurst !== undefined && { algorithm: 'gcra' as const, burst: gcraBurst }),
+    }),
+  );
 const ban = fc.record({
   afterRejections: fc.integer({ min: 1, max: 5 }),
   window: fc.integer({ min: 1, max: 120 }),
@@ -20,7 +34,12 @@ const ban = fc.record({
 });
 
 const step: fc.Arbitrary<Step> = fc.oneof(
-  { weight: 12, arbitrary: key.map((k) => ({ kind: 'request' as const, key: k })) },
+  { weight: 9, arbitrary: key.map((k) => ({ kind: 'request' as const, key: k })) },
+  // routes.costs: requests of several units, some larger than a whole window.
+  {
+    weight: 3,
+    arbitrary: fc.record({ key, cost: fc.integer({ min: 1, max: 7 }) }).map((r) => ({ kind: 'request' as const, ...r })),
+  },
   { weight: 2, arbitrary: key.map((k) => ({ kind: 'usage' as const, key: k })) },
   { weight: 1, arbitrary: key.map((k) => ({ kind: 'unban' as const, key: k })) },
   { weight: 4, arbitrary: fc.integer({ min: 0, max: 20_000 }).map((ms) => ({ kind: 'advance' as const, ms })) },
@@ -128,6 +147,21 @@ export const REGRESSIONS: Regression[] = [
     steps: [
       { kind: 'request', key: 0 },
       { kind: 'toEdge', window: 'day', offsetMs: -1 },
+      { kind: 'request', key: 0 },
+      { kind: 'request', key: 0 },
+    ],
+  },
+  {
+    // Found by the property once gcra was in it: a gcra state expired at midnight read as empty,
+    // but the fixed plan reloaded after it wrote no TATs, so Redis's stale ones came back to life
+    // (passed TATs now read as zero in both stores).
+    name: 'TATs of an expired gcra state after a reload to fixed windows',
+    startMs: JAN_1,
+    steps: [
+      { kind: 'reloadPlans', quota: { perMinute: 1, perDay: 1, algorithm: 'gcra', burst: 1 }, ban: { afterRejections: 1, window: 1, duration: 1 } },
+      { kind: 'request', key: 0 },
+      { kind: 'reloadPlans', quota: { perMinute: 1, perDay: 1 }, ban: { afterRejections: 1, window: 1, duration: 1 } },
+      { kind: 'toEdge', window: 'day', offsetMs: 0 },
       { kind: 'request', key: 0 },
       { kind: 'request', key: 0 },
     ],

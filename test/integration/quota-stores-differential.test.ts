@@ -10,8 +10,9 @@ import { redisForFile } from '../helpers/redis-for-file.js';
 import { quotaHistory, REGRESSIONS, type Step } from './quota-stores-differential.history.js';
 
 // The memory store and the Redis script on a real redis-server, driven by the same random
-// history on the same injected clock: requests, clock steps across minute and day edges, bans,
-// unbans, per-key quotas and plan reloads. Every answer must be identical.
+// history on the same injected clock: requests of several costs, clock steps across minute and
+// day edges, bans, unbans, per-key quotas, shadow plans and plan reloads. Every answer must be
+// identical.
 
 const redis = redisForFile();
 
@@ -50,7 +51,7 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
     const act = async (store: QuotaStore) => {
       if (step.kind === 'request') {
         // The outcome and what the client is told of it: headers with the resets, Retry-After.
-        const outcome = await store.consume(id, quota, plans.ban);
+        const outcome = await store.consume(id, quota, plans.ban, step.cost);
         const retryAfter = outcome.verdict === 'allowed' ? null : retryAfterSeconds(quota, outcome);
         return JSON.stringify({ outcome, headers: rateLimitHeaders(quota, outcome), retryAfter });
       }
@@ -70,7 +71,7 @@ describe('memory store and Redis script, differentially', () => {
         const [memory, shared] = await replay(startMs, steps);
         expect(shared).toEqual(memory);
       }),
-      { numRuns: 300 },
+      { numRuns: Number(process.env.DIFF_RUNS ?? 300) },
     );
   });
 

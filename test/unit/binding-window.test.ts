@@ -19,6 +19,9 @@ const outcome = (verdict: QuotaOutcome['verdict'], minuteCount: number, dayCount
   rejections: 0,
   nowMs: NOW_MS,
   bannedUntilMs,
+  cost: 1,
+  minuteTatUs: 0,
+  dayTatUs: 0,
 });
 
 /** X-RateLimit-Reset, RateLimit's t and (on a refusal) Retry-After must name one moment. */

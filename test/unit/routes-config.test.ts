@@ -4,6 +4,7 @@ import { ConfigError } from '../../src/config/config-error.js';
 import { gatewayFileSchema } from '../../src/config/gateway-schema.js';
 import { loadGatewayFile } from '../../src/config/load.js';
 import { patternProblem } from '../../src/config/routes-schema.js';
+import { RouteCosts } from '../../src/gateway/route-costs.js';
 import { CONFIG_DIR } from '../helpers/processes.js';
 
 // The `routes` section of gateway.yaml: one fixture directory per refusal, each naming file and field.
@@ -55,6 +56,7 @@ describe('fixtures refused with file and field named', () => {
     ['duplicate-rule', 'routes.deprecations.1.path', /deprecations\.0/],
     ['unknown-field', 'routes.deprecations.0', /goneAfterSunet/],
     ['bad-link', 'routes.deprecations.0.link', /http/],
+    ['bad-cost', 'routes.costs.0.cost', /at least 1/],
   ];
   for (const [name, field, reason] of cases) {
     it(name, () => {
@@ -121,5 +123,43 @@ describe('rule validation', () => {
 
   it('refuses an unknown key in the routes section', () => {
     expect(gatewayFileSchema.safeParse({ routes: { deprecation: [] } }).error?.issues[0]?.message).toMatch(/deprecation/);
+  });
+});
+
+describe('route costs', () => {
+  const parseCosts = (...costs: object[]) => gatewayFileSchema.safeParse({ routes: { costs } });
+  const issueOf = (...costs: object[]) => {
+    const result = parseCosts(...costs);
+    expect(result.success).toBe(false);
+    const issue = result.error!.issues[0]!;
+    return { field: issue.path.join('.'), message: issue.message };
+  };
+
+  it('default to none, and accept whole costs from 1 to 10000 on the deprecation path patterns', () => {
+    expect(gatewayFileSchema.parse({}).routes.costs).toEqual([]);
+    expect(parseCosts({ method: 'POST', path: '/v1/categories', cost: 5 }, { method: 'GET', path: '/v1/search/{kind}', cost: 10_000 }).success).toBe(true);
+  });
+
+  it('refuse costs that are not whole numbers in range, bad patterns and duplicates, naming the field', () => {
+    expect(issueOf({ method: 'GET', path: '/v1/x', cost: 1.5 })).toEqual({ field: 'routes.costs.0.cost', message: 'must be a whole number' });
+    expect(issueOf({ method: 'GET', path: '/v1/x', cost: 10_001 })).toEqual({ field: 'routes.costs.0.cost', message: 'must be at most 10000' });
+    expect(issueOf({ method: 'GET', path: 'v1/x', cost: 2 }).field).toBe('routes.costs.0.path');
+    expect(issueOf({ method: 'GET', path: '/v1/x/{a}', cost: 2 }, { method: 'GET', path: '/v1/x/{b}', cost: 3 })).toEqual({
+      field: 'routes.costs.1.path',
+      message: 'matches the same requests as costs.0',
+    });
+    expect(issueOf({ method: 'GET', path: '/v1/x', cost: 2, weight: 1 }).field).toBe('routes.costs.0');
+  });
+
+  it('cost a request no rule matches 1, and a HEAD what its GET costs', () => {
+    const costs = new RouteCosts([
+      { method: 'GET', path: '/v1/search/{kind}', cost: 4 },
+      { method: 'POST', path: '/v1/categories', cost: 3 },
+    ]);
+    expect(costs.costOf('GET', '/v1/search/pets')).toBe(4);
+    expect(costs.costOf('HEAD', '/v1/search/pets/')).toBe(4);
+    expect(costs.costOf('POST', '/v1/categories')).toBe(3);
+    expect(costs.costOf('GET', '/v1/categories')).toBe(1);
+    expect(costs.costOf('GET', '/v1/search/pets/more')).toBe(1);
   });
 });

@@ -1,5 +1,5 @@
 import { CONTINUE, reject, type Policy } from '../context.js';
-import type { RouteRules } from '../route-rules.js';
+import { pathOf, type RouteRules } from '../route-rules.js';
 
 /**
  * Deprecation and sunset (after the quota check, so these answers count and carry the rate-limit
@@ -12,9 +12,7 @@ import type { RouteRules } from '../route-rules.js';
  */
 export function applyRouteRules(rules: () => RouteRules, nowMs: () => number = Date.now): Policy {
   return (ctx) => {
-    const url = ctx.req.url ?? '/';
-    const query = url.indexOf('?');
-    const rule = rules().match(ctx.req.method ?? 'GET', query === -1 ? url : url.slice(0, query));
+    const rule = rules().match(ctx.req.method ?? 'GET', pathOf(ctx.req.url));
     if (!rule) return CONTINUE;
     for (const [name, value] of rule.headers) ctx.res.setHeader(name, value);
     if (rule.goneAfterSunset && nowMs() >= rule.sunsetAtMs) return reject('route_sunset', rule.goneMessage);

@@ -2,12 +2,15 @@ import type { BanPolicy, PlansConfig, Quota } from '../../config/plans-schema.js
 import type { Logger } from '../../observability/log.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { quotaFor } from '../../quota/quota-for.js';
+import { quotaSubject } from '../../quota/quota-subject.js';
 import type { QuotaOutcome } from '../../quota/quota-state.js';
 import { rateLimitHeaders, retryAfterSeconds } from '../../quota/rate-limit-headers.js';
 import type { QuotaStore } from '../../store/quota-store.js';
 import type { StoreHealth } from '../../store/store-health.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
 import type { LocalVerdicts } from '../local-verdicts.js';
+import type { RouteCosts } from '../route-costs.js';
+import { pathOf } from '../route-rules.js';
 
 export type StoreFailureMode = 'local' | 'open' | 'closed';
 
@@ -15,6 +18,8 @@ export interface QuotaDeps {
   store: QuotaStore;
   health: StoreHealth;
   plans: () => PlansConfig;
+  /** gateway.yaml routes.costs as of now (hot-reloaded): the units a request consumes. */
+  costs: () => RouteCosts;
   local: LocalVerdicts;
   /** Used while the shared store is unreachable, in `local` mode (per-replica share of limits). */
   fallback: { mode: StoreFailureMode; store: QuotaStore; replicas: number };
@@ -25,8 +30,9 @@ export interface QuotaDeps {
 type Source = 'store' | 'local_cache' | 'fallback';
 
 /**
- * Both quota windows of the authenticated key, in one atomic store decision. Sets the rate-limit
- * headers on the response whatever happens next (proxied 2xx, backend 4xx, 429, 502/504).
+ * Both quota windows of the authenticated key, in one atomic store decision for the route's cost
+ * in units. Sets the rate-limit headers on the response whatever happens next (proxied 2xx,
+ * backend 4xx, 429, 502/504).
  */
 export function enforceQuota(deps: QuotaDeps): Policy {
   const { store, health, local, metrics } = deps;
@@ -38,18 +44,21 @@ export function enforceQuota(deps: QuotaDeps): Policy {
       deps.logger.error({ keyId: key.id, plan: key.plan }, 'key has a plan that plans.yaml does not define');
       return reject('plan_not_configured');
     }
+    // The key's own windows, or its owner's under a `scope: owner` plan.
+    const subject = quotaSubject(key, quota);
     // Only bans are answered from memory: every refusal short of one is counted in the store, so
     // the ban comes at the configured count on any number of replicas (local-verdicts.ts).
-    const cached = local.answer(key.id);
+    const cached = local.answer(subject);
     if (cached) return judge(ctx, deps, quota, cached, 'local_cache');
-    if (!health.shouldTry()) return degrade(ctx, deps, quota, plans.ban);
+    const cost = deps.costs().costOf(ctx.req.method ?? 'GET', pathOf(ctx.req.url));
+    if (!health.shouldTry()) return degrade(ctx, deps, quota, plans.ban, subject, cost);
 
     const startedMs = performance.now();
-    return store.consume(key.id, quota, plans.ban).then(
+    return store.consume(subject, quota, plans.ban, cost).then(
       (outcome) => {
         metrics.redisSeconds.observe({ operation: 'quota' }, (performance.now() - startedMs) / 1000);
         health.succeeded();
-        local.remember(key.id, outcome);
+        local.remember(subject, outcome);
         if (outcome.verdict === 'banned' && outcome.bannedUntilMs - outcome.nowMs === plans.ban.duration * 1000) {
           metrics.bans.inc({ plan: key.plan });
         }
@@ -58,23 +67,34 @@ export function enforceQuota(deps: QuotaDeps): Policy {
       (err: unknown) => {
         metrics.redisErrors.inc({ operation: 'quota' });
         health.failed(err);
-        return degrade(ctx, deps, quota, plans.ban);
+        return degrade(ctx, deps, quota, plans.ban, subject, cost);
       },
     );
   };
 }
 
 function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: QuotaOutcome, source: Source): Decision {
-  deps.metrics.quotaDecisions.inc({ plan: ctx.consumer!.plan, decision: outcome.verdict, source });
+  const plan = ctx.consumer!.plan;
   const headers = rateLimitHeaders(quota, outcome);
   for (const name in headers) ctx.res.setHeader(name, headers[name]!);
-  if (outcome.verdict === 'allowed') return CONTINUE;
-  const retryAfter = { 'retry-after': retryAfterSeconds(quota, outcome) };
-  return outcome.verdict === 'banned' ? reject('api_key_banned', undefined, retryAfter) : reject('rate_limit_exceeded', undefined, retryAfter);
+  if (outcome.verdict === 'allowed') {
+    deps.metrics.quotaDecisions.inc({ plan, decision: 'allowed', source });
+    return CONTINUE;
+  }
+  const code = outcome.verdict === 'banned' ? 'api_key_banned' : 'rate_limit_exceeded';
+  if (quota.shadow) {
+    // A shadow plan refuses nobody: the would-be refusal is counted, logged and told, then admitted.
+    deps.metrics.quotaDecisions.inc({ plan, decision: 'shadow_limited', source });
+    ctx.res.setHeader('x-ratelimit-shadow', code);
+    ctx.shadowRefusal = code;
+    return CONTINUE;
+  }
+  deps.metrics.quotaDecisions.inc({ plan, decision: outcome.verdict, source });
+  return reject(code, undefined, { 'retry-after': retryAfterSeconds(quota, outcome) });
 }
 
 /** The configured failure mode, while the shared store cannot be asked. */
-async function degrade(ctx: RequestContext, deps: QuotaDeps, quota: Quota, ban: BanPolicy): Promise<Decision> {
+async function degrade(ctx: RequestContext, deps: QuotaDeps, quota: Quota, ban: BanPolicy, subject: string, cost: number): Promise<Decision> {
   const { mode, store, replicas } = deps.fallback;
   if (mode === 'closed') return reject('rate_limit_store_unavailable', undefined, { 'retry-after': 1 });
   ctx.degraded = true;
@@ -82,8 +102,9 @@ async function degrade(ctx: RequestContext, deps: QuotaDeps, quota: Quota, ban: 
   if (mode === 'open') return CONTINUE;
   // Each replica enforces its share, so the replicas together stay near the real limit.
   const share: Quota = {
+    ...quota,
     perMinute: Math.max(1, Math.floor(quota.perMinute / replicas)),
     perDay: Math.max(1, Math.floor(quota.perDay / replicas)),
   };
-  return judge(ctx, deps, share, await store.consume(ctx.consumer!.id, share, ban), 'fallback');
+  return judge(ctx, deps, share, await store.consume(subject, share, ban, cost), 'fallback');
 }

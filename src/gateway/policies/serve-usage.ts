@@ -1,6 +1,7 @@
 import type { PlansConfig } from '../../config/plans-schema.js';
 import { usageReport } from '../../keys/lifecycle/key-usage.js';
 import { quotaFor } from '../../quota/quota-for.js';
+import { quotaSubject } from '../../quota/quota-subject.js';
 import { rateLimitHeaders } from '../../quota/rate-limit-headers.js';
 import type { QuotaStore } from '../../store/quota-store.js';
 import type { StoreHealth } from '../../store/store-health.js';
@@ -26,7 +27,7 @@ export function serveUsage(path: string, deps: { quotas: QuotaStore; plans: () =
     if (!quota) return reject('plan_not_configured');
     // While the shared breaker says the store is down, answer at once instead of waiting a timeout.
     if (deps.health?.isDown()) return unavailable;
-    return deps.quotas.usage(record.id).then(
+    return deps.quotas.usage(quotaSubject(record, quota)).then(
       (outcome): Decision => {
         // Like every answer to an identified caller, a 405 carries the rate-limit headers.
         if (!allowed) return reject('method_not_allowed', `${method} is not allowed on ${path}.`, { allow: 'GET, HEAD', ...rateLimitHeaders(quota, outcome) });

@@ -6,7 +6,7 @@ import { notFound } from './find-key.js';
 import { futureInstant, parseInput, patchKeyInput, quotaPair, requirePlan } from './inputs.js';
 
 /**
- * `{plan?, name?, perMinute?, perDay?, expiresAt?}` (null removes own quotas or the expiry) →
+ * `{plan?, name?, perMinute?, perDay?, shadow?, expiresAt?}` (null removes own quotas, shadow or the expiry) →
  * the changed record; in force on every replica at once (the store announces it).
  */
 export async function updateKey(deps: LifecycleDeps, id: string, input: unknown, caller: Caller): Promise<PublicKeyRecord> {
@@ -17,6 +17,8 @@ export async function updateKey(deps: LifecycleDeps, id: string, input: unknown,
   const quota = quotaPair(fields.perMinute, fields.perDay, caller.label);
   if (quota === null) Object.assign(patch, { perMinute: undefined, perDay: undefined });
   else if (quota) Object.assign(patch, quota);
+  if (fields.shadow === null || fields.shadow === false) patch.shadow = undefined;
+  else if (fields.shadow) patch.shadow = true;
   if (fields.expiresAt === null) patch.expiresAt = undefined;
   else if (fields.expiresAt !== undefined) patch.expiresAt = futureInstant(fields.expiresAt, deps.now(), caller.label);
   return apply(deps, id, patch, caller, 'key.update');

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { PLAN_NAME, quotaSchema, type PlansConfig } from '../../config/plans-schema.js';
+import { OWNER_PATTERN } from '../record.js';
 import type { FieldLabel } from './deps.js';
 import { LifecycleError } from './lifecycle-error.js';
 
@@ -13,6 +14,8 @@ const count = z.number(required('a whole number')).int('must be a whole number')
 const planName = z.string(required('a plan name'));
 // Control characters would let a name forge lines in terminals and logs.
 const name = z.string(required('a string')).max(200, 'must be at most 200 characters').regex(/^[^\p{Cc}]*$/u, 'must not contain control characters');
+const owner = z.string(required('a string')).regex(OWNER_PATTERN, 'must be 1 to 64 lowercase letters, digits, ".", "_" or "-", starting with a letter or digit');
+const shadow = z.boolean(required('true or false'));
 const instant = z.iso.datetime({ offset: true, error: 'must be an ISO 8601 date-time with a zone, e.g. 2027-01-31T00:00:00Z' });
 
 export const createKeyInput = z.strictObject({
@@ -21,6 +24,10 @@ export const createKeyInput = z.strictObject({
   expiresAt: instant.optional(),
   perMinute: count.optional(),
   perDay: count.optional(),
+  /** Shadow override: the key's refusals are counted and logged, never enforced. */
+  shadow: shadow.optional(),
+  /** The customer the key belongs to: keys of one owner share a `scope: owner` plan's windows. */
+  owner: owner.optional(),
 });
 
 /** `null` removes an optional setting (own quotas, expiry). */
@@ -31,6 +38,7 @@ export const patchKeyInput = z
     expiresAt: instant.nullable().optional(),
     perMinute: count.nullable().optional(),
     perDay: count.nullable().optional(),
+    shadow: shadow.nullable().optional(),
   })
   .refine((patch) => Object.keys(patch).length > 0, 'give at least one field to change');
 

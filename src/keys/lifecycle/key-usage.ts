@@ -1,5 +1,6 @@
 import type { Quota } from '../../config/plans-schema.js';
 import { quotaFor } from '../../quota/quota-for.js';
+import { quotaSubject } from '../../quota/quota-subject.js';
 import type { QuotaOutcome } from '../../quota/quota-state.js';
 import { windowsOf } from '../../quota/rate-limit-headers.js';
 import type { KeyRecord } from '../record.js';
@@ -30,7 +31,8 @@ export async function keyUsage(deps: LifecycleDeps, id: string): Promise<UsageRe
   const record = await findKey(deps, id);
   const quota = quotaFor(record, deps.plans());
   if (!quota) throw new LifecycleError('plan_not_configured', `key ${id} has plan "${record.plan}", which plans.yaml does not define`);
-  return usageReport(record, quota, await deps.quotas.usage(id));
+  // Under a `scope: owner` plan the windows are the owner's, shared by all of its keys.
+  return usageReport(record, quota, await deps.quotas.usage(quotaSubject(record, quota)));
 }
 
 export function usageReport(record: KeyRecord, quota: Quota, outcome: QuotaOutcome): UsageReport {

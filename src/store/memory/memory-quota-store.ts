@@ -20,10 +20,10 @@ export class MemoryQuotaStore implements QuotaStore {
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  async consume(keyId: string, quota: Quota, ban: BanPolicy): Promise<QuotaOutcome> {
+  async consume(keyId: string, quota: Quota, ban: BanPolicy, cost = 1): Promise<QuotaOutcome> {
     const nowMs = this.now();
     this.sweep(nowMs);
-    const { state, outcome } = decide(this.read(keyId, nowMs), nowMs, quota, ban);
+    const { state, outcome } = decide(this.read(keyId, nowMs), nowMs, quota, ban, cost);
     this.states.set(keyId, { state, expiresAtMs: expiresAtMs(state, ban) });
     return outcome;
   }

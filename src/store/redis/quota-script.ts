@@ -22,40 +22,68 @@ end
 -- is only garbage collection, so an injected clock gives the same answers. (Hashes written
 -- before 'ex' existed have none: Redis's own expiry still covers them.)
 local function current(now)
-  local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex')
-  local s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0 }
+  local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex', 'mt', 'dt')
+  local s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0, dt = 0 }
   local ex = tonumber(h[8])
   if ex == nil or ex > now then
     s = { ms = tonumber(h[1]) or 0, mc = tonumber(h[2]) or 0, ds = tonumber(h[3]) or 0, dc = tonumber(h[4]) or 0,
-          rs = tonumber(h[5]) or 0, rc = tonumber(h[6]) or 0, bu = tonumber(h[7]) or 0 }
+          rs = tonumber(h[5]) or 0, rc = tonumber(h[6]) or 0, bu = tonumber(h[7]) or 0,
+          mt = tonumber(h[9]) or 0, dt = tonumber(h[10]) or 0 }
   end
   local minuteStart, dayStart = now - (now % MINUTE_MS), now - (now % DAY_MS)
   if s.ms ~= minuteStart then s.ms = minuteStart; s.mc = 0 end
   if s.ds ~= dayStart then s.ds = dayStart; s.dc = 0 end
+  if s.mt <= now * 1000 then s.mt = 0 end
+  if s.dt <= now * 1000 then s.dt = 0 end
   return s
 end
-local function reply(verdict, s, now)
+local function reply(verdict, s, now, cost)
   local bannedUntil = 0
   if verdict == 2 then bannedUntil = s.bu end
-  return { verdict, s.mc, s.dc, s.rc, now, bannedUntil }
+  return { verdict, s.mc, s.dc, s.rc, now, bannedUntil, cost, s.mt, s.dt }
+end
+-- gcra.ts admitUs(): the TAT after admitting cost units, or nil when they do not fit.
+local function admit(tat, nowUs, cost, intervalUs, burst)
+  local nextTat = math.max(tat, nowUs) + cost * intervalUs
+  if nextTat - nowUs <= burst * intervalUs then return nextTat end
+  return nil
 end
 `;
 
 // KEYS[1]  tg:quota:{id}
-// ARGV     perMinute, perDay, banAfterRejections, banWindowMs, banDurationMs, nowMs ('' = Redis TIME)
-// Reply    { verdict (0 allowed, 1 limited, 2 banned), minuteCount, dayCount, rejections, nowMs, bannedUntilMs }
+// ARGV     perMinute, perDay, banAfterRejections, banWindowMs, banDurationMs, cost, shadow (1 or 0),
+//          gcra (1 or 0), minute intervalUs, minute burst, day intervalUs, day burst (gcra.ts
+//          gcraWindows(), computed once in TS), nowMs ('' = Redis TIME; always the last)
+// Reply    { verdict (0 allowed, 1 limited, 2 banned), minuteCount, dayCount, rejections, nowMs, bannedUntilMs, cost,
+//            minuteTatUs, dayTatUs }
+// Numbers that may grow large (TATs in microseconds, a gcra day's expiry) are written with %.0f,
+// exact for every integer a double holds: Redis passes a Lua number on in its shortest form, which
+// for large round values is exponent notation ('8.64e+17'), which PEXPIRE refuses.
 export const QUOTA_SCRIPT = `${CLOCK}
-local now = clock(ARGV[6])
+local now = clock(ARGV[#ARGV])
 local perMinute, perDay = tonumber(ARGV[1]), tonumber(ARGV[2])
 local banAfter, banWindowMs, banDurationMs = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local cost, shadow, gcra = tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8] == '1'
 local s = current(now)
-if s.bu > now then return reply(2, s, now) end
+if s.bu > now then return reply(2, s, now, cost) end
 
 local verdict = 1
-if s.mc + 1 <= perMinute and s.dc + 1 <= perDay then
-  s.mc = s.mc + 1
-  s.dc = s.dc + 1
+local fits, minuteTat, dayTat
+if gcra then
+  minuteTat = admit(s.mt, now * 1000, cost, tonumber(ARGV[9]), tonumber(ARGV[10]))
+  dayTat = admit(s.dt, now * 1000, cost, tonumber(ARGV[11]), tonumber(ARGV[12]))
+  fits = minuteTat ~= nil and dayTat ~= nil
+else
+  fits = s.mc + cost <= perMinute and s.dc + cost <= perDay
+end
+if fits then
+  s.mc = s.mc + cost
+  s.dc = s.dc + cost
+  if gcra then s.mt = minuteTat; s.dt = dayTat end
   verdict = 0
+elseif shadow then
+  -- a shadow refusal is admitted by the gateway, so it counts towards no ban
+  verdict = 1
 else
   if now - s.rs >= banWindowMs then s.rs = now; s.rc = 0 end
   s.rc = s.rc + 1
@@ -71,18 +99,24 @@ end
 -- 'ex' does, on Redis's clock or an injected one.
 local rejectionsEnd = 0
 if s.rc > 0 then rejectionsEnd = s.rs + banWindowMs end
-local ex = math.max(s.ds + DAY_MS, rejectionsEnd, s.bu)
-redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', ex)
-redis.call('PEXPIRE', KEYS[1], ex - now + MINUTE_MS)
-return reply(verdict, s, now)
+local ex = math.max(s.ds + DAY_MS, rejectionsEnd, s.bu, math.ceil(math.max(s.mt, s.dt) / 1000))
+local exArg = string.format('%.0f', ex)
+if gcra then
+  redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg,
+    'mt', string.format('%.0f', s.mt), 'dt', string.format('%.0f', s.dt))
+else
+  redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg)
+end
+redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS))
+return reply(verdict, s, now, cost)
 `;
 
 // peek(): use without consuming. ARGV nowMs as above. Reply as above, verdict 0 or 2.
 export const USAGE_SCRIPT = `${CLOCK}
 local now = clock(ARGV[1])
 local s = current(now)
-if s.bu > now then return reply(2, s, now) end
-return reply(0, s, now)
+if s.bu > now then return reply(2, s, now, 1) end
+return reply(0, s, now, 1)
 `;
 
 // lift(): ends a ban and forgets counted rejections. ARGV nowMs as above. Reply 1 if a ban was in force.

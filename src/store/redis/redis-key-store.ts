@@ -124,7 +124,7 @@ interface RedisWithScripts {
 }
 
 /** Optional fields, stored only when set. */
-const OPTIONAL_TEXT = ['expiresAt', 'previousHash', 'graceEndsAt'] as const;
+const OPTIONAL_TEXT = ['expiresAt', 'previousHash', 'graceEndsAt', 'owner'] as const;
 
 function toFields(record: KeyRecord): Record<string, string> {
   const fields: Record<string, string> = {
@@ -138,6 +138,7 @@ function toFields(record: KeyRecord): Record<string, string> {
   if (record.perMinute !== undefined) fields.perMinute = String(record.perMinute);
   if (record.perDay !== undefined) fields.perDay = String(record.perDay);
   for (const field of OPTIONAL_TEXT) if (record[field] !== undefined) fields[field] = record[field];
+  if (record.shadow !== undefined) fields.shadow = String(record.shadow);
   return fields;
 }
 
@@ -154,6 +155,7 @@ function fromFields(fields: Record<string, string>): KeyRecord | null {
   if (fields.perMinute !== undefined) record.perMinute = Number(fields.perMinute);
   if (fields.perDay !== undefined) record.perDay = Number(fields.perDay);
   for (const field of OPTIONAL_TEXT) if (fields[field] !== undefined) record[field] = fields[field];
+  if (fields.shadow !== undefined) record.shadow = fields.shadow === 'true';
   return record;
 }
 

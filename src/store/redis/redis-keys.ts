@@ -7,4 +7,5 @@ export const KEY_INDEX = 'tg:keys';
 export const AUDIT_STREAM = 'tg:audit';
 
 export const keyRecordKey = (id: string) => `tg:key:{${id}}`;
+/** `id`: a key id, or `owner:<name>` for the windows an owner's keys share (quota-subject.ts). */
 export const quotaKey = (id: string) => `tg:quota:{${id}}`;

@@ -4,6 +4,7 @@ import type { QuotaOutcome, Verdict } from '../../quota/quota-state.js';
 import type { QuotaStore } from '../quota-store.js';
 import { QUOTA_SCRIPT, UNBAN_SCRIPT, USAGE_SCRIPT } from './quota-script.js';
 import { quotaKey } from './redis-keys.js';
+import { gcraWindows } from '../../quota/gcra.js';
 
 const VERDICTS: Verdict[] = ['allowed', 'limited', 'banned'];
 
@@ -31,7 +32,7 @@ export class RedisQuotaStore implements QuotaStore {
     this.commands = redis as unknown as QuotaCommands;
   }
 
-  async consume(keyId: string, quota: Quota, ban: BanPolicy): Promise<QuotaOutcome> {
+  async consume(keyId: string, quota: Quota, ban: BanPolicy, cost = 1): Promise<QuotaOutcome> {
     const reply = await this.commands.tgQuota(
       quotaKey(keyId),
       quota.perMinute,
@@ -39,6 +40,9 @@ export class RedisQuotaStore implements QuotaStore {
       ban.afterRejections,
       ban.window * 1000,
       ban.duration * 1000,
+      cost,
+      quota.shadow ? 1 : 0,
+      ...this.gcraArgs(quota),
       this.nowArg(),
     );
     return toOutcome(reply);
@@ -52,12 +56,19 @@ export class RedisQuotaStore implements QuotaStore {
     return (await this.commands.tgUnban(quotaKey(keyId), this.nowArg())) === 1;
   }
 
+  /** gcra flag and both windows' interval and burst, from the one definition (gcra.ts). */
+  private gcraArgs(quota: Quota): number[] {
+    if (quota.algorithm !== 'gcra') return [0, 0, 0, 0, 0];
+    const { minute, day } = gcraWindows(quota);
+    return [1, minute.intervalUs, minute.burst, day.intervalUs, day.burst];
+  }
+
   private nowArg(): string | number {
     return this.testClock ? this.testClock() : '';
   }
 }
 
 function toOutcome(reply: number[]): QuotaOutcome {
-  const [verdict, minuteCount, dayCount, rejections, nowMs, bannedUntilMs] = reply.map(Number) as [number, number, number, number, number, number];
-  return { verdict: VERDICTS[verdict] ?? 'limited', minuteCount, dayCount, rejections, nowMs, bannedUntilMs };
+  const [verdict = 1, minuteCount = 0, dayCount = 0, rejections = 0, nowMs = 0, bannedUntilMs = 0, cost = 1, minuteTatUs = 0, dayTatUs = 0] = reply.map(Number);
+  return { verdict: VERDICTS[verdict] ?? 'limited', minuteCount, dayCount, rejections, nowMs, bannedUntilMs, cost, minuteTatUs, dayTatUs };
 }

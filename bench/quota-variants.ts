@@ -1,0 +1,35 @@
+import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CONFIG_DIR } from '../test/harness/tollgate.js';
+import { workDir } from './processes.js';
+
+/**
+ * Tollgate targets that differ from `tollgate` only in how the run's key is limited (README,
+ * "Rate-limit headers"), to show what each quota feature costs beside fixed windows in the same
+ * run: the shipped config with one edit each, in the run's scratch directory. The run's key
+ * (enterprise, with its own quotas, owner `bench`) never reaches a limit under any of them.
+ */
+export const QUOTA_VARIANTS = {
+  // Smooth limits: the enterprise plan as a generic cell rate with a burst.
+  'tollgate-gcra': { 'plans.yaml': (y: string) => y.replace(/enterprise: \{ perMinute: 3000, perDay: 1000000 \}/, 'enterprise: { perMinute: 3000, perDay: 1000000, algorithm: gcra, burst: 1000 }') },
+  // Route costs: the benchmarked route costs 3 units.
+  'tollgate-cost': { 'gateway.yaml': (y: string) => y.replace(/^ {2}costs: \[\].*$/m, '  costs: [{ method: GET, path: /v1/categories, cost: 3 }]') },
+  // Owner quotas: the enterprise plan shared by the owner's keys.
+  'tollgate-owner': { 'plans.yaml': (y: string) => y.replace(/enterprise: \{ perMinute: 3000, perDay: 1000000 \}/, 'enterprise: { perMinute: 3000, perDay: 1000000, scope: owner }') },
+} as const;
+
+export type QuotaVariant = keyof typeof QUOTA_VARIANTS;
+export const QUOTA_VARIANT_NAMES = Object.keys(QUOTA_VARIANTS) as QuotaVariant[];
+
+/** The config directory of one variant; throws if the shipped file no longer has the line it edits. */
+export function quotaVariantConfig(name: QuotaVariant): string {
+  const dir = join(workDir(), `config-${name}`);
+  cpSync(CONFIG_DIR, dir, { recursive: true });
+  for (const [file, edit] of Object.entries(QUOTA_VARIANTS[name]) as Array<[string, (y: string) => string]>) {
+    const before = readFileSync(join(dir, file), 'utf8');
+    const after = edit(before);
+    if (after === before) throw new Error(`${name}: the shipped ${file} has no line to edit`);
+    writeFileSync(join(dir, file), after);
+  }
+  return dir;
+}

@@ -1,0 +1,71 @@
+import { afterAll, beforeAll } from 'vitest';
+import { EchoUpstream } from './echo-upstream.js';
+import { TollgateProcess } from './processes.js';
+import { TestRedis } from './redis-server.js';
+import { bearer, configCopy, createKey, slackRedisTimeout, startGateway, type CreatedKey, type GatewayHandle } from './stack.js';
+
+/**
+ * For the quota feature tests (costs, shadow plans, gcra, owners): one config directory, run two
+ * ways, both real processes: three gateways sharing a real redis-server in front of an echo
+ * upstream, and `tollgate up` on the embedded store (its demo key per plan stands in for the CLI,
+ * which needs Redis). Started before the file's tests and stopped after.
+ */
+export interface QuotaStack {
+  redis: () => TestRedis;
+  gateways: () => GatewayHandle[];
+  /** A key made with the CLI on the Redis stack. */
+  newKey: (args: string[]) => Promise<CreatedKey>;
+  /** One request through Redis gateway `i % 3`. */
+  send: (key: string, i: number, path?: string, method?: string) => Promise<Response>;
+  /** The embedded `tollgate up`: its URL and its demo key of `plan`. */
+  embedded: () => { url: string; keyOf: (plan: string) => string; process: TollgateProcess };
+  configDir: () => string;
+}
+
+export function quotaStack(plansYaml: string, gatewayEdit: (yaml: string) => string = (y) => y): QuotaStack {
+  let redis: TestRedis;
+  let upstream: EchoUpstream;
+  let gateways: GatewayHandle[] = [];
+  let up: TollgateProcess | undefined;
+  let upUrl = '';
+  const demoKeys = new Map<string, string>();
+  let configDir = '';
+
+  beforeAll(async () => {
+    configDir = configCopy({ 'plans.yaml': () => plansYaml, 'gateway.yaml': (y) => gatewayEdit(slackRedisTimeout(y)) });
+    redis = await TestRedis.start();
+    upstream = await new EchoUpstream().start();
+    gateways = await Promise.all(
+      [1, 2, 3].map(() => startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configDir })),
+    );
+    up = TollgateProcess.spawn(['up'], { GATEWAY_PORT: '0', ADMIN_PORT: '0', BACKEND_PORT: '0', REDIS_URL: undefined, TOLLGATE_CONFIG_DIR: configDir });
+    upUrl = await up.listening('gateway');
+    const deadline = Date.now() + 5000;
+    while (!up.output().includes('Try:') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    for (const match of up.output().matchAll(/^ {2}(\w+)\s+(tg_\S+)$/gm)) demoKeys.set(match[1]!, match[2]!);
+  });
+
+  afterAll(async () => {
+    await Promise.all([...gateways.map((g) => g.process.stop()), up?.stop()]);
+    await upstream?.stop();
+    await redis?.stop();
+  });
+
+  return {
+    redis: () => redis,
+    gateways: () => gateways,
+    configDir: () => configDir,
+    newKey: (args) => createKey(redis, args, configDir),
+    send: (key, i, path = '/v1/categories', method = 'GET') =>
+      fetch(`${gateways[i % gateways.length]!.url}${path}`, { method, headers: bearer(key) }),
+    embedded: () => ({
+      url: upUrl,
+      process: up!,
+      keyOf: (plan) => {
+        const key = demoKeys.get(plan);
+        if (!key) throw new Error(`no demo key for plan ${plan} in: ${up!.output()}`);
+        return key;
+      },
+    }),
+  };
+}
