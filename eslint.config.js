@@ -29,7 +29,10 @@ const layers = Object.entries(FORBIDDEN).map(([folder, forbidden]) => ({
       'error',
       {
         patterns: [
-          { regex: `(^|/)(${forbidden.join('|')})/`, message: `${folder} may not import ${forbidden.join(', ')} (ARCHITECTURE.md: layers)` },
+          {
+            regex: `(^|/)(${forbidden.join('|')})/`,
+            message: `${folder} may not import ${forbidden.join(', ')} (ARCHITECTURE.md: layers)`,
+          },
           { regex: '(^|/)(test|bench)/', message: 'product code never imports tests or the benchmark' },
         ],
       },

@@ -103,7 +103,8 @@ export function parseOptions(argv: string[]): Options | 'help' {
   });
   const targets = (values.targets ?? DEFAULT_TARGETS.join(',')).split(',');
   for (const name of targets) {
-    if (!(TARGET_NAMES as readonly string[]).includes(name)) throw new Error(`unknown target "${name}" (targets: ${TARGET_NAMES.join(', ')})`);
+    if (!(TARGET_NAMES as readonly string[]).includes(name))
+      throw new Error(`unknown target "${name}" (targets: ${TARGET_NAMES.join(', ')})`);
   }
   return {
     targets,

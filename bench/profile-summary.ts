@@ -70,11 +70,17 @@ export interface ProfileSummary {
  */
 const CONCERNS: Array<[concern: string, url: RegExp]> = [
   ['access log (pino)', /\/node_modules\/(pino|sonic-boom|quick-format-unescaped|fast-redact|@pinojs)\/|\/dist\/observability\/log\.js/],
-  ['metrics (prom-client, route labels)', /\/node_modules\/(prom-client|tdigest|bintrees)\/|\/dist\/gateway\/route-label\.js|\/dist\/observability\/metrics\.js/],
+  [
+    'metrics (prom-client, route labels)',
+    /\/node_modules\/(prom-client|tdigest|bintrees)\/|\/dist\/gateway\/route-label\.js|\/dist\/observability\/metrics\.js/,
+  ],
   ['Redis client (ioredis)', /\/node_modules\/(ioredis|redis-parser|standard-as-callback|cluster-key-slot|denque|redis-errors)\//],
   ['quota policy and headers', /\/dist\/(gateway\/policies\/enforce-quota|gateway\/local-verdicts|quota\/|store\/)/],
   ['authentication (key parse, hash, cache)', /\/dist\/(gateway\/policies\/(authenticate|limit-failed-auth)|gateway\/key-cache|keys\/)/],
-  ['upstream identity (headers, assertion)', /\/dist\/(gateway\/policies\/upstream-identity|gateway\/assertion-signer|gateway\/upstream-headers|identity\/)|\/node_modules\/jose\//],
+  [
+    'upstream identity (headers, assertion)',
+    /\/dist\/(gateway\/policies\/upstream-identity|gateway\/assertion-signer|gateway\/upstream-headers|identity\/)|\/node_modules\/jose\//,
+  ],
   ['request id', /\/dist\/gateway\/policies\/request-id/],
   ['route rules, openapi', /\/dist\/gateway\/(policies\/(apply-route-rules|serve-openapi)|route-rules|openapi-document)/],
   ['policy chain, access-log glue', /\/dist\/gateway\/(chain|context|send-answer|access-log)\.js/],
@@ -95,7 +101,13 @@ export function ownerOf(frame: CallFrame): string {
   if (!url) return functionName.startsWith('(') ? functionName : '(native)';
   const pkg = /\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url);
   if (pkg) return pkg[1]!;
-  if (url.startsWith('node:')) return `node:${url.slice(5).replace(/^internal\//, '').split('/')[0]}`;
+  if (url.startsWith('node:'))
+    return `node:${
+      url
+        .slice(5)
+        .replace(/^internal\//, '')
+        .split('/')[0]
+    }`;
   const own = /\/dist\/(.+)$/.exec(url);
   if (own) return `tollgate ${own[1]!.split('/').slice(0, -1).join('/') || own[1]}`;
   return url;
@@ -241,7 +253,8 @@ export function formatSummary(summary: ProfileSummary): string {
     [
       title,
       ...rows.map(
-        (r) => `  ${r.percent.toFixed(1).padStart(5)}%  ${r.ms.toFixed(0).padStart(7)} ms  ${r.name}${withWhere && r.where ? `  (${r.where})` : ''}`,
+        (r) =>
+          `  ${r.percent.toFixed(1).padStart(5)}%  ${r.ms.toFixed(0).padStart(7)} ms  ${r.name}${withWhere && r.where ? `  (${r.where})` : ''}`,
       ),
     ].join('\n');
   return [
@@ -267,7 +280,11 @@ export function formatDiff(d: ProfileDiff, a = 'tollgate', b = 'bare'): string {
   return [
     `main thread busy per request: ${a} ${d.tollgateBusyUsPerRequest.toFixed(0)} µs, ${b} ${d.bareBusyUsPerRequest.toFixed(0)} µs (${added >= 0 ? '+' : ''}${added.toFixed(0)} µs)`,
     table('by concern:', d.byConcern, false),
-    table('by owner:', d.byOwner.filter((r) => Math.abs(r.addedUs) > 0.5), false),
+    table(
+      'by owner:',
+      d.byOwner.filter((r) => Math.abs(r.addedUs) > 0.5),
+      false,
+    ),
     table(`top ${d.byFunction.length} functions:`, d.byFunction, true),
   ].join('\n\n');
 }
@@ -276,7 +293,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string' }, requests: { type: 'string' } } });
   const n = Number(values.top ?? 30);
   if (positionals.length === 0) {
-    process.stderr.write('usage: node dist/bench/profile-summary.js GATEWAY.cpuprofile [BARE.cpuprofile --requests TOLLGATE,BARE] [--top N]\n');
+    process.stderr.write(
+      'usage: node dist/bench/profile-summary.js GATEWAY.cpuprofile [BARE.cpuprofile --requests TOLLGATE,BARE] [--top N]\n',
+    );
     process.exit(2);
   }
   const load = (file: string) => aggregate(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile);

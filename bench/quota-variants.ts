@@ -11,11 +11,22 @@ import { workDir } from './processes.js';
  */
 export const QUOTA_VARIANTS = {
   // Smooth limits: the enterprise plan as a generic cell rate with a burst.
-  'tollgate-gcra': { 'plans.yaml': (y: string) => y.replace(/enterprise: \{ perMinute: 3000, perDay: 1000000 \}/, 'enterprise: { perMinute: 3000, perDay: 1000000, algorithm: gcra, burst: 1000 }') },
+  'tollgate-gcra': {
+    'plans.yaml': (y: string) =>
+      y.replace(
+        /enterprise: \{ perMinute: 3000, perDay: 1000000 \}/,
+        'enterprise: { perMinute: 3000, perDay: 1000000, algorithm: gcra, burst: 1000 }',
+      ),
+  },
   // Route costs: the benchmarked route costs 3 units.
-  'tollgate-cost': { 'gateway.yaml': (y: string) => y.replace(/^ {2}costs: \[\].*$/m, '  costs: [{ method: GET, path: /v1/categories, cost: 3 }]') },
+  'tollgate-cost': {
+    'gateway.yaml': (y: string) => y.replace(/^ {2}costs: \[\].*$/m, '  costs: [{ method: GET, path: /v1/categories, cost: 3 }]'),
+  },
   // Owner quotas: the enterprise plan shared by the owner's keys.
-  'tollgate-owner': { 'plans.yaml': (y: string) => y.replace(/enterprise: \{ perMinute: 3000, perDay: 1000000 \}/, 'enterprise: { perMinute: 3000, perDay: 1000000, scope: owner }') },
+  'tollgate-owner': {
+    'plans.yaml': (y: string) =>
+      y.replace(/enterprise: \{ perMinute: 3000, perDay: 1000000 \}/, 'enterprise: { perMinute: 3000, perDay: 1000000, scope: owner }'),
+  },
 } as const;
 
 export type QuotaVariant = keyof typeof QUOTA_VARIANTS;

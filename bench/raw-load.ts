@@ -38,7 +38,11 @@ class Connection {
   private done: Done | null = null;
   private closing = false;
 
-  constructor(private readonly host: string, private readonly port: number, private readonly onBroken: () => void) {
+  constructor(
+    private readonly host: string,
+    private readonly port: number,
+    private readonly onBroken: () => void,
+  ) {
     this.open();
   }
 
@@ -86,7 +90,8 @@ class Connection {
     const length = /\r\ncontent-length:[ \t]*(\d+)/i.exec(head);
     let complete: boolean;
     if (length) complete = data.length >= headEnd + 4 + Number(length[1]);
-    else if (/\r\ntransfer-encoding:[ \t]*chunked/i.test(head)) complete = data.subarray(data.length - 5).toString('latin1') === '0\r\n\r\n';
+    else if (/\r\ntransfer-encoding:[ \t]*chunked/i.test(head))
+      complete = data.subarray(data.length - 5).toString('latin1') === '0\r\n\r\n';
     else complete = true;
     if (!complete) return;
     const done = this.done;
@@ -129,7 +134,13 @@ function openConnections(url: string, n: number, result: RawResult): Connection[
  * connection sends its share of a second back to back, then waits for the next second), the
  * load is spread evenly, so latency is measured below saturation, not in a burst.
  */
-export function openLoop(options: { url: string; request: Buffer; ratePerSecond: number; durationMs: number; connections: number }): Promise<RawResult> {
+export function openLoop(options: {
+  url: string;
+  request: Buffer;
+  ratePerSecond: number;
+  durationMs: number;
+  connections: number;
+}): Promise<RawResult> {
   const result = newResult();
   const connections = openConnections(options.url, options.connections, result);
   const idle = [...connections];
@@ -183,7 +194,12 @@ export function openLoop(options: { url: string; request: Buffer; ratePerSecond:
  * Closed loop over changing requests (e.g. a different API key each time): `amount` requests,
  * `connections` at a time, request i is `request(i)`.
  */
-export function closedLoopOver(options: { url: string; request: (i: number) => Buffer; amount: number; connections: number }): Promise<RawResult> {
+export function closedLoopOver(options: {
+  url: string;
+  request: (i: number) => Buffer;
+  amount: number;
+  connections: number;
+}): Promise<RawResult> {
   const result = newResult();
   const connections = openConnections(options.url, options.connections, result);
   let issued = 0;

@@ -155,10 +155,20 @@ export function targets(r: BenchResults): Target[] {
   const t = named(r.throughput?.sides, 'tollgate');
   if (t) {
     if (t.ratioToBestPeer !== undefined) {
-      list.push({ what: 'throughput vs the better Node peer', target: '≥ 1.10×', measured: `${ratio(t.ratioToBestPeer)} (round median ${ratio(t.medianRoundRatioToBestPeer)})`, met: t.ratioToBestPeer >= 1.1 });
+      list.push({
+        what: 'throughput vs the better Node peer',
+        target: '≥ 1.10×',
+        measured: `${ratio(t.ratioToBestPeer)} (round median ${ratio(t.medianRoundRatioToBestPeer)})`,
+        met: t.ratioToBestPeer >= 1.1,
+      });
     }
     if (t.ratioToBare !== undefined) {
-      list.push({ what: 'throughput vs bare proxy', target: '≥ 0.75× (stretch 0.90×)', measured: `${ratio(t.ratioToBare)} (round median ${ratio(t.medianRoundRatio)})`, met: t.ratioToBare >= 0.75 });
+      list.push({
+        what: 'throughput vs bare proxy',
+        target: '≥ 0.75× (stretch 0.90×)',
+        measured: `${ratio(t.ratioToBare)} (round median ${ratio(t.medianRoundRatio)})`,
+        met: t.ratioToBare >= 0.75,
+      });
     }
     // A request awaits each command it sends in turn (a key read on a cache miss, then the quota
     // script), so the commands sent per request are its critical-path round trips.
@@ -168,7 +178,12 @@ export function targets(r: BenchResults): Target[] {
   const l = named(r.latency?.sides, 'tollgate');
   if (l && l.addedP99Ms !== undefined) {
     const rate = int(r.latency!.ratePerSecond);
-    list.push({ what: `p99 latency at ${rate} req/s over bare proxy's`, target: '≤ +2 ms', measured: signed(l.addedP99Ms, 3), met: l.addedP99Ms <= 2 });
+    list.push({
+      what: `p99 latency at ${rate} req/s over bare proxy's`,
+      target: '≤ +2 ms',
+      measured: signed(l.addedP99Ms, 3),
+      met: l.addedP99Ms <= 2,
+    });
   }
   if (r.overLimit) {
     const c = r.overLimit.redis.commandsPerRequest;
@@ -215,7 +230,13 @@ function table(header: string[], rows: string[][]): string {
 }
 
 const label = (s: { name: string; kind: TargetKind }) =>
-  s.kind === 'bare' ? 'bare http-proxy-3 (ceiling)' : s.name === 'naive' ? 'naive: http-proxy-3 + rate-limiter-flexible' : s.name === 'fastify' ? 'Fastify: @fastify/http-proxy + rate-limit' : s.name;
+  s.kind === 'bare'
+    ? 'bare http-proxy-3 (ceiling)'
+    : s.name === 'naive'
+      ? 'naive: http-proxy-3 + rate-limiter-flexible'
+      : s.name === 'fastify'
+        ? 'Fastify: @fastify/http-proxy + rate-limit'
+        : s.name;
 
 function throughputTable(r: BenchResults): string {
   const { sides } = r.throughput!;
@@ -235,7 +256,9 @@ function throughputTable(r: BenchResults): string {
       s.kind === 'tollgate' ? `**${label(s)}**` : label(s),
       int(s.requestsPerSecond),
       s.kind === 'bare' || s.ratioToBare === undefined ? '' : `${ratio(s.ratioToBare)} (${ratio(s.medianRoundRatio)})`,
-      s.kind !== 'tollgate' || s.ratioToBestPeer === undefined ? '' : `**${ratio(s.ratioToBestPeer)}** (${ratio(s.medianRoundRatioToBestPeer)})`,
+      s.kind !== 'tollgate' || s.ratioToBestPeer === undefined
+        ? ''
+        : `**${ratio(s.ratioToBestPeer)}** (${ratio(s.medianRoundRatioToBestPeer)})`,
       `${ms(s.latency.p50Ms)} / ${ms(s.latency.p99Ms)}`,
       `${int(s.cpuUsPerRequest.proxy ?? NaN)}${s.kind === 'bare' || bareCpu === undefined ? '' : ` (${ratio((s.cpuUsPerRequest.proxy ?? NaN) / bareCpu)})`}`,
       `${s.errors} / ${s.non2xx}`,
@@ -247,7 +270,14 @@ function latencyTable(r: BenchResults): string {
   const { sides, ratePerSecond } = r.latency!;
   const why = r.options.rate === undefined ? "half tollgate's maximum" : 'fixed with --rate';
   return table(
-    [`fixed rate ${int(ratePerSecond)} req/s (${why}), open loop, ${r.options.latencyRounds} × ${r.options.latencySeconds} s each`, 'p50 (added)', 'p90', 'p99 (added)', 'CPU µs/request', 'errors / non-2xx'],
+    [
+      `fixed rate ${int(ratePerSecond)} req/s (${why}), open loop, ${r.options.latencyRounds} × ${r.options.latencySeconds} s each`,
+      'p50 (added)',
+      'p90',
+      'p99 (added)',
+      'CPU µs/request',
+      'errors / non-2xx',
+    ],
     sides.map((s) => [
       label(s),
       `${ms(s.latency.p50Ms, 3)}${s.addedP50Ms === undefined || s.kind === 'bare' ? '' : ` (${signed(s.addedP50Ms, 3)})`}`,
@@ -262,28 +292,71 @@ function latencyTable(r: BenchResults): string {
 function redisTable(r: BenchResults): string | undefined {
   const rows: string[][] = [];
   const t = named(r.throughput?.sides, 'tollgate')?.redis;
-  if (t) rows.push(['steady state, one key (throughput rounds)', per(t.commandsPerRequest), commandList(t.commands), commandList(t.scripted), per(t.readsPerRequest)]);
+  if (t)
+    rows.push([
+      'steady state, one key (throughput rounds)',
+      per(t.commandsPerRequest),
+      commandList(t.commands),
+      commandList(t.scripted),
+      per(t.readsPerRequest),
+    ]);
   if (r.overLimit) {
     const o = r.overLimit.redis;
-    const calls = Object.entries(o.commandsByName).map(([name, n]) => `${name} ×${n}`).join(', ') || 'none';
-    const scripted = Object.entries(o.scripted).map(([name, n]) => `${name} ×${Math.round(n * o.requests)}`).join(', ') || 'none';
+    const calls =
+      Object.entries(o.commandsByName)
+        .map(([name, n]) => `${name} ×${n}`)
+        .join(', ') || 'none';
+    const scripted =
+      Object.entries(o.scripted)
+        .map(([name, n]) => `${name} ×${Math.round(n * o.requests)}`)
+        .join(', ') || 'none';
     const u = r.overLimit.untilBanned;
-    const untilCalls = Object.entries(u.commandsByName).map(([name, n]) => `${name} ×${n}`).join(', ') || 'none';
-    rows.push([`over-limit key, one at a time until banned (429s)`, per(u.totalCommands / u.refusals), `${untilCalls} in ${int(u.refusals)} requests`, '', '']);
-    rows.push([`banned key, hammered (429s)`, per(o.commandsPerRequest), `${calls} in ${int(o.requests)} requests`, scripted, per(o.readsPerRequest)]);
+    const untilCalls =
+      Object.entries(u.commandsByName)
+        .map(([name, n]) => `${name} ×${n}`)
+        .join(', ') || 'none';
+    rows.push([
+      `over-limit key, one at a time until banned (429s)`,
+      per(u.totalCommands / u.refusals),
+      `${untilCalls} in ${int(u.refusals)} requests`,
+      '',
+      '',
+    ]);
+    rows.push([
+      `banned key, hammered (429s)`,
+      per(o.commandsPerRequest),
+      `${calls} in ${int(o.requests)} requests`,
+      scripted,
+      per(o.readsPerRequest),
+    ]);
   }
   if (r.memory) {
     const m = r.memory.redis;
-    rows.push(['a new key every request (memory run: key cache misses)', per(m.commandsPerRequest), commandList(m.commands), commandList(m.scripted), per(m.readsPerRequest)]);
+    rows.push([
+      'a new key every request (memory run: key cache misses)',
+      per(m.commandsPerRequest),
+      commandList(m.commands),
+      commandList(m.scripted),
+      per(m.readsPerRequest),
+    ]);
   }
   if (rows.length === 0) return undefined;
-  return table(['Redis, per tollgate request', 'commands sent (= round trips)', 'by command', 'run inside the script', 'socket reads by Redis'], rows);
+  return table(
+    ['Redis, per tollgate request', 'commands sent (= round trips)', 'by command', 'run inside the script', 'socket reads by Redis'],
+    rows,
+  );
 }
 
 function memoryTable(r: BenchResults): string {
   const m = r.memory!;
   return table(
-    [`gateway memory, ${int(m.keyRecords)} keys in Redis, key cache max ${int(m.cacheMaxEntries)}`, 'RSS', 'peak RSS', 'JS heap used / total', 'req/s'],
+    [
+      `gateway memory, ${int(m.keyRecords)} keys in Redis, key cache max ${int(m.cacheMaxEntries)}`,
+      'RSS',
+      'peak RSS',
+      'JS heap used / total',
+      'req/s',
+    ],
     [
       ['before', `${int(m.rssBeforeMiB)} MiB`, '', '', ''],
       ...m.steps.map((s) => [
@@ -309,13 +382,20 @@ export function markdownReport(r: BenchResults): string {
   if (redis) parts.push(redis);
   if (r.memory) parts.push(memoryTable(r));
   const t = targets(r);
-  if (t.length) parts.push(table(['target (issue 14)', 'wanted', 'measured', 'met'], t.map((x) => [x.what, x.target, x.measured, x.met === null ? 'n/a' : x.met ? 'yes' : '**no**'])));
+  if (t.length)
+    parts.push(
+      table(
+        ['target (issue 14)', 'wanted', 'measured', 'met'],
+        t.map((x) => [x.what, x.target, x.measured, x.met === null ? 'n/a' : x.met ? 'yes' : '**no**']),
+      ),
+    );
   return `${parts.join('\n\n')}\n`;
 }
 
 export function textReport(r: BenchResults): string {
   const lines = ['targets:'];
-  for (const x of targets(r)) lines.push(`  ${x.met === null ? 'n/a    ' : x.met ? 'met    ' : 'NOT MET'}  ${x.what}: ${x.measured} (wanted ${x.target})`);
+  for (const x of targets(r))
+    lines.push(`  ${x.met === null ? 'n/a    ' : x.met ? 'met    ' : 'NOT MET'}  ${x.what}: ${x.measured} (wanted ${x.target})`);
   const t = named(r.throughput?.sides, 'tollgate')?.redis;
   if (t) {
     lines.push(

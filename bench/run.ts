@@ -26,9 +26,13 @@ async function main(): Promise<void> {
   }
   const started = Date.now();
   const machine = { cpus: cpus().length, model: cpus()[0]?.model ?? 'unknown', node: process.version, loadAverageAtStart: loadavg() };
-  say(`tollgate bench: ${machine.cpus} CPUs (${machine.model}), Node ${machine.node}, load average ${machine.loadAverageAtStart.map((x) => x.toFixed(2)).join(' ')}`);
+  say(
+    `tollgate bench: ${machine.cpus} CPUs (${machine.model}), Node ${machine.node}, load average ${machine.loadAverageAtStart.map((x) => x.toFixed(2)).join(' ')}`,
+  );
   if (machine.loadAverageAtStart[0]! > machine.cpus) {
-    say(`  note: the machine is already busy (load ${machine.loadAverageAtStart[0]!.toFixed(1)} on ${machine.cpus} CPUs): absolute figures will be low and noisy; ratios less so`);
+    say(
+      `  note: the machine is already busy (load ${machine.loadAverageAtStart[0]!.toFixed(1)} on ${machine.cpus} CPUs): absolute figures will be low and noisy; ratios less so`,
+    );
   }
 
   for (const ref of options.compare) {
@@ -41,12 +45,23 @@ async function main(): Promise<void> {
     throw err;
   });
   try {
-    say(`redis ${stack.redis.url}, backend ${stack.backendUrl}, ${stack.targets().map((t) => `${t.name} ${t.url}`).join(', ')}; scratch ${workDir()}`);
+    say(
+      `redis ${stack.redis.url}, backend ${stack.backendUrl}, ${stack
+        .targets()
+        .map((t) => `${t.name} ${t.url}`)
+        .join(', ')}; scratch ${workDir()}`,
+    );
     await sanityCheck(stack);
-    const results: BenchResults = { date: new Date().toISOString(), machine, options: { ...options, phases: [...options.phases] }, durationSeconds: 0 };
+    const results: BenchResults = {
+      date: new Date().toISOString(),
+      machine,
+      options: { ...options, phases: [...options.phases] },
+      durationSeconds: 0,
+    };
     if (options.phases.has('throughput')) results.throughput = await throughputPhase(stack, options);
     stack.assertRunning();
-    if (options.phases.has('latency')) results.latency = await latencyPhase(stack, options, results.throughput?.sides.find((s) => s.name === 'tollgate')?.requestsPerSecond);
+    if (options.phases.has('latency'))
+      results.latency = await latencyPhase(stack, options, results.throughput?.sides.find((s) => s.name === 'tollgate')?.requestsPerSecond);
     stack.assertRunning();
     if (options.phases.has('overlimit')) results.overLimit = await overLimitPhase(stack, options);
     stack.assertRunning();

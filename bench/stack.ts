@@ -94,15 +94,31 @@ export class Stack {
       const { role, ...rest } = target;
       this.all.push({ ...rest, url: await target.process.listening(role) });
     };
-    if (want.has('bare')) await add({ name: 'bare', kind: 'bare', role: 'bare proxy', process: this.startBare('bare-proxy'), usesRedis: false });
-    if (want.has('naive')) await add({ name: 'naive', kind: 'peer', role: 'naive gateway', process: this.startPeer('naive', 'naive-gateway.ts'), usesRedis: true });
-    if (want.has('fastify')) await add({ name: 'fastify', kind: 'peer', role: 'fastify gateway', process: this.startPeer('fastify', 'fastify-gateway.ts'), usesRedis: true });
+    if (want.has('bare'))
+      await add({ name: 'bare', kind: 'bare', role: 'bare proxy', process: this.startBare('bare-proxy'), usesRedis: false });
+    if (want.has('naive'))
+      await add({
+        name: 'naive',
+        kind: 'peer',
+        role: 'naive gateway',
+        process: this.startPeer('naive', 'naive-gateway.ts'),
+        usesRedis: true,
+      });
+    if (want.has('fastify'))
+      await add({
+        name: 'fastify',
+        kind: 'peer',
+        role: 'fastify gateway',
+        process: this.startPeer('fastify', 'fastify-gateway.ts'),
+        usesRedis: true,
+      });
     if (want.has('tollgate')) await this.addGateway('tollgate', this.startGateway('gateway'));
     if (want.has('tollgate-embedded')) await this.addGateway('tollgate-embedded', this.startEmbedded('gateway-embedded', key), false);
     for (const name of QUOTA_VARIANT_NAMES) {
       if (want.has(name)) await this.addGateway(name, this.startGateway(`gateway-${name}`, [], CLI, quotaVariantConfig(name)));
     }
-    for (const variant of options.variants) await this.addGateway(variant.name, this.startGateway(`gateway-${variant.name}`, [], variant.cli));
+    for (const variant of options.variants)
+      await this.addGateway(variant.name, this.startGateway(`gateway-${variant.name}`, [], variant.cli));
   }
 
   private async addGateway(name: string, process: NodeProcess, usesRedis = true): Promise<void> {
@@ -148,7 +164,14 @@ export class Stack {
   /** A gateway with its full default policy; LOG_LEVEL=info, so the access log is part of the cost. */
   startGateway(name: string, execArgv: string[] = [], cli = CLI, configDir = resolve(dirname(cli), '../../config')): NodeProcess {
     // Another build reads its own config/ by default (its schema may differ from this checkout's).
-    const env = { TOLLGATE_CONFIG_DIR: configDir, REDIS_URL: this.redis.url, UPSTREAM_URL: this.backendUrl, GATEWAY_PORT: '0', ADMIN_PORT: '0', LOG_LEVEL: 'info' };
+    const env = {
+      TOLLGATE_CONFIG_DIR: configDir,
+      REDIS_URL: this.redis.url,
+      UPSTREAM_URL: this.backendUrl,
+      GATEWAY_PORT: '0',
+      ADMIN_PORT: '0',
+      LOG_LEVEL: 'info',
+    };
     return this.spawn(name, [cli, 'gateway'], env, [...this.gatewayNodeArgs, ...execArgv]);
   }
 
@@ -170,7 +193,9 @@ export class Stack {
   assertRunning(): void {
     for (const proc of this.processes) {
       if (proc.exitStatus !== null && !this.stopped.has(proc)) {
-        throw new Error(`${proc.name} (pid ${proc.pid}) exited with ${proc.exitStatus} during the run; its log ends:\n${proc.outputTail()}`);
+        throw new Error(
+          `${proc.name} (pid ${proc.pid}) exited with ${proc.exitStatus} during the run; its log ends:\n${proc.outputTail()}`,
+        );
       }
     }
   }

@@ -59,9 +59,10 @@ await app.register(httpProxy, {
 
 const url = await app.listen({ port: 0, host: '127.0.0.1' });
 process.stdout.write(`${JSON.stringify({ msg: 'fastify gateway listening', url })}\n`);
-const stop = () => void app.close().finally(() => {
-  redis.disconnect();
-  process.exit(0);
-});
+const stop = () =>
+  void app.close().finally(() => {
+    redis.disconnect();
+    process.exit(0);
+  });
 process.once('SIGTERM', stop);
 process.once('SIGINT', stop);

@@ -16,20 +16,36 @@ export async function latencyPhase(stack: Stack, options: Options, tollgateMaxPe
   const maxRate =
     options.rate === undefined
       ? (tollgateMaxPerSecond ??
-        (await closedLoop({ url: stack.tollgate.url + PATH, headers: stack.headers, connections: options.connections, durationSeconds: options.warmupSeconds }))
-          .requestsPerSecond)
+        (
+          await closedLoop({
+            url: stack.tollgate.url + PATH,
+            headers: stack.headers,
+            connections: options.connections,
+            durationSeconds: options.warmupSeconds,
+          })
+        ).requestsPerSecond)
       : 2 * options.rate;
   const rate = Math.max(50, Math.round(maxRate / 2));
   const targets = stack.targets();
   const why = options.rate === undefined ? "half tollgate's maximum" : '--rate';
-  say(`\nlatency at a fixed rate: ${rate} req/s (${why}), open loop, ${options.latencyRounds} × ${options.latencySeconds} s per side, alternating`);
+  say(
+    `\nlatency at a fixed rate: ${rate} req/s (${why}), open loop, ${options.latencyRounds} × ${options.latencySeconds} s per side, alternating`,
+  );
   // Warm each target at the rate first (JIT, connection pools, caches): a cold process queues.
   const warmupMs = Math.min(3, options.warmupSeconds) * 1000;
   for (const target of targets) {
-    await openLoop({ url: target.url, request: rawGet(target.url + PATH, stack.headers), ratePerSecond: rate, durationMs: warmupMs, connections: options.connections });
+    await openLoop({
+      url: target.url,
+      request: rawGet(target.url + PATH, stack.headers),
+      ratePerSecond: rate,
+      durationMs: warmupMs,
+      connections: options.connections,
+    });
   }
   stack.truncateLogs();
-  const collected = new Map(targets.map((t) => [t.name, { latency: new Samples(), fromDue: new Samples(), runs: [] as RawResult[], cpuMs: 0 }]));
+  const collected = new Map(
+    targets.map((t) => [t.name, { latency: new Samples(), fromDue: new Samples(), runs: [] as RawResult[], cpuMs: 0 }]),
+  );
   for (let round = 1; round <= options.latencyRounds; round++) {
     for (const target of targets) {
       const side = collected.get(target.name)!;

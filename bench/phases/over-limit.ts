@@ -38,7 +38,9 @@ export async function overLimitPhase(stack: Stack, options: Options): Promise<Ov
   const run = await closedLoop({ url, headers, connections: options.connections, durationSeconds: seconds });
   const counts = await readRedisStats(stack.admin);
   stack.truncateLogs();
-  say(`  banned: ${run.requestsPerSecond.toFixed(0)} req/s, statuses ${JSON.stringify(run.statusCounts)}, Redis commands sent ${JSON.stringify(counts.commands)}`);
+  say(
+    `  banned: ${run.requestsPerSecond.toFixed(0)} req/s, statuses ${JSON.stringify(run.statusCounts)}, Redis commands sent ${JSON.stringify(counts.commands)}`,
+  );
   return {
     untilBanned: { refusals, totalCommands: untilBanned.totalCommands, commandsByName: untilBanned.commands },
     requestsPerSecond: run.requestsPerSecond,

@@ -33,9 +33,15 @@ export async function profilePhase(stack: Stack, options: Options): Promise<Prof
   const sides: Array<{ name: string; start: (execArgv: string[]) => NodeProcess; listening: string }> = [
     { name: 'bare', start: (a) => stack.startBare('bare-profiled', a), listening: 'bare proxy' },
     { name: 'tollgate', start: (a) => stack.startGateway('gateway-profiled', a), listening: 'gateway' },
-    ...options.variants.map((v) => ({ name: v.name, start: (a: string[]) => stack.startGateway(`${v.name}-profiled`, a, v.cli), listening: 'gateway' })),
+    ...options.variants.map((v) => ({
+      name: v.name,
+      start: (a: string[]) => stack.startGateway(`${v.name}-profiled`, a, v.cli),
+      listening: 'gateway',
+    })),
   ];
-  say(`\nprofile: ${sides.map((s) => s.name).join(', ')}, one after the other under node --cpu-prof, ${options.connections} connections for ${seconds} s after ${options.warmupSeconds} s warmup`);
+  say(
+    `\nprofile: ${sides.map((s) => s.name).join(', ')}, one after the other under node --cpu-prof, ${options.connections} connections for ${seconds} s after ${options.warmupSeconds} s warmup`,
+  );
   mkdirSync(options.outDir, { recursive: true });
   const profiled: Profiled[] = [];
   for (const side of sides) profiled.push(await profileOne(side, stack, options, seconds));

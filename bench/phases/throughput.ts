@@ -63,7 +63,12 @@ export async function throughputPhase(stack: Stack, options: Options): Promise<T
       errors: loads.reduce((n, r) => n + r.errors + r.timeouts, 0),
       cpuUsPerRequest,
       // Per request sent: in-flight requests at the end of a round reached Redis too.
-      redis: target.usesRedis ? perRequest(redis, loads.reduce((n, r) => n + r.sent, 0)) : undefined,
+      redis: target.usesRedis
+        ? perRequest(
+            redis,
+            loads.reduce((n, r) => n + r.sent, 0),
+          )
+        : undefined,
     };
   });
   compare(sides);

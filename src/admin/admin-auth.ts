@@ -5,9 +5,7 @@ import { clientAddressOf } from '../http/client-address.js';
 import type { Logger } from '../observability/log.js';
 import type { AdminTokens } from './admin-tokens.js';
 
-export type AdminAuthResult =
-  | { actor: string }
-  | { code: ErrorCode; headers: Record<string, string | number> };
+export type AdminAuthResult = { actor: string } | { code: ErrorCode; headers: Record<string, string | number> };
 
 const BEARER = /^[ \t]*bearer[ \t]+([^ \t]+)[ \t]*$/i;
 const CHALLENGE = 'Bearer realm="tollgate-admin"';

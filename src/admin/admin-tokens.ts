@@ -23,7 +23,10 @@ export class AdminTokens {
 
   /** Refusals name the entry by position or label, never by its token. */
   static parse(value: string | undefined): AdminTokens {
-    const entries = (value ?? '').split(',').map((entry) => entry.trim()).filter(Boolean);
+    const entries = (value ?? '')
+      .split(',')
+      .map((entry) => entry.trim())
+      .filter(Boolean);
     const tokens: AdminToken[] = [];
     entries.forEach((entry, index) => {
       const colon = entry.indexOf(':');
@@ -31,12 +34,21 @@ export class AdminTokens {
       const token = entry.slice(colon + 1);
       const where = `entry ${index + 1}`;
       if (!LABEL.test(label)) {
-        throw new ConfigError('environment', ADMIN_TOKENS_ENV, `${where} must be label:token, the label 1-32 of a-z 0-9 _ . - (e.g. ops-portal:<token>)`);
+        throw new ConfigError(
+          'environment',
+          ADMIN_TOKENS_ENV,
+          `${where} must be label:token, the label 1-32 of a-z 0-9 _ . - (e.g. ops-portal:<token>)`,
+        );
       }
       if (Buffer.byteLength(token) < MIN_TOKEN_BYTES) {
-        throw new ConfigError('environment', ADMIN_TOKENS_ENV, `${where} (${label}): the token must be at least ${MIN_TOKEN_BYTES} bytes (e.g. openssl rand -base64 32)`);
+        throw new ConfigError(
+          'environment',
+          ADMIN_TOKENS_ENV,
+          `${where} (${label}): the token must be at least ${MIN_TOKEN_BYTES} bytes (e.g. openssl rand -base64 32)`,
+        );
       }
-      if (tokens.some((t) => t.label === label)) throw new ConfigError('environment', ADMIN_TOKENS_ENV, `${where}: label ${label} is used twice`);
+      if (tokens.some((t) => t.label === label))
+        throw new ConfigError('environment', ADMIN_TOKENS_ENV, `${where}: label ${label} is used twice`);
       tokens.push({ label, digest: digest(token) });
     });
     return new AdminTokens(tokens);

@@ -11,7 +11,5 @@ export interface Category extends NewCategory {
 
 /** The wire shape, with a fixed key order (id, name, description) and no `description` when absent. */
 export function categoryOf(id: number, input: NewCategory): Category {
-  return input.description === undefined
-    ? { id, name: input.name }
-    : { id, name: input.name, description: input.description };
+  return input.description === undefined ? { id, name: input.name } : { id, name: input.name, description: input.description };
 }

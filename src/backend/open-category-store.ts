@@ -29,7 +29,10 @@ export async function openCategoryStore(
     await whenReady(redis, REDIS_STARTUP_WAIT_MS);
     logger.info({ redis: safeUrl }, 'categories kept in Redis');
   } catch (err) {
-    logger.warn({ redis: safeUrl, err: (err as Error).message }, 'category store (Redis) not reachable at startup; serving 503 for categories until it is');
+    logger.warn(
+      { redis: safeUrl, err: (err as Error).message },
+      'category store (Redis) not reachable at startup; serving 503 for categories until it is',
+    );
   }
   return new RedisCategoryStore(redis);
 }

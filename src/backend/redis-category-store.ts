@@ -66,8 +66,12 @@ async function unavailableOnFailure<T>(command: () => Promise<T>): Promise<T> {
 function parseStored(idField: string, json: string): Category {
   const id = Number(idField);
   const value = JSON.parse(json) as { name?: unknown; description?: unknown };
-  if (!Number.isSafeInteger(id) || id < 1 || typeof value.name !== 'string' ||
-      (value.description !== undefined && typeof value.description !== 'string')) {
+  if (
+    !Number.isSafeInteger(id) ||
+    id < 1 ||
+    typeof value.name !== 'string' ||
+    (value.description !== undefined && typeof value.description !== 'string')
+  ) {
     throw new Error(`corrupt category entry ${JSON.stringify(idField)} in ${CATEGORIES}`);
   }
   // categoryOf copies only name and description, so nothing else stored can leak out.

@@ -27,7 +27,14 @@ export function keyTable(records: PublicKeyRecord[]): string {
   const rows = [['ID', 'NAME', 'PLAN', 'STATUS', 'QUOTA', 'CREATED', 'EXPIRES']];
   for (const r of records) rows.push([r.id, r.name || '-', r.plan, r.status, quotaText(r), r.createdAt, r.expiresAt ?? '-']);
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
-  return rows.map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+  return rows
+    .map((row) =>
+      row
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 export function describeAudit(page: AuditPage): string {

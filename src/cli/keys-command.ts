@@ -137,7 +137,11 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
           const records: PublicKeyRecord[] = [];
           let cursor: string | undefined;
           do {
-            const page = await listKeys(deps, withoutUndefined({ plan: values.plan, status: values.status, cursor, limit: '200' }), CLI.label);
+            const page = await listKeys(
+              deps,
+              withoutUndefined({ plan: values.plan, status: values.status, cursor, limit: '200' }),
+              CLI.label,
+            );
             records.push(...page.keys);
             cursor = page.next ?? undefined;
           } while (cursor);
@@ -166,7 +170,8 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
         }
         case 'set-expiry': {
           const keyId = id();
-          if (Boolean(values.clear) === (args[1] !== undefined)) throw new CliError('give either an expiry date (ISO 8601 with a zone) or --clear');
+          if (Boolean(values.clear) === (args[1] !== undefined))
+            throw new CliError('give either an expiry date (ISO 8601 with a zone) or --clear');
           const label = (field: string) => (field === 'expiresAt' ? 'the expiry date' : CLI.label(field));
           return show(await updateKey(deps, keyId, { expiresAt: values.clear ? null : args[1] }, { ...CLI, label }));
         }
@@ -202,7 +207,9 @@ function requireId(id: string | undefined): string {
   if (id && id.startsWith(KEY_PREFIX)) {
     const keyId = parseApiKey(id);
     throw new CliError(
-      keyId ? `that is an API key, not a key id; its id is ${keyId}` : 'that looks like an API key, not a key id (12 lowercase letters or digits)',
+      keyId
+        ? `that is an API key, not a key id; its id is ${keyId}`
+        : 'that looks like an API key, not a key id (12 lowercase letters or digits)',
     );
   }
   throw new CliError(`give a key id (12 lowercase letters or digits), got ${JSON.stringify(id ?? '')}`);

@@ -6,7 +6,13 @@ import { loadPlans } from '../config/load.js';
 import { configDirFrom, loadSettings } from '../config/settings.js';
 import { loadOpenApiDocument } from '../gateway/openapi-document.js';
 import { startGateway } from '../gateway/start-gateway.js';
-import { assertionSecretsFromEnv, DEVELOPMENT_ENV, DEVELOPMENT_SECRET, logSecretSource, SECRET_ENV } from '../identity/assertion-secrets.js';
+import {
+  assertionSecretsFromEnv,
+  DEVELOPMENT_ENV,
+  DEVELOPMENT_SECRET,
+  logSecretSource,
+  SECRET_ENV,
+} from '../identity/assertion-secrets.js';
 import { createLogger } from '../observability/log.js';
 import { CliError } from './cli-error.js';
 import { KEYS_USAGE, keysCommand } from './keys-command.js';

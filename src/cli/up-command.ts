@@ -33,7 +33,15 @@ export async function upCommand(settings: Settings, logger: Logger, out: (text: 
     for (const plan of Object.keys(loadPlans(settings.configDir).plans)) {
       const { id, key } = newApiKey();
       // One demo owner: under a `scope: owner` plan the demo keys share its windows.
-      await keys.create({ id, hash: hashApiKey(key), name: `demo ${plan}`, plan, status: 'active', createdAt: new Date().toISOString(), owner: 'demo' });
+      await keys.create({
+        id,
+        hash: hashApiKey(key),
+        name: `demo ${plan}`,
+        plan,
+        status: 'active',
+        createdAt: new Date().toISOString(),
+        owner: 'demo',
+      });
       demoKeys.push({ plan, key });
     }
     stores = memoryStores(keys, settings.admin.auditMaxEntries);
@@ -42,10 +50,7 @@ export async function upCommand(settings: Settings, logger: Logger, out: (text: 
   }
   const gateway = await startGateway(gatewaySettings, logger.child({ role: 'gateway' }), stores, secrets);
 
-  const lines = [
-    '',
-    `tollgate is up: gateway ${gateway.url}/v1  (backend ${backend.url}, admin ${gateway.adminUrl})`,
-  ];
+  const lines = ['', `tollgate is up: gateway ${gateway.url}/v1  (backend ${backend.url}, admin ${gateway.adminUrl})`];
   if (demoKeys.length) {
     lines.push('Embedded in-memory store (no REDIS_URL): demo keys, valid until this process stops:');
     for (const { plan, key } of demoKeys) lines.push(`  ${plan.padEnd(12)} ${key}`);

@@ -19,101 +19,134 @@ const redisNode = z.string().superRefine((entry, ctx) => {
 /** One Redis per deployment: a URL, Cluster nodes or Sentinels, not two of them. */
 function oneRedisTopology(redis: { url: string; clusterNodes: string[]; sentinels: string[] }, ctx: z.RefinementCtx): void {
   const set = [redis.url && 'url', redis.clusterNodes.length && 'clusterNodes', redis.sentinels.length && 'sentinels'].filter(Boolean);
-  if (set.length > 1) ctx.addIssue({ code: 'custom', path: [set[1] as string], message: `set only one of url, clusterNodes, sentinels (${set.join(' and ')} are set)` });
+  if (set.length > 1)
+    ctx.addIssue({
+      code: 'custom',
+      path: [set[1] as string],
+      message: `set only one of url, clusterNodes, sentinels (${set.join(' and ')} are set)`,
+    });
 }
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 export const gatewayFileSchema = z.strictObject({
-  log: z.strictObject({
-    /** Least severe level written; LOG_LEVEL overrides. */
-    level: z.enum(LOG_LEVELS).default('info'),
-    /** `auto`: coloured lines for a person when stdout is a terminal, JSON otherwise; LOG_FORMAT overrides. */
-    format: z.enum(['auto', 'json', 'pretty']).default('auto'),
-  }).prefault({}),
-  gateway: z.strictObject({
-    host: host.default('0.0.0.0'),
-    port: port.default(8080),
-    /** Seconds in-flight requests get to finish after SIGTERM before the process exits anyway. */
-    shutdownGraceSeconds: z.number().int().min(0).max(300).default(10),
-    /**
-     * Proxies in front that append the client's address to X-Forwarded-For (a load balancer: 1).
-     * Per-address limits then count that address. 0: the socket's peer is the client.
-     */
-    trustProxyHops: z.number().int().min(0).max(10).default(0),
-    /** A client must send its whole request head within this time (slowloris); else 408. */
-    headersTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
-    /** A client must send its whole request, body included, within this time; else 408. */
-    requestTimeoutMs: z.number().int().min(100).max(3_600_000).default(60_000),
-  }).prefault({}),
-  admin: z.strictObject({
-    host: host.default('127.0.0.1'),
-    port: port.default(9090),
-    /** Admin changes kept in the audit (a capped Redis stream); the oldest go first. */
-    auditMaxEntries: z.number().int().min(100).max(10_000_000).default(100_000),
-  }).prefault({}),
-  backend: z.strictObject({
-    host: host.default('127.0.0.1'),
-    port: port.default(8081),
-    /** Largest request body the category service reads, in bytes; larger ones get 413. */
-    maxBodyBytes: z.number().int().min(1).max(10 * 1024 * 1024).default(65536),
-  }).prefault({}),
-  upstream: z.strictObject({
-    url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).default('http://127.0.0.1:8081'),
-    /** Time the upstream gets to start answering; past it the client gets 504. */
-    timeoutMs: ms(1, 600_000).default(15_000),
-    /** Keep-alive sockets kept open to the upstream. */
-    maxSockets: z.number().int().min(1).max(65536).default(512),
-  }).prefault({}),
-  redis: z.strictObject({
-    /** Empty: the embedded in-memory store (one process only). REDIS_URL overrides. */
-    url: z.string().default(''),
-    /** Redis Cluster seed nodes (host:port); set instead of url. REDIS_CLUSTER_NODES overrides. */
-    clusterNodes: z.array(redisNode).default([]),
-    /** Sentinels (host:port) watching the master `sentinelMaster`; set instead of url. REDIS_SENTINELS overrides. */
-    sentinels: z.array(redisNode).default([]),
-    sentinelMaster: z.string().min(1).default('mymaster'),
-    /** Per-command timeout: a slow Redis must never stall requests. */
-    commandTimeoutMs: ms(10, 10_000).default(250),
-  }).superRefine(oneRedisTopology).prefault({}),
-  quota: z.strictObject({
-    /**
-     * What quotas do while Redis is unreachable: `local` (each replica enforces its share of
-     * every limit in memory and marks responses degraded), `open` (admit everything) or
-     * `closed` (503 rate_limit_store_unavailable).
-     */
-    onRedisFailure: z.enum(['local', 'open', 'closed']).default('local'),
-    /** Gateway replicas sharing the load; in `local` mode each enforces 1/replicas of a limit. */
-    replicas: z.number().int().min(1).max(1000).default(1),
-  }).prefault({}),
-  unauthenticated: z.strictObject({
-    /** Failed authentications allowed per client address per minute before 429s (anti-guessing). */
-    perMinute: z.number().int().min(1).max(1_000_000).default(60),
-  }).prefault({}),
-  keyCache: z.strictObject({
-    /** Seconds a validated key record is served from memory; revocations are pushed at once anyway. */
-    ttlSeconds: z.number().int().min(0).max(3600).default(30),
-    /** Seconds a key validated before Redis became unreachable stays usable from memory. */
-    staleSeconds: z.number().int().min(0).max(86_400).default(300),
-    /** Most key records held per process (bounded memory under millions of keys). */
-    maxEntries: z.number().int().min(1).max(10_000_000).default(100_000),
-  }).prefault({}),
+  log: z
+    .strictObject({
+      /** Least severe level written; LOG_LEVEL overrides. */
+      level: z.enum(LOG_LEVELS).default('info'),
+      /** `auto`: coloured lines for a person when stdout is a terminal, JSON otherwise; LOG_FORMAT overrides. */
+      format: z.enum(['auto', 'json', 'pretty']).default('auto'),
+    })
+    .prefault({}),
+  gateway: z
+    .strictObject({
+      host: host.default('0.0.0.0'),
+      port: port.default(8080),
+      /** Seconds in-flight requests get to finish after SIGTERM before the process exits anyway. */
+      shutdownGraceSeconds: z.number().int().min(0).max(300).default(10),
+      /**
+       * Proxies in front that append the client's address to X-Forwarded-For (a load balancer: 1).
+       * Per-address limits then count that address. 0: the socket's peer is the client.
+       */
+      trustProxyHops: z.number().int().min(0).max(10).default(0),
+      /** A client must send its whole request head within this time (slowloris); else 408. */
+      headersTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
+      /** A client must send its whole request, body included, within this time; else 408. */
+      requestTimeoutMs: z.number().int().min(100).max(3_600_000).default(60_000),
+    })
+    .prefault({}),
+  admin: z
+    .strictObject({
+      host: host.default('127.0.0.1'),
+      port: port.default(9090),
+      /** Admin changes kept in the audit (a capped Redis stream); the oldest go first. */
+      auditMaxEntries: z.number().int().min(100).max(10_000_000).default(100_000),
+    })
+    .prefault({}),
+  backend: z
+    .strictObject({
+      host: host.default('127.0.0.1'),
+      port: port.default(8081),
+      /** Largest request body the category service reads, in bytes; larger ones get 413. */
+      maxBodyBytes: z
+        .number()
+        .int()
+        .min(1)
+        .max(10 * 1024 * 1024)
+        .default(65536),
+    })
+    .prefault({}),
+  upstream: z
+    .strictObject({
+      url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).default('http://127.0.0.1:8081'),
+      /** Time the upstream gets to start answering; past it the client gets 504. */
+      timeoutMs: ms(1, 600_000).default(15_000),
+      /** Keep-alive sockets kept open to the upstream. */
+      maxSockets: z.number().int().min(1).max(65536).default(512),
+    })
+    .prefault({}),
+  redis: z
+    .strictObject({
+      /** Empty: the embedded in-memory store (one process only). REDIS_URL overrides. */
+      url: z.string().default(''),
+      /** Redis Cluster seed nodes (host:port); set instead of url. REDIS_CLUSTER_NODES overrides. */
+      clusterNodes: z.array(redisNode).default([]),
+      /** Sentinels (host:port) watching the master `sentinelMaster`; set instead of url. REDIS_SENTINELS overrides. */
+      sentinels: z.array(redisNode).default([]),
+      sentinelMaster: z.string().min(1).default('mymaster'),
+      /** Per-command timeout: a slow Redis must never stall requests. */
+      commandTimeoutMs: ms(10, 10_000).default(250),
+    })
+    .superRefine(oneRedisTopology)
+    .prefault({}),
+  quota: z
+    .strictObject({
+      /**
+       * What quotas do while Redis is unreachable: `local` (each replica enforces its share of
+       * every limit in memory and marks responses degraded), `open` (admit everything) or
+       * `closed` (503 rate_limit_store_unavailable).
+       */
+      onRedisFailure: z.enum(['local', 'open', 'closed']).default('local'),
+      /** Gateway replicas sharing the load; in `local` mode each enforces 1/replicas of a limit. */
+      replicas: z.number().int().min(1).max(1000).default(1),
+    })
+    .prefault({}),
+  unauthenticated: z
+    .strictObject({
+      /** Failed authentications allowed per client address per minute before 429s (anti-guessing). */
+      perMinute: z.number().int().min(1).max(1_000_000).default(60),
+    })
+    .prefault({}),
+  keyCache: z
+    .strictObject({
+      /** Seconds a validated key record is served from memory; revocations are pushed at once anyway. */
+      ttlSeconds: z.number().int().min(0).max(3600).default(30),
+      /** Seconds a key validated before Redis became unreachable stays usable from memory. */
+      staleSeconds: z.number().int().min(0).max(86_400).default(300),
+      /** Most key records held per process (bounded memory under millions of keys). */
+      maxEntries: z.number().int().min(1).max(10_000_000).default(100_000),
+    })
+    .prefault({}),
   /** Per-route rules (deprecation and sunset); hot: reloaded with the file, unlike the rest. */
   routes: routesSchema.prefault({}),
   /** The signed identity assertion for the upstream; the secret comes from the environment. */
   assertion: assertionSchema.prefault({}),
   /** The public OpenAPI document, served as JSON before authentication and quota (read at start). */
-  openapi: z.strictObject({
-    /** Where it is served; "" turns it off (the path is then proxied like any other). */
-    path: servedPath('/v1/openapi.json'),
-    /** A YAML or JSON OpenAPI file; "" is the openapi.yaml shipped with tollgate. Relative to the config directory. */
-    file: z.string().default(''),
-  }).prefault({}),
+  openapi: z
+    .strictObject({
+      /** Where it is served; "" turns it off (the path is then proxied like any other). */
+      path: servedPath('/v1/openapi.json'),
+      /** A YAML or JSON OpenAPI file; "" is the openapi.yaml shipped with tollgate. Relative to the config directory. */
+      file: z.string().default(''),
+    })
+    .prefault({}),
   /** Self-service usage: a key's own quotas and use, answered by the gateway without counting against them. */
-  usage: z.strictObject({
-    /** Where it is served; "" turns it off (the path is then proxied like any other). */
-    path: servedPath('/v1/usage'),
-  }).prefault({}),
+  usage: z
+    .strictObject({
+      /** Where it is served; "" turns it off (the path is then proxied like any other). */
+      path: servedPath('/v1/usage'),
+    })
+    .prefault({}),
 });
 
 export type GatewayFile = z.infer<typeof gatewayFileSchema>;

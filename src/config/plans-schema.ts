@@ -4,7 +4,10 @@ import { z } from 'zod';
 // typo (an extra zero, a negative number) from becoming a policy.
 
 const count = (what: string) =>
-  z.number({ error: `${what} must be a number` }).int(`${what} must be a whole number`).min(1, `${what} must be at least 1`);
+  z
+    .number({ error: `${what} must be a number` })
+    .int(`${what} must be a whole number`)
+    .min(1, `${what} must be at least 1`);
 
 const quotaFields = {
   perMinute: count('perMinute').describe('units admitted per UTC minute'),
@@ -57,10 +60,7 @@ export const PLAN_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
 
 export const plansFileSchema = z.strictObject({
   plans: z
-    .record(
-      z.string().regex(PLAN_NAME, 'plan names are lowercase letters, digits, "-" or "_", starting with a letter'),
-      planSchema,
-    )
+    .record(z.string().regex(PLAN_NAME, 'plan names are lowercase letters, digits, "-" or "_", starting with a letter'), planSchema)
     .refine((plans) => Object.keys(plans).length > 0, 'at least one plan is required'),
   ban: z.strictObject({
     afterRejections: count('afterRejections').describe('429s within `window` seconds that trigger a ban'),

@@ -40,7 +40,10 @@ export function asTarget(target: string | RedisTarget | undefined): RedisTarget 
 
 /** `a:1, b:2` → ['a:1', 'b:2'] (the environment's comma-separated form). */
 export function splitNodeList(raw: string): string[] {
-  return raw.split(',').map((s) => s.trim()).filter(Boolean);
+  return raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 /** Why one node entry is not usable, or undefined when it is. */

@@ -42,7 +42,8 @@ export class Reloading<T> {
       next = this.load();
     } catch (err) {
       const message = err instanceof ConfigError ? err.message : String(err);
-      if (message !== this.lastError) this.logger.error({ reason, error: message }, 'config reload refused; the previous config stays in force');
+      if (message !== this.lastError)
+        this.logger.error({ reason, error: message }, 'config reload refused; the previous config stays in force');
       this.lastError = message;
       return false;
     }

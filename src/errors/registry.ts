@@ -29,8 +29,14 @@ export const ERRORS = {
   request_header_fields_too_large: { status: 431, message: 'The request headers are too large.' },
   // 429: too many requests
   rate_limit_exceeded: { status: 429, message: 'Rate limit exceeded; retry after the time in Retry-After.' },
-  api_key_banned: { status: 429, message: 'The API key is temporarily banned for continuing after rate-limit rejections; retry after the time in Retry-After.' },
-  too_many_unauthenticated_requests: { status: 429, message: 'Too many unauthenticated requests from this address; retry after the time in Retry-After.' },
+  api_key_banned: {
+    status: 429,
+    message: 'The API key is temporarily banned for continuing after rate-limit rejections; retry after the time in Retry-After.',
+  },
+  too_many_unauthenticated_requests: {
+    status: 429,
+    message: 'Too many unauthenticated requests from this address; retry after the time in Retry-After.',
+  },
   // 5xx: our side or the upstream failed
   internal_error: { status: 500, message: 'An internal error occurred.' },
   plan_not_configured: { status: 500, message: "The API key's plan is not configured on this gateway; contact the operator." },

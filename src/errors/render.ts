@@ -19,12 +19,7 @@ export function errorBody(code: ErrorCode, message?: string): ErrorBody {
  * started cannot be turned into an error: its socket is destroyed so the client sees a
  * truncated response instead of a corrupted one.
  */
-export function sendError(
-  res: ServerResponse,
-  code: ErrorCode,
-  message?: string,
-  headers?: Record<string, string | number>,
-): void {
+export function sendError(res: ServerResponse, code: ErrorCode, message?: string, headers?: Record<string, string | number>): void {
   if (res.headersSent) {
     res.destroy();
     return;

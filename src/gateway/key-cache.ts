@@ -36,7 +36,10 @@ export class KeyCache {
   /** Bumped on every invalidation, so a read that started before it cannot refill the cache. */
   private generation = 0;
 
-  constructor(private readonly store: KeyStore, private readonly options: KeyCacheOptions) {
+  constructor(
+    private readonly store: KeyStore,
+    private readonly options: KeyCacheOptions,
+  ) {
     this.now = options.now ?? Date.now;
     this.entries = new LRUCache({ max: options.maxEntries });
     store.onChange((id) => this.invalidate(id));

@@ -45,7 +45,13 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
   const secure = target.protocol === 'https:';
   // Idle pooled sockets are dropped after 60 s, before common upstream keep-alive timeouts (65 s
   // for our backend): reusing a socket the upstream is closing at that instant would be a 502.
-  const agentOptions = { keepAlive: true, maxSockets: options.maxSockets, maxFreeSockets: 256, timeout: 60_000, scheduling: 'lifo' as const };
+  const agentOptions = {
+    keepAlive: true,
+    maxSockets: options.maxSockets,
+    maxFreeSockets: 256,
+    timeout: 60_000,
+    scheduling: 'lifo' as const,
+  };
   const agent = secure ? new HttpsAgent(agentOptions) : new HttpAgent(agentOptions);
   const send = secure ? httpsRequest : httpRequest;
   const basePath = target.pathname === '/' ? '' : target.pathname.replace(/\/$/, '');
@@ -113,7 +119,10 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
         sendError(res, 'gateway_timeout');
       } else {
         metrics.upstreamErrors.inc({ kind: 'bad_gateway' });
-        logger.warn({ err: { code: (err as NodeJS.ErrnoException).code, message: err.message }, reqId: req.headers['x-request-id'] }, 'upstream failed');
+        logger.warn(
+          { err: { code: (err as NodeJS.ErrnoException).code, message: err.message }, reqId: req.headers['x-request-id'] },
+          'upstream failed',
+        );
         sendError(res, 'bad_gateway');
       }
     }

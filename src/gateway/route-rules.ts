@@ -61,7 +61,9 @@ export function compileDeprecation(rule: DeprecationRule): CompiledDeprecation {
     sunsetAtMs,
     goneAfterSunset: rule.goneAfterSunset,
     headers,
-    goneMessage: `${name} passed its sunset date (${sunsetValue(sunsetAtMs)}) and is gone.` + (rule.sunsetLink || rule.link ? ' See the Link header.' : ''),
+    goneMessage:
+      `${name} passed its sunset date (${sunsetValue(sunsetAtMs)}) and is gone.` +
+      (rule.sunsetLink || rule.link ? ' See the Link header.' : ''),
   };
 }
 

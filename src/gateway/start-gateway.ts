@@ -44,9 +44,14 @@ export interface RunningGateway {
  * Wires stores, caches, the policy chain and the proxy into a listening gateway and admin port.
  * `secrets` signs the upstream assertion; by default they are read from the environment.
  */
-export async function startGateway(settings: Settings, logger: Logger, stores?: Stores, secrets?: AssertionSecrets): Promise<RunningGateway> {
+export async function startGateway(
+  settings: Settings,
+  logger: Logger,
+  stores?: Stores,
+  secrets?: AssertionSecrets,
+): Promise<RunningGateway> {
   const adminTokens = AdminTokens.parse(process.env[ADMIN_TOKENS_ENV]);
-  const ownStores = stores ?? await openStores(settings.redis, settings.redis.commandTimeoutMs, logger, settings.admin.auditMaxEntries);
+  const ownStores = stores ?? (await openStores(settings.redis, settings.redis.commandTimeoutMs, logger, settings.admin.auditMaxEntries));
   const plans = new Reloading(join(settings.configDir, PLANS_FILE), () => loadPlans(settings.configDir), logger);
   let plansLoadedAt = new Date().toISOString();
   plans.onChange(() => (plansLoadedAt = new Date().toISOString()));
@@ -109,22 +114,38 @@ export async function startGateway(settings: Settings, logger: Logger, stores?: 
   ];
 
   const server = createGatewayServer({ chain, route, proxy, logger, metrics, timeouts: settings.gateway });
-  const admin = createAdminServer({
-    metrics: async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
-    readiness: async () => ({
-      redis: ownStores.redis ? await ownStores.redis.ping().then(() => true, () => false) : true,
-      upstream: await canConnect(settings.upstream.url, 1000),
-      // A backend refusing our assertions (secret mismatch) makes every proxied request a 502.
-      upstreamAcceptsAssertion: proxy.assertionAccepted(),
-    }),
-  }, adminTokens.configured ? createAdminApi(
+  const admin = createAdminServer(
     {
-      lifecycle: { keys: ownStores.keys, quotas: ownStores.quotas, audit: ownStores.audit, plans: () => plans.current(), now: Date.now },
-      plans: () => ({ config: plans.current(), loadedAt: plansLoadedAt }),
+      metrics: async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
+      readiness: async () => ({
+        redis: ownStores.redis
+          ? await ownStores.redis.ping().then(
+              () => true,
+              () => false,
+            )
+          : true,
+        upstream: await canConnect(settings.upstream.url, 1000),
+        // A backend refusing our assertions (secret mismatch) makes every proxied request a 502.
+        upstreamAcceptsAssertion: proxy.assertionAccepted(),
+      }),
     },
-    adminTokens,
-    logger,
-  ) : undefined);
+    adminTokens.configured
+      ? createAdminApi(
+          {
+            lifecycle: {
+              keys: ownStores.keys,
+              quotas: ownStores.quotas,
+              audit: ownStores.audit,
+              plans: () => plans.current(),
+              now: Date.now,
+            },
+            plans: () => ({ config: plans.current(), loadedAt: plansLoadedAt }),
+          },
+          adminTokens,
+          logger,
+        )
+      : undefined,
+  );
 
   const url = await listen(server, settings.gateway.host, settings.gateway.port);
   const adminUrl = await listen(admin, settings.admin.host, settings.admin.port);

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { connectionOptions } from '../http/connection-options.js';
 
 // Hop-by-hop headers (RFC 9110 §7.6.1) belong to one connection and are never forwarded, nor are
 // the names a `Connection` header lists. Forwarding the client's `Connection: close` would also
@@ -36,8 +37,7 @@ export { CONSUMER_ID_HEADER, CONSUMER_PLAN_HEADER } from '../identity/assertion.
  * proxy then copies and walks several times per request (measured: 41 µs a request).
  */
 export function withoutClientHeaders(headers: IncomingHttpHeaders): IncomingHttpHeaders {
-  const listed = headers.connection;
-  const connectionListed = typeof listed === 'string' ? listed.toLowerCase().split(',').map((name) => name.trim()) : undefined;
+  const connectionListed = connectionOptions(headers.connection);
   const clean: IncomingHttpHeaders = {};
   for (const name in headers) {
     if (

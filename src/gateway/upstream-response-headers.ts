@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { connectionOptions } from '../http/connection-options.js';
 
 // Hop-by-hop response headers (RFC 9110 §7.6.1): they describe the upstream connection, not ours.
 // Copying the upstream's `Connection: keep-alive` would also override a client's `Connection:
@@ -15,8 +16,7 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te'
 export function copyResponseHeaders(upstream: IncomingMessage, res: ServerResponse): string[] {
   const copied: string[] = [];
   const headers = upstream.headers;
-  const connection = headers.connection;
-  const listed = typeof connection === 'string' ? connection.toLowerCase().split(',').map((name) => name.trim()) : undefined;
+  const listed = connectionOptions(headers.connection);
   for (const name in headers) {
     if (HOP_BY_HOP.has(name) || listed?.includes(name)) continue;
     const value = headers[name]!;

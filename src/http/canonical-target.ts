@@ -5,7 +5,11 @@
  * route rule that the upstream then serves). The policy, case by case, is in docs/security.md.
  */
 export type CanonicalTarget =
-  | { ok: true; /** origin-form: canonical path, then `?query` as sent */ target: string; /** from an absolute-form target */ authority?: string }
+  | {
+      ok: true;
+      /** origin-form: canonical path, then `?query` as sent */ target: string;
+      /** from an absolute-form target */ authority?: string;
+    }
   | { ok: false; reason: string };
 
 // RFC 3986 §2.3 unreserved characters: their percent-encodings are decoded (§6.2.2.2).

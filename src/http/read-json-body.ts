@@ -1,9 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { ErrorCode } from '../errors/registry.js';
 
-export type JsonBodyResult =
-  | { ok: true; value: unknown }
-  | { ok: false; code: ErrorCode; message?: string };
+export type JsonBodyResult = { ok: true; value: unknown } | { ok: false; code: ErrorCode; message?: string };
 
 // RFC 8259 §8.1: JSON exchanged between systems is UTF-8; a declared charset other than that is
 // refused rather than mis-decoded.

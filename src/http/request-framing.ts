@@ -38,7 +38,8 @@ export function requestFraming(req: IncomingMessage): FramingVerdict {
   if (hosts > 1) return refuse('bad_request', 'Send exactly one Host header.');
   if (codings.length > 0) {
     // RFC 9112 §6.1: Transfer-Encoding in HTTP/1.0 is faulty framing; with Content-Length, ambiguous.
-    if (req.httpVersionMajor === 1 && req.httpVersionMinor === 0) return refuse('bad_request', 'Transfer-Encoding is not allowed in HTTP/1.0.');
+    if (req.httpVersionMajor === 1 && req.httpVersionMinor === 0)
+      return refuse('bad_request', 'Transfer-Encoding is not allowed in HTTP/1.0.');
     if (lengths.length > 0) return refuse('bad_request', 'Send Content-Length or Transfer-Encoding, not both.');
     // Only a single `chunked` is understood; anything else has a reading we cannot promise upstream.
     if (codings.length !== 1 || codings[0]!.trim().toLowerCase() !== 'chunked') {

@@ -43,7 +43,10 @@ export interface AssertionSecrets {
  * default; otherwise a ConfigError naming the variable, as for a secret shorter than 32 bytes.
  * The public default set explicitly is refused outside development as well.
  */
-export function assertionSecretsFromEnv(env: NodeJS.ProcessEnv, opts: { generate?: boolean; allowDevelopment?: boolean } = {}): AssertionSecrets {
+export function assertionSecretsFromEnv(
+  env: NodeJS.ProcessEnv,
+  opts: { generate?: boolean; allowDevelopment?: boolean } = {},
+): AssertionSecrets {
   const raw = env[SECRET_ENV];
   const previousRaw = env[PREVIOUS_SECRET_ENV];
   const previous = previousRaw ? secretFrom(PREVIOUS_SECRET_ENV, previousRaw) : undefined;
@@ -80,7 +83,11 @@ export function logSecretSource(secrets: AssertionSecrets, logger: Logger, role:
 function secretFrom(name: string, value: string): AssertionSecret {
   const bytes = Buffer.from(value, 'utf8');
   if (bytes.length < MIN_SECRET_BYTES) {
-    throw new ConfigError('environment', name, `must be at least ${MIN_SECRET_BYTES} bytes (got ${bytes.length}); e.g. \`openssl rand -base64 48\``);
+    throw new ConfigError(
+      'environment',
+      name,
+      `must be at least ${MIN_SECRET_BYTES} bytes (got ${bytes.length}); e.g. \`openssl rand -base64 48\``,
+    );
   }
   return secret(bytes);
 }

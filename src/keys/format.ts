@@ -16,9 +16,7 @@ const SECRET_LENGTH = 32;
 const CHECKSUM_LENGTH = 6;
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const BASE36 = '0123456789abcdefghijklmnopqrstuvwxyz';
-const KEY_PATTERN = new RegExp(
-  `^${KEY_PREFIX}([0-9a-z]{${ID_LENGTH}})_([0-9A-Za-z]{${SECRET_LENGTH}})([0-9A-Za-z]{${CHECKSUM_LENGTH}})$`,
-);
+const KEY_PATTERN = new RegExp(`^${KEY_PREFIX}([0-9a-z]{${ID_LENGTH}})_([0-9A-Za-z]{${SECRET_LENGTH}})([0-9A-Za-z]{${CHECKSUM_LENGTH}})$`);
 export const KEY_ID_PATTERN = new RegExp(`^[0-9a-z]{${ID_LENGTH}}$`);
 /** Longest token worth parsing; anything longer is refused before any work. */
 export const KEY_LENGTH = KEY_PREFIX.length + ID_LENGTH + 1 + SECRET_LENGTH + CHECKSUM_LENGTH;

@@ -18,7 +18,17 @@ export function createLogger(level: string, name: string, format: LogFormat = 'j
   const options = loggerOptions(level, name);
   // A person at a terminal reads coloured lines; machines (and pipes, files, containers) get JSON.
   if (format === 'pretty' || (format === 'auto' && process.stdout.isTTY)) {
-    return pino(options, PinoPretty({ colorize: true, singleLine: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,name,role', messageFormat: '{if role}{role}: {end}{msg}', sync: true }));
+    return pino(
+      options,
+      PinoPretty({
+        colorize: true,
+        singleLine: true,
+        translateTime: 'SYS:HH:MM:ss.l',
+        ignore: 'pid,hostname,name,role',
+        messageFormat: '{if role}{role}: {end}{msg}',
+        sync: true,
+      }),
+    );
   }
   return pino(options, destination ?? bufferedStdout());
 }

@@ -18,7 +18,14 @@ export interface WindowReport {
 function fixedReport(name: WindowReport['name'], limit: number, windowMs: number, used: number, outcome: QuotaOutcome): WindowReport {
   const remaining = Math.max(0, limit - used);
   const resetAtMs = windowEndMs(outcome.nowMs, windowMs);
-  return { name, limit, remaining, windowSeconds: windowMs / 1000, resetAtMs, fitsAtMs: remaining >= outcome.cost ? outcome.nowMs : resetAtMs };
+  return {
+    name,
+    limit,
+    remaining,
+    windowSeconds: windowMs / 1000,
+    resetAtMs,
+    fitsAtMs: remaining >= outcome.cost ? outcome.nowMs : resetAtMs,
+  };
 }
 
 function gcraReport(name: WindowReport['name'], window: GcraWindow, windowMs: number, tatUs: number, outcome: QuotaOutcome): WindowReport {

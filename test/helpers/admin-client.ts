@@ -7,7 +7,7 @@ export const ADMIN_TOKENS = `ops:${OPS_TOKEN},portal:${PORTAL_TOKEN}`;
 
 export interface AdminCall extends Observed {
   /** The parsed JSON body (undefined when there was none). */
-  body: any;  
+  body: any;
 }
 
 /**
@@ -30,5 +30,11 @@ export async function admin(
   }
   const response = await fetch(`${adminUrl}/admin/v1${path}`, { method, headers, body: payload });
   const text = await response.text();
-  return { method, path: `/admin/v1${path}`, status: response.status, headers: response.headers, body: text ? JSON.parse(text) : undefined };
+  return {
+    method,
+    path: `/admin/v1${path}`,
+    status: response.status,
+    headers: response.headers,
+    body: text ? JSON.parse(text) : undefined,
+  };
 }

@@ -89,7 +89,8 @@ export class Contract {
       statusCode: observed.status,
       setMatchType: SetMatchType.Any,
     });
-    if (!headers.valid) problems.push(...(headers.errors ?? []).map((e) => `${where}: header ${e.instancePath.replace('/headers/', '')} ${e.message}`));
+    if (!headers.valid)
+      problems.push(...(headers.errors ?? []).map((e) => `${where}: header ${e.instancePath.replace('/headers/', '')} ${e.message}`));
     return [...problems, ...missingHeaders(where, response, observed.headers)];
   }
 

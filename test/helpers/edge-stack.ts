@@ -22,7 +22,12 @@ export class EdgeStack {
       // A short upstream timeout, so the silent-upstream cases end soon.
       'gateway.yaml': (t) => (opts.gatewayYaml ?? ((x) => x))(t.replace('timeoutMs: 15000', 'timeoutMs: 1500')),
     });
-    stack.gateway = await startGateway({ REDIS_URL: stack.redis.url, UPSTREAM_URL: stack.upstream.url, TOLLGATE_CONFIG_DIR: config, ...opts.env });
+    stack.gateway = await startGateway({
+      REDIS_URL: stack.redis.url,
+      UPSTREAM_URL: stack.upstream.url,
+      TOLLGATE_CONFIG_DIR: config,
+      ...opts.env,
+    });
     stack.port = Number(new URL(stack.gateway.url).port);
     stack.key = await createKey(stack.redis, ['--plan', 'enterprise']);
     return stack;

@@ -38,7 +38,13 @@ export function quotaStack(plansYaml: string, gatewayEdit: (yaml: string) => str
     gateways = await Promise.all(
       [1, 2, 3].map(() => startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configDir })),
     );
-    up = TollgateProcess.spawn(['up'], { GATEWAY_PORT: '0', ADMIN_PORT: '0', BACKEND_PORT: '0', REDIS_URL: undefined, TOLLGATE_CONFIG_DIR: configDir });
+    up = TollgateProcess.spawn(['up'], {
+      GATEWAY_PORT: '0',
+      ADMIN_PORT: '0',
+      BACKEND_PORT: '0',
+      REDIS_URL: undefined,
+      TOLLGATE_CONFIG_DIR: configDir,
+    });
     upUrl = await up.listening('gateway');
     const deadline = Date.now() + 5000;
     while (!up.output().includes('Try:') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));

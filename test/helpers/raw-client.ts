@@ -23,7 +23,11 @@ export const headerOf = (response: WireResponse | undefined, name: string): stri
  * until `finalResponses` non-1xx ones are complete, the server closes, or `boundMs` passes (a
  * bound against hanging, not an assertion: tests check what arrived, never how fast).
  */
-export function exchange(port: number, parts: Array<string | Buffer>, opts: { finalResponses?: number; boundMs?: number; waitForClose?: boolean; head?: boolean } = {}): Promise<Exchange> {
+export function exchange(
+  port: number,
+  parts: Array<string | Buffer>,
+  opts: { finalResponses?: number; boundMs?: number; waitForClose?: boolean; head?: boolean } = {},
+): Promise<Exchange> {
   const wanted = opts.finalResponses ?? 1;
   return new Promise((resolve) => {
     const socket = connect(port, '127.0.0.1');

@@ -23,7 +23,12 @@ export function sendRaw(port: number, bytes: Buffer | string, timeoutMs = 3000):
       const split = text.indexOf('\r\n\r\n');
       const head = split >= 0 ? text.slice(0, split) : text;
       const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1] ?? 0);
-      resolve({ status, head, body: split >= 0 ? data.subarray(Buffer.byteLength(text.slice(0, split + 4), 'latin1')).toString('utf8') : '', silent: data.length === 0 });
+      resolve({
+        status,
+        head,
+        body: split >= 0 ? data.subarray(Buffer.byteLength(text.slice(0, split + 4), 'latin1')).toString('utf8') : '',
+        silent: data.length === 0,
+      });
     };
     const timer = setTimeout(finish, timeoutMs);
     socket.on('data', (chunk) => {

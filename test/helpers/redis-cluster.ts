@@ -22,7 +22,9 @@ export class TestRedisCluster {
     );
     const cluster = new TestRedisCluster(nodes);
     try {
-      await run('redis-cli', ['--cluster', 'create', ...cluster.addresses, '--cluster-replicas', '0', '--cluster-yes'], { timeout: 20_000 });
+      await run('redis-cli', ['--cluster', 'create', ...cluster.addresses, '--cluster-replicas', '0', '--cluster-yes'], {
+        timeout: 20_000,
+      });
       await cluster.waitForState('ok');
     } catch (err) {
       await cluster.stop();
@@ -42,7 +44,10 @@ export class TestRedisCluster {
 
   /** A cluster client for assertions and fixtures (never used by the code under test). */
   client(): Cluster {
-    return new Cluster(this.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })), { redisOptions: { maxRetriesPerRequest: 1 } });
+    return new Cluster(
+      this.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })),
+      { redisOptions: { maxRetriesPerRequest: 1 } },
+    );
   }
 
   /** The port of the master that serves `key`'s hash slot. */

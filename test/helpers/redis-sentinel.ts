@@ -41,8 +41,11 @@ export class TestRedisSentinel {
     );
     const sentinel = spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' });
     const set = new TestRedisSentinel(master, replica, port, sentinel, dir);
-    await set.waitFor(async (s) => (await s.call('SENTINEL', 'REPLICAS', TestRedisSentinel.MASTER_NAME)) instanceof Array &&
-      ((await s.call('SENTINEL', 'REPLICAS', TestRedisSentinel.MASTER_NAME)) as unknown[]).length > 0);
+    await set.waitFor(
+      async (s) =>
+        (await s.call('SENTINEL', 'REPLICAS', TestRedisSentinel.MASTER_NAME)) instanceof Array &&
+        ((await s.call('SENTINEL', 'REPLICAS', TestRedisSentinel.MASTER_NAME)) as unknown[]).length > 0,
+    );
     return set;
   }
 

@@ -140,20 +140,29 @@ describe('a key through its lifecycle over the admin API, across two replicas', 
     expect((await call(1, 'GET', `/keys/${id}/usage`)).body.day.used).toBe(admitted);
 
     await sleepUntil(graceEndsAt);
-    expect(await use(key)).toMatchObject([{ status: 401, code: 'invalid_api_key' }, { status: 401, code: 'invalid_api_key' }]);
+    expect(await use(key)).toMatchObject([
+      { status: 401, code: 'invalid_api_key' },
+      { status: 401, code: 'invalid_api_key' },
+    ]);
     expect(await use(newKey)).toMatchObject([{ status: 200 }, { status: 200 }]);
     admitted += 2;
     key = newKey;
   });
 
-  it('answers the key holder\'s own GET /v1/usage without counting it against the quota', async () => {
+  it("answers the key holder's own GET /v1/usage without counting it against the quota", async () => {
     for (const g of gateways) {
       const response = await fetch(`${g.url}/v1/usage`, { headers: bearer(key) });
       expect(response.status).toBe(200);
       const body: unknown = await response.clone().json();
       expect(publicContract.check({ method: 'GET', path: '/v1/usage', status: 200, headers: response.headers, body })).toEqual([]);
       expect(response.headers.get('ratelimit-policy')).toBe('"minute";q=300;w=60, "day";q=10000;w=86400');
-      const report = (await response.json()) as { id: string; plan: string; day: { used: number; limit: number; remaining: number; resetAt: string }; bannedUntil: null; expiresAt: null };
+      const report = (await response.json()) as {
+        id: string;
+        plan: string;
+        day: { used: number; limit: number; remaining: number; resetAt: string };
+        bannedUntil: null;
+        expiresAt: null;
+      };
       expect(report).toMatchObject({ id, plan: 'pro', bannedUntil: null, expiresAt: null });
       expect(report.day).toMatchObject({ used: admitted, limit: 10000, remaining: 10000 - admitted });
     }
@@ -162,7 +171,13 @@ describe('a key through its lifecycle over the admin API, across two replicas', 
     expect(unauthenticated.status).toBe(401);
     // It went through the failed-authentication limit, whose headers every such 401 carries.
     expect(unauthenticated.headers.get('ratelimit-policy')).toBe('"unauthenticated";q=60;w=60');
-    const observed = { method: 'GET', path: '/v1/usage', status: 401, headers: unauthenticated.headers, body: await unauthenticated.json() };
+    const observed = {
+      method: 'GET',
+      path: '/v1/usage',
+      status: 401,
+      headers: unauthenticated.headers,
+      body: await unauthenticated.json(),
+    };
     expect(publicContract.check(observed)).toEqual([]);
   });
 
@@ -172,7 +187,10 @@ describe('a key through its lifecycle over the admin API, across two replicas', 
     expect(patched.body.expiresAt).toBe(expiresAt);
     await sleepUntil(expiresAt);
     const answers = await use(key);
-    expect(answers).toMatchObject([{ status: 401, code: 'api_key_expired' }, { status: 401, code: 'api_key_expired' }]);
+    expect(answers).toMatchObject([
+      { status: 401, code: 'api_key_expired' },
+      { status: 401, code: 'api_key_expired' },
+    ]);
     for (const answer of answers) expect(answer.message).toContain(expiresAt);
     const expired = await call(0, 'GET', '/keys?status=expired');
     expect(expired.body.keys.map((k: { id: string }) => k.id)).toContain(id);
@@ -216,7 +234,13 @@ describe('a key through its lifecycle over the admin API, across two replicas', 
   });
 
   it('records every change in the audit, newest first, with actor and before/after, across pages', async () => {
-    const entries: Array<{ id: string; actor: string; action: string; keyId: string; changes: Record<string, { before: unknown; after: unknown }> }> = [];
+    const entries: Array<{
+      id: string;
+      actor: string;
+      action: string;
+      keyId: string;
+      changes: Record<string, { before: unknown; after: unknown }>;
+    }> = [];
     let cursor: string | null = null;
     do {
       const page: AdminCall = await call(1, 'GET', `/audit?limit=3${cursor ? `&cursor=${cursor}` : ''}`);
@@ -226,7 +250,15 @@ describe('a key through its lifecycle over the admin API, across two replicas', 
     } while (cursor);
     expect(new Set(entries.map((e) => e.id)).size).toBe(entries.length);
     const mine = entries.filter((e) => e.keyId === id).reverse();
-    expect(mine.map((e) => e.action)).toEqual(['key.create', 'key.update', 'key.update', 'key.rotate', 'key.update', 'key.update', 'key.revoke']);
+    expect(mine.map((e) => e.action)).toEqual([
+      'key.create',
+      'key.update',
+      'key.update',
+      'key.rotate',
+      'key.update',
+      'key.update',
+      'key.revoke',
+    ]);
     expect(mine[0]!.changes.plan).toEqual({ before: null, after: 'free' });
     expect(mine[1]!.changes.plan).toEqual({ before: 'free', after: 'pro' });
     expect(mine[1]!.changes.perMinute).toEqual({ before: null, after: 500 });
@@ -247,7 +279,12 @@ describe('a key through its lifecycle over the admin API, across two replicas', 
     const shown = await keysCli(redis, ['set-plan', id, 'business', '--json']);
     expect(shown.code, shown.stderr).toBe(0);
     const page = await call(0, 'GET', '/audit?limit=1');
-    expect(page.body.entries[0]).toMatchObject({ actor: 'cli', action: 'key.update', keyId: id, changes: { plan: { before: 'pro', after: 'business' } } });
+    expect(page.body.entries[0]).toMatchObject({
+      actor: 'cli',
+      action: 'key.update',
+      keyId: id,
+      changes: { plan: { before: 'pro', after: 'business' } },
+    });
   });
 });
 
@@ -281,20 +318,92 @@ describe('listing keys', () => {
 describe('bad input gets a clear 4xx Error body', () => {
   const cases: Array<[string, string, string, Parameters<typeof admin>[3], number, string, RegExp]> = [
     ['unknown field', 'POST', '/keys', { body: { plan: 'free', colour: 'x' } }, 400, 'invalid_body', /unknown field colour/],
-    ['an owner that cannot be a hash tag', 'POST', '/keys', { body: { plan: 'free', owner: 'ac}me' } }, 400, 'invalid_body', /owner must be 1 to 64 lowercase/],
-    ['a date that is not ISO 8601', 'POST', '/keys', { body: { plan: 'free', expiresAt: 'next tuesday' } }, 400, 'invalid_body', /expiresAt must be an ISO 8601/],
-    ['a date without a zone', 'POST', '/keys', { body: { plan: 'free', expiresAt: '2030-01-01T00:00:00' } }, 400, 'invalid_body', /expiresAt/],
-    ['expiresAt in the past', 'POST', '/keys', { body: { plan: 'free', expiresAt: '2020-01-01T00:00:00Z' } }, 400, 'invalid_body', /expiresAt must be in the future/],
+    [
+      'an owner that cannot be a hash tag',
+      'POST',
+      '/keys',
+      { body: { plan: 'free', owner: 'ac}me' } },
+      400,
+      'invalid_body',
+      /owner must be 1 to 64 lowercase/,
+    ],
+    [
+      'a date that is not ISO 8601',
+      'POST',
+      '/keys',
+      { body: { plan: 'free', expiresAt: 'next tuesday' } },
+      400,
+      'invalid_body',
+      /expiresAt must be an ISO 8601/,
+    ],
+    [
+      'a date without a zone',
+      'POST',
+      '/keys',
+      { body: { plan: 'free', expiresAt: '2030-01-01T00:00:00' } },
+      400,
+      'invalid_body',
+      /expiresAt/,
+    ],
+    [
+      'expiresAt in the past',
+      'POST',
+      '/keys',
+      { body: { plan: 'free', expiresAt: '2020-01-01T00:00:00Z' } },
+      400,
+      'invalid_body',
+      /expiresAt must be in the future/,
+    ],
     ['an unknown plan', 'POST', '/keys', { body: { plan: 'gold' } }, 400, 'unknown_plan', /unknown plan "gold" \(plans: free, pro/],
     ['no plan', 'POST', '/keys', { body: { name: 'x' } }, 400, 'invalid_body', /plan is required/],
-    ['one quota without the other', 'POST', '/keys', { body: { plan: 'free', perMinute: 5 } }, 400, 'invalid_body', /give both perMinute and perDay/],
-    ['a day quota below the minute one', 'POST', '/keys', { body: { plan: 'free', perMinute: 50, perDay: 5 } }, 400, 'invalid_body', /perDay cannot be lower than perMinute/],
-    ['a fractional quota', 'POST', '/keys', { body: { plan: 'free', perMinute: 1.5, perDay: 5 } }, 400, 'invalid_body', /perMinute must be a whole number/],
+    [
+      'one quota without the other',
+      'POST',
+      '/keys',
+      { body: { plan: 'free', perMinute: 5 } },
+      400,
+      'invalid_body',
+      /give both perMinute and perDay/,
+    ],
+    [
+      'a day quota below the minute one',
+      'POST',
+      '/keys',
+      { body: { plan: 'free', perMinute: 50, perDay: 5 } },
+      400,
+      'invalid_body',
+      /perDay cannot be lower than perMinute/,
+    ],
+    [
+      'a fractional quota',
+      'POST',
+      '/keys',
+      { body: { plan: 'free', perMinute: 1.5, perDay: 5 } },
+      400,
+      'invalid_body',
+      /perMinute must be a whole number/,
+    ],
     ['a body that is not JSON', 'POST', '/keys', { body: '{plan: free' }, 400, 'invalid_json', /not valid JSON/],
     ['a body that is not an object', 'POST', '/keys', { body: '[1]' }, 400, 'invalid_body', /JSON object/],
-    ['a body that is not application/json', 'POST', '/keys', { body: 'plan=free', contentType: 'application/x-www-form-urlencoded' }, 415, 'unsupported_media_type', /application\/json/],
+    [
+      'a body that is not application/json',
+      'POST',
+      '/keys',
+      { body: 'plan=free', contentType: 'application/x-www-form-urlencoded' },
+      415,
+      'unsupported_media_type',
+      /application\/json/,
+    ],
     ['an empty patch', 'PATCH', '/keys/zzzzzzzzzzzz', { body: {} }, 400, 'invalid_body', /at least one field/],
-    ['a negative grace', 'POST', '/keys/zzzzzzzzzzzz/rotate', { body: { graceSeconds: -1 } }, 400, 'invalid_body', /graceSeconds must be 0 or more/],
+    [
+      'a negative grace',
+      'POST',
+      '/keys/zzzzzzzzzzzz/rotate',
+      { body: { graceSeconds: -1 } },
+      400,
+      'invalid_body',
+      /graceSeconds must be 0 or more/,
+    ],
     ['an unknown key id', 'GET', '/keys/zzzzzzzzzzzz', {}, 404, 'key_not_found', /no key with id "zzzzzzzzzzzz"/],
     ['a malformed key id', 'GET', '/keys/NOT-AN-ID', {}, 404, 'key_not_found', /12 lowercase letters/],
     ['an unknown query parameter', 'GET', '/keys?owner=x', {}, 400, 'invalid_query', /unknown field owner/],
@@ -302,7 +411,15 @@ describe('bad input gets a clear 4xx Error body', () => {
     ['a bad cursor', 'GET', '/audit?cursor=abc', {}, 400, 'invalid_query', /cursor is not a cursor/],
     ['no admin token', 'GET', '/keys', { token: null }, 401, 'missing_admin_token', /admin token is required/],
     ['a wrong admin token', 'GET', '/keys', { token: 'x'.repeat(40) }, 401, 'invalid_admin_token', /not valid/],
-    ['an API key instead of an admin token', 'GET', '/plans', { token: 'tg_aaaaaaaaaaaa_' + 'A'.repeat(38) }, 401, 'invalid_admin_token', /not valid/],
+    [
+      'an API key instead of an admin token',
+      'GET',
+      '/plans',
+      { token: 'tg_aaaaaaaaaaaa_' + 'A'.repeat(38) },
+      401,
+      'invalid_admin_token',
+      /not valid/,
+    ],
   ];
 
   it.each(cases)('%s', async (_name, method, path, options, status, code, message) => {
@@ -326,7 +443,8 @@ describe('bad input gets a clear 4xx Error body', () => {
     const address = '127.0.0.23';
     const url = `${gateways[1]!.adminUrl}/admin/v1/plans`;
     const statuses: number[] = [];
-    for (let i = 0; i < 11; i++) statuses.push((await getFrom(address, url, { authorization: `Bearer wrong-${i}-${'x'.repeat(40)}` })).status);
+    for (let i = 0; i < 11; i++)
+      statuses.push((await getFrom(address, url, { authorization: `Bearer wrong-${i}-${'x'.repeat(40)}` })).status);
     expect(statuses.slice(0, 10)).toEqual(Array(10).fill(401));
     const limited = await getFrom(address, url, { authorization: `Bearer ${OPS_TOKEN}` });
     expect(limited.status).toBe(429);

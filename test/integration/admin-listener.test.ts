@@ -28,7 +28,12 @@ async function gateway(env: Record<string, string>): Promise<GatewayHandle> {
 describe('without TOLLGATE_ADMIN_TOKENS', () => {
   it('answers 404 on every admin path, even with a token, while /healthz, /readyz and /metrics work', async () => {
     const g = await gateway({});
-    for (const [method, path] of [['GET', '/keys'], ['POST', '/keys'], ['GET', '/openapi.json'], ['GET', '/audit']] as const) {
+    for (const [method, path] of [
+      ['GET', '/keys'],
+      ['POST', '/keys'],
+      ['GET', '/openapi.json'],
+      ['GET', '/audit'],
+    ] as const) {
       const answer = await admin(g.adminUrl, method, path, { token: OPS_TOKEN, ...(method === 'POST' ? { body: { plan: 'free' } } : {}) });
       expect(answer.status, `${method} ${path}`).toBe(404);
       expect(answer.body).toMatchObject({ code: 'not_found', status: 404 });
@@ -58,7 +63,12 @@ describe('a bad TOLLGATE_ADMIN_TOKENS', () => {
     ['a short token', 'ops:short-but-secret-value'],
     ['no label', 'abcdefghijklmnopqrstuvwxyz0123456789ABCD'],
   ])('stops the gateway at start (%s), naming the variable but not the token', async (_name, value) => {
-    const process = TollgateProcess.spawn(['gateway'], { GATEWAY_PORT: '0', ADMIN_PORT: '0', UPSTREAM_URL: upstream.url, TOLLGATE_ADMIN_TOKENS: value });
+    const process = TollgateProcess.spawn(['gateway'], {
+      GATEWAY_PORT: '0',
+      ADMIN_PORT: '0',
+      UPSTREAM_URL: upstream.url,
+      TOLLGATE_ADMIN_TOKENS: value,
+    });
     expect(await process.wait()).not.toBe(0);
     const output = process.output();
     expect(output).toContain('TOLLGATE_ADMIN_TOKENS');

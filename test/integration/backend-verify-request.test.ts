@@ -26,7 +26,11 @@ describe('backend verifyRequest hook', () => {
         return req.headers['x-test-assertion'] === 'good' ? null : 'invalid_gateway_assertion';
       },
     });
-    for (const [method, path] of [['GET', '/v1/categories'], ['POST', '/v1/categories'], ['GET', '/nowhere']]) {
+    for (const [method, path] of [
+      ['GET', '/v1/categories'],
+      ['POST', '/v1/categories'],
+      ['GET', '/nowhere'],
+    ]) {
       const res = await fetch(backend.url + path!, { method });
       expect(res.status).toBe(401);
       expect(await res.json()).toMatchObject({ code: 'invalid_gateway_assertion', status: 401 });

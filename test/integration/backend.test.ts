@@ -18,7 +18,13 @@ interface Answer {
   body: any;
 }
 
-async function call(url: string, method: string, path: string, body?: string | Buffer, headers: Record<string, string> = {}): Promise<Answer> {
+async function call(
+  url: string,
+  method: string,
+  path: string,
+  body?: string | Buffer,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
   const identity = await gatewayIdentity();
   const res = await fetch(url + path, {
     method,
@@ -31,7 +37,8 @@ async function call(url: string, method: string, path: string, body?: string | B
 
 const post = (url: string, body: unknown, headers?: Record<string, string>) =>
   call(url, 'POST', '/v1/categories', typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body), headers);
-const list = async (url: string) => (await call(url, 'GET', '/v1/categories')).body as Array<{ id: number; name: string; description?: string }>;
+const list = async (url: string) =>
+  (await call(url, 'GET', '/v1/categories')).body as Array<{ id: number; name: string; description?: string }>;
 
 /** Sends bytes as they are (for requests fetch refuses to make) and returns the raw response. */
 function rawHttp(url: string, request: string): Promise<string> {
@@ -213,7 +220,12 @@ describe('category backend on Redis (real process)', () => {
     }
 
     it('invalid UTF-8', async () => {
-      expectError(await post(url, Buffer.from([0x7b, 0x22, 0x6e, 0x61, 0x6d, 0x65, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d])), 400, 'invalid_json', /UTF-8/);
+      expectError(
+        await post(url, Buffer.from([0x7b, 0x22, 0x6e, 0x61, 0x6d, 0x65, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d])),
+        400,
+        'invalid_json',
+        /UTF-8/,
+      );
     });
   });
 
@@ -264,7 +276,16 @@ describe('category backend on Redis (real process)', () => {
   });
 
   it('answers 404 not_found for unknown paths', async () => {
-    for (const path of ['/', '/v1', '/categories', '/v1/categories/', '/v1/categories/1', '/v1/pets', '/v1/pets/1/toys', '/v2/categories']) {
+    for (const path of [
+      '/',
+      '/v1',
+      '/categories',
+      '/v1/categories/',
+      '/v1/categories/1',
+      '/v1/pets',
+      '/v1/pets/1/toys',
+      '/v2/categories',
+    ]) {
       expectError(await call(url, 'GET', path), 404, 'not_found');
     }
   });
@@ -301,7 +322,12 @@ describe('category backend on Redis (real process)', () => {
     for (const petId of ['42', '007', '123456789012345678']) {
       const answer = await call(url, 'GET', `/v1/pets/${petId}`);
       expect(answer.status).toBe(200);
-      expect(answer.body).toEqual({ id: petId, name: null, status: 'unavailable', note: 'pet records are not defined by the service interface' });
+      expect(answer.body).toEqual({
+        id: petId,
+        name: null,
+        status: 'unavailable',
+        note: 'pet records are not defined by the service interface',
+      });
     }
   });
 
@@ -341,7 +367,12 @@ describe('category backend on Redis (real process)', () => {
     const secret = 'tg_secretsecret_do_not_log_me';
     await call(url, 'GET', '/v1/store/orders?token=query-secret', undefined, { authorization: `Bearer ${secret}` });
     const line = await backend.waitForLog('request');
-    expect(line).toMatchObject({ method: expect.any(String), path: expect.any(String), status: expect.any(Number), ms: expect.any(Number) });
+    expect(line).toMatchObject({
+      method: expect.any(String),
+      path: expect.any(String),
+      status: expect.any(Number),
+      ms: expect.any(Number),
+    });
     await expect.poll(() => backend.logs().some((l) => l.msg === 'request' && l.path === '/v1/store/orders')).toBe(true);
     expect(backend.output()).not.toContain(secret);
     expect(backend.output()).not.toContain('query-secret');
@@ -370,7 +401,11 @@ describe('category backend persistence and Redis failure (real process)', () => 
   it('keeps categories across a restart, and ids continue where they stopped', async () => {
     const first = await start();
     expect((await post(first.url, { name: 'Dog' })).body).toEqual({ id: 1, name: 'Dog' });
-    expect((await post(first.url, { name: 'Cat', description: 'Independent' })).body).toEqual({ id: 2, name: 'Cat', description: 'Independent' });
+    expect((await post(first.url, { name: 'Cat', description: 'Independent' })).body).toEqual({
+      id: 2,
+      name: 'Cat',
+      description: 'Independent',
+    });
     expect(await first.process.stop()).toBe(0);
 
     const second = await start();
@@ -424,7 +459,9 @@ describe('category backend started while Redis is down (real process)', () => {
       await backend.process.waitForLog(/not reachable at startup/);
       expectError(await call(backend.url, 'GET', '/v1/categories'), 503, 'service_unavailable');
       await redis.launch();
-      await expect.poll(async () => (await call(backend.url, 'GET', '/v1/categories')).status, { timeout: 10_000, interval: 100 }).toBe(200);
+      await expect
+        .poll(async () => (await call(backend.url, 'GET', '/v1/categories')).status, { timeout: 10_000, interval: 100 })
+        .toBe(200);
       await backend.process.waitForLog(/category store \(Redis\) connected/);
     } finally {
       await backend.process.stop();
@@ -440,7 +477,10 @@ describe('category backend without REDIS_URL (real process, memory)', () => {
       await first.process.waitForLog(/categories kept in memory/);
       expect((await post(first.url, { name: 'Dog' })).body).toEqual({ id: 1, name: 'Dog' });
       expect((await post(first.url, { name: 'Cat' })).body).toEqual({ id: 2, name: 'Cat' });
-      expect(await list(first.url)).toEqual([{ id: 1, name: 'Dog' }, { id: 2, name: 'Cat' }]);
+      expect(await list(first.url)).toEqual([
+        { id: 1, name: 'Dog' },
+        { id: 2, name: 'Cat' },
+      ]);
       expectError(await post(first.url, { name: ' ' }), 400, 'invalid_body', /name/);
     } finally {
       await first.process.stop();

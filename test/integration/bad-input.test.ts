@@ -20,7 +20,8 @@ beforeAll(async () => {
   redis = await TestRedis.start();
   upstream = await new EchoUpstream().start();
   const config = configCopy({
-    'gateway.yaml': (t) => t.replace('headersTimeoutMs: 10000', 'headersTimeoutMs: 600').replace('requestTimeoutMs: 60000', 'requestTimeoutMs: 1200'),
+    'gateway.yaml': (t) =>
+      t.replace('headersTimeoutMs: 10000', 'headersTimeoutMs: 600').replace('requestTimeoutMs: 60000', 'requestTimeoutMs: 1200'),
   });
   gateway = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: config });
   port = Number(new URL(gateway.url).port);
@@ -61,11 +62,17 @@ describe('hostile HTTP', () => {
   });
 
   it('refuses two different Content-Length headers with 400', async () => {
-    expectErrorBody(await sendRaw(port, 'POST /v1/categories HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\nabcde'), 400);
+    expectErrorBody(
+      await sendRaw(port, 'POST /v1/categories HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\nabcde'),
+      400,
+    );
   });
 
   it('refuses huge headers with 431', async () => {
-    const body = expectErrorBody(await sendRaw(port, `GET /v1/categories HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`), 431);
+    const body = expectErrorBody(
+      await sendRaw(port, `GET /v1/categories HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`),
+      431,
+    );
     expect(body.code).toBe('request_header_fields_too_large');
   });
 
@@ -82,7 +89,10 @@ describe('hostile HTTP', () => {
   });
 
   it('refuses repeated Authorization headers and absurdly long tokens with 401', async () => {
-    const repeated = await sendRaw(port, `GET /v1/categories HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key.key}\r\nAuthorization: Bearer ${newApiKey().key}\r\n\r\n`);
+    const repeated = await sendRaw(
+      port,
+      `GET /v1/categories HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key.key}\r\nAuthorization: Bearer ${newApiKey().key}\r\n\r\n`,
+    );
     expect(expectErrorBody(repeated, 401).code).toBe('malformed_api_key');
     const long = await sendRaw(port, `GET /v1/categories HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tg_${'A'.repeat(8000)}\r\n\r\n`);
     expect(expectErrorBody(long, 401).code).toBe('malformed_api_key');
@@ -92,12 +102,45 @@ describe('hostile HTTP', () => {
 describe('generated malformed requests (fast-check)', () => {
   const token = fc.stringMatching(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,12}$/);
   const method = fc.oneof(fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'), token);
-  const pathChars = fc.constantFrom('/', 'v1', 'categories', '..', '%', '%2e', '%00', '?', '#', '//', 'a', '\u00e9', ' ', '\t', '*', '@', ':', ';', 'pets', '123');
+  const pathChars = fc.constantFrom(
+    '/',
+    'v1',
+    'categories',
+    '..',
+    '%',
+    '%2e',
+    '%00',
+    '?',
+    '#',
+    '//',
+    'a',
+    '\u00e9',
+    ' ',
+    '\t',
+    '*',
+    '@',
+    ':',
+    ';',
+    'pets',
+    '123',
+  );
   const path = fc.array(pathChars, { maxLength: 12 }).map((parts) => parts.join(''));
-  const headerName = fc.oneof(fc.constantFrom('Authorization', 'Content-Type', 'Content-Length', 'Transfer-Encoding', 'X-Request-Id', 'Connection', 'Host'), token);
+  const headerName = fc.oneof(
+    fc.constantFrom('Authorization', 'Content-Type', 'Content-Length', 'Transfer-Encoding', 'X-Request-Id', 'Connection', 'Host'),
+    token,
+  );
   const headerValue = fc.oneof(
     fc.string({ maxLength: 40 }),
-    fc.constantFrom('Bearer ', 'Bearer tg_', 'Basic Zm9vOmJhcg==', 'chunked', '-1', '99999999999999999999', 'application/json', `Bearer tg_${'x'.repeat(300)}`),
+    fc.constantFrom(
+      'Bearer ',
+      'Bearer tg_',
+      'Basic Zm9vOmJhcg==',
+      'chunked',
+      '-1',
+      '99999999999999999999',
+      'application/json',
+      `Bearer tg_${'x'.repeat(300)}`,
+    ),
     fc.constant(`Bearer ${newApiKey().key}`),
   );
   const header = fc.tuple(headerName, headerValue).map(([n, v]) => `${n}: ${v.replace(/\r|\n/g, '')}`);

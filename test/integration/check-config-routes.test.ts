@@ -23,11 +23,15 @@ describe('check-config on route rules', () => {
   });
 
   it('refuses a malformed date', async () => {
-    expect(await refused(fixture('malformed-date'))).toMatch(/^tollgate: gateway\.yaml: routes\.deprecations\.0\.deprecatedAt: must be an ISO 8601 date-time/);
+    expect(await refused(fixture('malformed-date'))).toMatch(
+      /^tollgate: gateway\.yaml: routes\.deprecations\.0\.deprecatedAt: must be an ISO 8601 date-time/,
+    );
   });
 
   it('refuses a malformed path pattern', async () => {
-    expect(await refused(fixture('malformed-pattern'))).toMatch(/^tollgate: gateway\.yaml: routes\.deprecations\.0\.path: segment "\{petId"/);
+    expect(await refused(fixture('malformed-pattern'))).toMatch(
+      /^tollgate: gateway\.yaml: routes\.deprecations\.0\.path: segment "\{petId"/,
+    );
   });
 
   it('refuses a bad method', async () => {

@@ -133,7 +133,7 @@ describe('on a 3-master Redis Cluster', () => {
     for (const g of gateways) expect(g.process.output()).not.toContain('degraded');
   }, 60_000);
 
-  it('shares an owner-scoped plan among keys on different masters: one state in the owner\'s slot, exact', async () => {
+  it("shares an owner-scoped plan among keys on different masters: one state in the owner's slot, exact", async () => {
     await awayFromDayEdge(20);
     const keys = await keysOnEveryMaster(['--plan', 'team', '--owner', 'initech']);
     const statuses = await Promise.all(Array.from({ length: 24 }, (_, i) => send(keys[i % keys.length]!.key, i).then((r) => r.status)));
@@ -149,29 +149,31 @@ describe('on a 3-master Redis Cluster', () => {
   it('bans a key that keeps going after 429 on every gateway, and `keys unban` lifts it everywhere', async () => {
     await awayFromDayEdge();
     const keys = await fixtureKeysOnEveryMaster('tiny');
-    await Promise.all(keys.map(async (key) => {
-      const codes: string[] = [];
-      for (let i = 0; i < 4 + 6 + 3; i++) {
-        const res = await send(key.key, i);
-        codes.push(res.status === 200 ? 'ok' : ((await res.json()) as { code: string }).code);
-        if (i >= 10) expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(60);
-      }
-      // afterRejections: 6, counted across the gateways: the 6th refusal is the ban, then every gateway answers banned.
-      expect(codes).toEqual([...Array(4).fill('ok'), ...Array(5).fill('rate_limit_exceeded'), ...Array(4).fill('api_key_banned')]);
-      if (key === keys[0]) expect((await usage(key)).bannedUntil).not.toBeNull();
+    await Promise.all(
+      keys.map(async (key) => {
+        const codes: string[] = [];
+        for (let i = 0; i < 4 + 6 + 3; i++) {
+          const res = await send(key.key, i);
+          codes.push(res.status === 200 ? 'ok' : ((await res.json()) as { code: string }).code);
+          if (i >= 10) expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(60);
+        }
+        // afterRejections: 6, counted across the gateways: the 6th refusal is the ban, then every gateway answers banned.
+        expect(codes).toEqual([...Array(4).fill('ok'), ...Array(5).fill('rate_limit_exceeded'), ...Array(4).fill('api_key_banned')]);
+        if (key === keys[0]) expect((await usage(key)).bannedUntil).not.toBeNull();
 
-      const unban = await cli(['unban', key.id]);
-      expect(unban.code, unban.stderr).toBe(0);
-      expect(unban.stdout).toContain('ban lifted');
-      for (let i = 0; i < 3; i++) {
-        const after = await eventually(
-          () => send(key.key, i).then(async (r) => ((await r.json()) as { code: string }).code),
-          (code) => code === 'rate_limit_exceeded',
-        );
-        expect(after).toBe('rate_limit_exceeded');
-      }
-      if (key === keys[0]) expect((await usage(key)).bannedUntil).toBeNull();
-    }));
+        const unban = await cli(['unban', key.id]);
+        expect(unban.code, unban.stderr).toBe(0);
+        expect(unban.stdout).toContain('ban lifted');
+        for (let i = 0; i < 3; i++) {
+          const after = await eventually(
+            () => send(key.key, i).then(async (r) => ((await r.json()) as { code: string }).code),
+            (code) => code === 'rate_limit_exceeded',
+          );
+          expect(after).toBe('rate_limit_exceeded');
+        }
+        if (key === keys[0]) expect((await usage(key)).bannedUntil).toBeNull();
+      }),
+    );
   }, 60_000);
 
   it('manages keys with the CLI: list, show, set-plan, set-quota and revoke reach every gateway', async () => {
@@ -183,33 +185,35 @@ describe('on a 3-master Redis Cluster', () => {
 
     const shown = await cli(['show', keys[0]!.id, '--json']);
     expect(JSON.parse(shown.stdout)).toMatchObject({ id: keys[0]!.id, plan: 'free', status: 'active' });
-    await Promise.all(keys.map(async (key) => {
-      // Warm every gateway's key cache.
-      expect(await Promise.all([0, 1, 2].map((i) => send(key.key, i).then((r) => r.status)))).toEqual([200, 200, 200]);
+    await Promise.all(
+      keys.map(async (key) => {
+        // Warm every gateway's key cache.
+        expect(await Promise.all([0, 1, 2].map((i) => send(key.key, i).then((r) => r.status)))).toEqual([200, 200, 200]);
 
-      expect((await cli(['set-plan', key.id, 'business'])).code).toBe(0);
-      const limits = await eventually(
-        () => Promise.all([0, 1, 2].map((i) => send(key.key, i).then((r) => r.headers.get('x-ratelimit-limit')))),
-        (l) => l.every((x) => x === '1000'),
-      );
-      expect(limits).toEqual(['1000', '1000', '1000']);
+        expect((await cli(['set-plan', key.id, 'business'])).code).toBe(0);
+        const limits = await eventually(
+          () => Promise.all([0, 1, 2].map((i) => send(key.key, i).then((r) => r.headers.get('x-ratelimit-limit')))),
+          (l) => l.every((x) => x === '1000'),
+        );
+        expect(limits).toEqual(['1000', '1000', '1000']);
 
-      expect((await cli(['set-quota', key.id, '--per-minute', '7', '--per-day', '70'])).code).toBe(0);
-      const policies = await eventually(
-        () => Promise.all([0, 1, 2].map((i) => send(key.key, i).then((r) => r.headers.get('ratelimit-policy')))),
-        (p) => p.every((x) => x === '"minute";q=7;w=60, "day";q=70;w=86400'),
-      );
-      expect(new Set(policies)).toEqual(new Set(['"minute";q=7;w=60, "day";q=70;w=86400']));
+        expect((await cli(['set-quota', key.id, '--per-minute', '7', '--per-day', '70'])).code).toBe(0);
+        const policies = await eventually(
+          () => Promise.all([0, 1, 2].map((i) => send(key.key, i).then((r) => r.headers.get('ratelimit-policy')))),
+          (p) => p.every((x) => x === '"minute";q=7;w=60, "day";q=70;w=86400'),
+        );
+        expect(new Set(policies)).toEqual(new Set(['"minute";q=7;w=60, "day";q=70;w=86400']));
 
-      const revoke = await cli(['revoke', key.id]);
-      expect(revoke.code, revoke.stderr).toBe(0);
-      const statuses = await eventually(
-        () => Promise.all([0, 1, 2].map((i) => send(key.key, i).then((r) => r.status))),
-        (s) => s.every((x) => x === 401),
-        1000,
-      );
-      expect(statuses).toEqual([401, 401, 401]);
-    }));
+        const revoke = await cli(['revoke', key.id]);
+        expect(revoke.code, revoke.stderr).toBe(0);
+        const statuses = await eventually(
+          () => Promise.all([0, 1, 2].map((i) => send(key.key, i).then((r) => r.status))),
+          (s) => s.every((x) => x === 401),
+          1000,
+        );
+        expect(statuses).toEqual([401, 401, 401]);
+      }),
+    );
   }, 60_000);
 
   it('keeps categories in the cluster through the backend, both keys in one slot', async () => {
@@ -247,7 +251,12 @@ describe('on a 3-master Redis Cluster', () => {
   });
 
   it('shuts a gateway down cleanly on SIGTERM (exit 0), closing its cluster connections', async () => {
-    const extra = await startGateway({ ...cluster.env, TOLLGATE_CONFIG_DIR: configDir, TOLLGATE_ASSERTION_SECRET: SECRET, UPSTREAM_URL: backend.url });
+    const extra = await startGateway({
+      ...cluster.env,
+      TOLLGATE_CONFIG_DIR: configDir,
+      TOLLGATE_ASSERTION_SECRET: SECRET,
+      UPSTREAM_URL: backend.url,
+    });
     const [key] = await fixtureKeysOnEveryMaster('pro');
     expect((await fetch(`${extra.url}/v1/categories`, { headers: bearer(key!.key) })).status).toBe(200);
     expect(await extra.process.stop('SIGTERM')).toBe(0);
@@ -258,7 +267,13 @@ describe('on a 3-master Redis Cluster', () => {
     const [key] = await fixtureKeysOnEveryMaster('pro');
     // Validated: gateway 0 caches the key record now (retried: a loaded CI machine may have left
     // that gateway in the degraded mode for a moment, where an uncached key gets 503).
-    expect(await eventually(() => send(key!.key, 0).then((r) => r.status), (s) => s === 200, 10_000)).toBe(200);
+    expect(
+      await eventually(
+        () => send(key!.key, 0).then((r) => r.status),
+        (s) => s === 200,
+        10_000,
+      ),
+    ).toBe(200);
     const port = await cluster.masterPortOf(`tg:quota:{${key!.id}}`);
     const master = cluster.nodes.find((n) => n.port === port)!;
     await master.kill();

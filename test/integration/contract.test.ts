@@ -19,7 +19,12 @@ let backend: Awaited<ReturnType<typeof startBackend>>;
 let gateway: GatewayHandle;
 let key: CreatedKey;
 
-async function send(base: string, method: string, path: string, opts: { headers?: Record<string, string>; body?: string } = {}): Promise<Observed> {
+async function send(
+  base: string,
+  method: string,
+  path: string,
+  opts: { headers?: Record<string, string>; body?: string } = {},
+): Promise<Observed> {
   const res = await fetch(base + path, { method, headers: opts.headers, body: opts.body });
   const text = await res.text();
   return { method, path, status: res.status, headers: res.headers, body: text === '' ? undefined : JSON.parse(text) };
@@ -67,7 +72,10 @@ describe('the contract checker', () => {
 describe('success answers conform', () => {
   it('createCategory 201 and listCategories 200', async () => {
     const created = conforms(
-      await send(gateway.url, 'POST', '/v1/categories', { headers: json(key.key), body: JSON.stringify({ name: 'Dog', description: 'Loyal companions' }) }),
+      await send(gateway.url, 'POST', '/v1/categories', {
+        headers: json(key.key),
+        body: JSON.stringify({ name: 'Dog', description: 'Loyal companions' }),
+      }),
       201,
     );
     conforms(await send(gateway.url, 'POST', '/v1/categories', { headers: json(key.key), body: '{"name":"Cat"}' }), 201);
@@ -97,16 +105,23 @@ describe('success answers conform', () => {
     // survives a minute edge.)
     await awayFromDayEdge(20);
     const dayBound = await createKey(redis, ['--plan', 'enterprise', '--per-minute', '100', '--per-day', '100']);
-    const before = Number((await send(gateway.url, 'GET', '/v1/store/orders', { headers: bearer(dayBound.key) })).headers.get('x-ratelimit-remaining'));
-    for (let i = 0; i < 3; i++) expect((await send(gateway.url, 'GET', '/v1/openapi.json', { headers: bearer(dayBound.key) })).status).toBe(200);
-    const after = Number((await send(gateway.url, 'GET', '/v1/store/orders', { headers: bearer(dayBound.key) })).headers.get('x-ratelimit-remaining'));
+    const before = Number(
+      (await send(gateway.url, 'GET', '/v1/store/orders', { headers: bearer(dayBound.key) })).headers.get('x-ratelimit-remaining'),
+    );
+    for (let i = 0; i < 3; i++)
+      expect((await send(gateway.url, 'GET', '/v1/openapi.json', { headers: bearer(dayBound.key) })).status).toBe(200);
+    const after = Number(
+      (await send(gateway.url, 'GET', '/v1/store/orders', { headers: bearer(dayBound.key) })).headers.get('x-ratelimit-remaining'),
+    );
     expect(before - after).toBe(1);
   });
 
   it('HEAD of the document: its headers, no body; other methods: 405 with Allow', async () => {
     const head = await fetch(`${gateway.url}/v1/openapi.json`, { method: 'HEAD' });
     expect(head.status).toBe(200);
-    expect(Number(head.headers.get('content-length'))).toBe(Buffer.byteLength(JSON.stringify(parseYaml(readFileSync(join(REPO_ROOT, 'openapi.yaml'), 'utf8')))));
+    expect(Number(head.headers.get('content-length'))).toBe(
+      Buffer.byteLength(JSON.stringify(parseYaml(readFileSync(join(REPO_ROOT, 'openapi.yaml'), 'utf8')))),
+    );
     expect(await head.text()).toBe('');
     const post = await send(gateway.url, 'POST', '/v1/openapi.json', { body: '{}' });
     expect(post.status).toBe(405);
@@ -131,13 +146,25 @@ describe('error answers conform', () => {
   it('createCategory 413 and 415', async () => {
     const big = JSON.stringify({ name: 'Big', description: 'x'.repeat(70_000) });
     conforms(await send(gateway.url, 'POST', '/v1/categories', { headers: json(key.key), body: big }), 413);
-    conforms(await send(gateway.url, 'POST', '/v1/categories', { headers: { ...bearer(key.key), 'content-type': 'text/plain' }, body: 'Dog' }), 415);
+    conforms(
+      await send(gateway.url, 'POST', '/v1/categories', { headers: { ...bearer(key.key), 'content-type': 'text/plain' }, body: 'Dog' }),
+      415,
+    );
   });
 
   it('401 for a missing, malformed or unknown key, on every operation', async () => {
-    const wrongKeys: Array<Record<string, string>> = [{}, { authorization: 'Basic abc' }, bearer('tg_000000000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA')];
+    const wrongKeys: Array<Record<string, string>> = [
+      {},
+      { authorization: 'Basic abc' },
+      bearer('tg_000000000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'),
+    ];
     for (const headers of wrongKeys) {
-      for (const [method, path] of [['GET', '/v1/categories'], ['POST', '/v1/categories'], ['GET', '/v1/pets/1'], ['GET', '/v1/store/orders']] as const) {
+      for (const [method, path] of [
+        ['GET', '/v1/categories'],
+        ['POST', '/v1/categories'],
+        ['GET', '/v1/pets/1'],
+        ['GET', '/v1/store/orders'],
+      ] as const) {
         const answer = conforms(await send(gateway.url, method, path, { headers }), 401);
         expect(answer.body).toMatchObject({ code: expect.stringMatching(/_api_key$/) });
       }
@@ -150,8 +177,16 @@ describe('error answers conform', () => {
     const small = await createKey(redis, ['--plan', 'enterprise', '--per-minute', '2', '--per-day', '2']);
     conforms(await send(gateway.url, 'GET', '/v1/store/orders', { headers: bearer(small.key) }), 200);
     conforms(await send(gateway.url, 'GET', '/v1/pets/7', { headers: bearer(small.key) }), 200);
-    for (const [method, path] of [['GET', '/v1/store/orders'], ['GET', '/v1/categories'], ['GET', '/v1/pets/7'], ['POST', '/v1/categories']] as const) {
-      const answer = conforms(await send(gateway.url, method, path, { headers: json(small.key), body: method === 'POST' ? '{"name":"x"}' : undefined }), 429);
+    for (const [method, path] of [
+      ['GET', '/v1/store/orders'],
+      ['GET', '/v1/categories'],
+      ['GET', '/v1/pets/7'],
+      ['POST', '/v1/categories'],
+    ] as const) {
+      const answer = conforms(
+        await send(gateway.url, method, path, { headers: json(small.key), body: method === 'POST' ? '{"name":"x"}' : undefined }),
+        429,
+      );
       expect(answer.body).toMatchObject({ code: 'rate_limit_exceeded', status: 429 });
     }
   });
@@ -187,7 +222,10 @@ describe('answers of the gateway itself conform', () => {
     const shortTimeout = configCopy({ 'gateway.yaml': (t) => t.replace('timeoutMs: 15000', 'timeoutMs: 300') });
     front = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: shortTimeout });
     const sunsetPassed = configCopy({
-      'gateway.yaml': (t) => t.replace('sunsetAt: 2027-06-30T00:00:00Z', 'sunsetAt: 2026-06-30T00:00:00Z').replace('goneAfterSunset: false', 'goneAfterSunset: true'),
+      'gateway.yaml': (t) =>
+        t
+          .replace('sunsetAt: 2027-06-30T00:00:00Z', 'sunsetAt: 2026-06-30T00:00:00Z')
+          .replace('goneAfterSunset: false', 'goneAfterSunset: true'),
     });
     gone = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: backend.url, TOLLGATE_CONFIG_DIR: sunsetPassed });
   });

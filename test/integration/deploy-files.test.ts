@@ -14,7 +14,8 @@ import { REPO_ROOT } from '../helpers/processes.js';
 const composeFile = join(REPO_ROOT, 'docker-compose.yml');
 const hasCompose = spawnSync('sh', ['-c', 'command -v docker-compose'], { encoding: 'utf8' }).stdout.trim() !== '';
 const nginx = nginxBinary();
-if (!hasCompose) console.warn('SKIPPED docker-compose checks: docker-compose is not installed (apt-get install docker-compose; .ci/run installs it)');
+if (!hasCompose)
+  console.warn('SKIPPED docker-compose checks: docker-compose is not installed (apt-get install docker-compose; .ci/run installs it)');
 if (!nginx) console.warn('SKIPPED nginx -t: nginx is not installed (apt-get install nginx; .ci/run installs it)');
 
 const SECRET = 'compose-check-secret-0123456789abcdefghijklmnop';
@@ -99,7 +100,10 @@ describe.skipIf(!hasCompose)('docker-compose.yml (docker-compose config)', () =>
 
 describe('Dockerfile', () => {
   const dockerfile = readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8');
-  const ignored = readFileSync(join(REPO_ROOT, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+  const ignored = readFileSync(join(REPO_ROOT, '.dockerignore'), 'utf8')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith('#'));
 
   it('is multi-stage and runs as a non-root user with a liveness check on /healthz', () => {
     expect(dockerfile.match(/^FROM /gm)!.length).toBeGreaterThanOrEqual(2);

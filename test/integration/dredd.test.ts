@@ -48,13 +48,23 @@ function dredd(document: string): Promise<DreddRun> {
   const bin = join(REPO_ROOT, 'node_modules/.bin/dredd');
   const args = [document, `${gateway.url}/v1`, '--hookfiles', join(REPO_ROOT, 'test/integration/dredd/hooks.cjs')];
   return new Promise((resolve) => {
-    execFile(bin, args, { cwd: REPO_ROOT, env: { ...process.env, ...env, DREDD_DOCUMENT: document }, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
-      // Dredd colours its output whatever the terminal: plain text for matching.
-      const output = (stdout + stderr).replace(/\u001b\[[0-9;]*m/g, '');
-      const match = /complete: (\d+) passing, (\d+) failing, (\d+) errors, (\d+) skipped/.exec(output);
-      const [passing, failing, errors, skipped] = (match?.slice(1) ?? ['0', '0', '0', '0']).map(Number) as [number, number, number, number];
-      resolve({ code: err ? Number(err.code ?? 1) : 0, output, counts: { passing, failing, errors, skipped } });
-    });
+    execFile(
+      bin,
+      args,
+      { cwd: REPO_ROOT, env: { ...process.env, ...env, DREDD_DOCUMENT: document }, maxBuffer: 64 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        // Dredd colours its output whatever the terminal: plain text for matching.
+        const output = (stdout + stderr).replace(/\u001b\[[0-9;]*m/g, '');
+        const match = /complete: (\d+) passing, (\d+) failing, (\d+) errors, (\d+) skipped/.exec(output);
+        const [passing, failing, errors, skipped] = (match?.slice(1) ?? ['0', '0', '0', '0']).map(Number) as [
+          number,
+          number,
+          number,
+          number,
+        ];
+        resolve({ code: err ? Number(err.code ?? 1) : 0, output, counts: { passing, failing, errors, skipped } });
+      },
+    );
   });
 }
 
@@ -75,7 +85,10 @@ describe('Dredd against the bundled stack', () => {
     // createCategory documented as answering 200 where it answers 201.
     const departing = text
       .replace(/( {4}X-Tollgate-Degraded:\n {6}description: [^\n]*\n)/, '$1      required: true\n')
-      .replace("        '201':\n          description: The created category", "        '200':\n          description: The created category");
+      .replace(
+        "        '201':\n          description: The created category",
+        "        '200':\n          description: The created category",
+      );
     expect(departing).not.toBe(text);
     writeFileSync(broken, departing);
     const run = await dredd(broken);

@@ -26,12 +26,44 @@ afterAll(async () => stack?.stop());
 
 const method = fc.constantFrom('GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS');
 const target = fc.oneof(
-  fc.constantFrom('/v1/pets/42', '/v1/./pets/42', '/v1/x/../pets/42', '/v1/%2e/pets/42', '//v1/pets/42', '/v1/pets/%34%32/', '/v1/categories', '/v1/pets/42?q=/../x'),
+  fc.constantFrom(
+    '/v1/pets/42',
+    '/v1/./pets/42',
+    '/v1/x/../pets/42',
+    '/v1/%2e/pets/42',
+    '//v1/pets/42',
+    '/v1/pets/%34%32/',
+    '/v1/categories',
+    '/v1/pets/42?q=/../x',
+  ),
   fc.constantFrom('http://h.test/v1/pets/42', '/v1\\pets/42', '/v1/pets%2f42', '/v1/pets;a/42', '*', '/v1/%zz', '/v1/pets/42#f'),
-  fc.array(fc.constantFrom('v1', 'pets', '42', '.', '..', '', '%2e', '%2E%2e', 'a%2fb', '%41', ';', '\\'), { minLength: 1, maxLength: 6 }).map((s) => '/' + s.join('/')),
+  fc
+    .array(fc.constantFrom('v1', 'pets', '42', '.', '..', '', '%2e', '%2E%2e', 'a%2fb', '%41', ';', '\\'), { minLength: 1, maxLength: 6 })
+    .map((s) => '/' + s.join('/')),
 );
-const framing = fc.constantFrom('none', 'length', 'chunked', 'length+chunked', 'two-lengths', 'length-short', 'te-gzip-chunked', 'te-Chunked', 'te-twice', 'te-space');
-const connectionList = fc.subarray(['close', 'keep-alive', 'content-length', 'transfer-encoding', 'host', 'x-request-id', 'x-tollgate-consumer-id', 'x-forwarded-for', 'authorization']);
+const framing = fc.constantFrom(
+  'none',
+  'length',
+  'chunked',
+  'length+chunked',
+  'two-lengths',
+  'length-short',
+  'te-gzip-chunked',
+  'te-Chunked',
+  'te-twice',
+  'te-space',
+);
+const connectionList = fc.subarray([
+  'close',
+  'keep-alive',
+  'content-length',
+  'transfer-encoding',
+  'host',
+  'x-request-id',
+  'x-tollgate-consumer-id',
+  'x-forwarded-for',
+  'authorization',
+]);
 const request = fc.record({
   method,
   target,
@@ -47,7 +79,12 @@ const request = fc.record({
 type Case = typeof request extends fc.Arbitrary<infer T> ? T : never;
 
 function bytesOf(c: Case, key: string, requestId: string): string {
-  const lines = [`${c.method} ${c.target} HTTP/1.${c.http10 ? 0 : 1}`, 'Host: gateway.test', `Authorization: Bearer ${key}`, `X-Request-Id: ${requestId}`];
+  const lines = [
+    `${c.method} ${c.target} HTTP/1.${c.http10 ? 0 : 1}`,
+    'Host: gateway.test',
+    `Authorization: Bearer ${key}`,
+    `X-Request-Id: ${requestId}`,
+  ];
   if (c.duplicateHost) lines.push('Host: other.test');
   for (let i = 0; i < c.fillerFields; i++) lines.push(`x-f${i}: 1`);
   if (c.connection.length) lines.push(`Connection: ${c.connection.join(', ')}`);
@@ -57,16 +94,45 @@ function bytesOf(c: Case, key: string, requestId: string): string {
   const chunked = `${body.length.toString(16)}\r\n${c.body}\r\n0\r\n\r\n`;
   let payload = '';
   switch (c.framing) {
-    case 'length': lines.push(`Content-Length: ${body.length}`); payload = c.body; break;
-    case 'length-short': lines.push(`Content-Length: ${Math.max(0, body.length - 3)}`); payload = c.body; break;
-    case 'chunked': lines.push('Transfer-Encoding: chunked'); payload = chunked; break;
-    case 'length+chunked': lines.push(`Content-Length: ${body.length}`, 'Transfer-Encoding: chunked'); payload = chunked; break;
-    case 'two-lengths': lines.push(`Content-Length: ${body.length}`, `Content-Length: ${body.length + 1}`); payload = c.body; break;
-    case 'te-gzip-chunked': lines.push('Transfer-Encoding: gzip, chunked'); payload = chunked; break;
-    case 'te-Chunked': lines.push('Transfer-Encoding: Chunked'); payload = chunked; break;
-    case 'te-twice': lines.push('Transfer-Encoding: chunked', 'Transfer-Encoding: chunked'); payload = chunked; break;
-    case 'te-space': lines.push('Transfer-Encoding : chunked'); payload = chunked; break;
-    case 'none': payload = ''; break;
+    case 'length':
+      lines.push(`Content-Length: ${body.length}`);
+      payload = c.body;
+      break;
+    case 'length-short':
+      lines.push(`Content-Length: ${Math.max(0, body.length - 3)}`);
+      payload = c.body;
+      break;
+    case 'chunked':
+      lines.push('Transfer-Encoding: chunked');
+      payload = chunked;
+      break;
+    case 'length+chunked':
+      lines.push(`Content-Length: ${body.length}`, 'Transfer-Encoding: chunked');
+      payload = chunked;
+      break;
+    case 'two-lengths':
+      lines.push(`Content-Length: ${body.length}`, `Content-Length: ${body.length + 1}`);
+      payload = c.body;
+      break;
+    case 'te-gzip-chunked':
+      lines.push('Transfer-Encoding: gzip, chunked');
+      payload = chunked;
+      break;
+    case 'te-Chunked':
+      lines.push('Transfer-Encoding: Chunked');
+      payload = chunked;
+      break;
+    case 'te-twice':
+      lines.push('Transfer-Encoding: chunked', 'Transfer-Encoding: chunked');
+      payload = chunked;
+      break;
+    case 'te-space':
+      lines.push('Transfer-Encoding : chunked');
+      payload = chunked;
+      break;
+    case 'none':
+      payload = '';
+      break;
   }
   return `${lines.join('\r\n')}\r\n\r\n${payload}`;
 }

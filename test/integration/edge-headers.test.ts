@@ -17,16 +17,33 @@ const seen = (request: RecordedRequest | undefined, name: string) => stack.upstr
 
 describe("README's 'What the upstream sees'", () => {
   it('is exactly what a recording upstream receives for GET /v1/./pets/42', async () => {
-    await stack.send([`GET /v1/./pets/42 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\nAuthorization: Bearer ${stack.key.key}\r\n\r\n`]);
+    await stack.send([
+      `GET /v1/./pets/42 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\nAuthorization: Bearer ${stack.key.key}\r\n\r\n`,
+    ]);
     const request = stack.upstream.requests[0]!;
     expect(`${request.method} ${request.target}`).toBe('GET /v1/pets/42');
     expect(request.headers.map(([name]) => name)).toEqual([
-      'host', 'user-agent', 'accept', 'x-request-id', 'x-tollgate-consumer-id', 'x-tollgate-plan', 'x-tollgate-assertion',
-      'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'connection',
+      'host',
+      'user-agent',
+      'accept',
+      'x-request-id',
+      'x-tollgate-consumer-id',
+      'x-tollgate-plan',
+      'x-tollgate-assertion',
+      'x-forwarded-for',
+      'x-forwarded-host',
+      'x-forwarded-proto',
+      'x-forwarded-port',
+      'connection',
     ]);
     expect(Object.fromEntries(request.headers)).toMatchObject({
-      host: '127.0.0.1:8080', 'x-tollgate-plan': 'enterprise', 'x-forwarded-for': '127.0.0.1', 'x-forwarded-host': '127.0.0.1:8080',
-      'x-forwarded-proto': 'http', 'x-forwarded-port': String(stack.port), connection: 'keep-alive',
+      host: '127.0.0.1:8080',
+      'x-tollgate-plan': 'enterprise',
+      'x-forwarded-for': '127.0.0.1',
+      'x-forwarded-host': '127.0.0.1:8080',
+      'x-forwarded-proto': 'http',
+      'x-forwarded-port': String(stack.port),
+      connection: 'keep-alive',
     });
     expect(request.body.length).toBe(0);
   });
@@ -82,7 +99,9 @@ describe('connection management per hop', () => {
 
   it("the upstream's Connection and Keep-Alive response headers are not copied to the client", async () => {
     stack.upstream.respond = (_request, socket) =>
-      socket.write('HTTP/1.1 200 OK\r\nConnection: keep-alive, x-upstream-hop\r\nKeep-Alive: timeout=999\r\nX-Upstream-Hop: 1\r\nContent-Length: 2\r\n\r\n{}');
+      socket.write(
+        'HTTP/1.1 200 OK\r\nConnection: keep-alive, x-upstream-hop\r\nKeep-Alive: timeout=999\r\nX-Upstream-Hop: 1\r\nContent-Length: 2\r\n\r\n{}',
+      );
     const result = await stack.send([`GET /v1/categories HTTP/1.1\r\n${stack.auth}\r\n`]);
     const response = result.responses[0];
     expect(response?.status).toBe(200);
@@ -93,13 +112,18 @@ describe('connection management per hop', () => {
 
 describe('Expect: 100-continue', () => {
   it('is not answered with 100 before the key is checked', async () => {
-    const result = await stack.send([`POST /v1/categories HTTP/1.1\r\nHost: gateway.test\r\nAuthorization: Bearer tg_nope\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n`]);
+    const result = await stack.send([
+      `POST /v1/categories HTTP/1.1\r\nHost: gateway.test\r\nAuthorization: Bearer tg_nope\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n`,
+    ]);
     expect(result.responses.map((r) => r.status)).toEqual([401]);
     expect(stack.upstream.requests).toEqual([]);
   });
 
   it('is answered with 100 once the chain passed, and the body reaches the upstream without the expectation', async () => {
-    const result = await stack.send([`POST /v1/categories HTTP/1.1\r\n${stack.auth}Expect: 100-continue\r\nContent-Length: 2\r\n\r\n`, '{}']);
+    const result = await stack.send([
+      `POST /v1/categories HTTP/1.1\r\n${stack.auth}Expect: 100-continue\r\nContent-Length: 2\r\n\r\n`,
+      '{}',
+    ]);
     expect(result.responses.map((r) => r.status)).toEqual([100, 200]);
     expect(stack.upstream.requests[0]!.body.toString()).toBe('{}');
     expect(seen(stack.upstream.requests[0], 'expect')).toEqual([]);
@@ -107,7 +131,10 @@ describe('Expect: 100-continue', () => {
 
   it('keeps the upstream timeout in force: a silent upstream gives 504', async () => {
     stack.upstream.respond = () => {};
-    const result = await stack.send([`POST /v1/categories HTTP/1.1\r\n${stack.auth}Expect: 100-continue\r\nContent-Length: 2\r\n\r\n`, '{}']);
+    const result = await stack.send([
+      `POST /v1/categories HTTP/1.1\r\n${stack.auth}Expect: 100-continue\r\nContent-Length: 2\r\n\r\n`,
+      '{}',
+    ]);
     expect(result.responses.map((r) => r.status)).toEqual([100, 504]);
     expect(JSON.parse(result.responses[1]!.body).code).toBe('gateway_timeout');
   });

@@ -81,7 +81,8 @@ describe('goneAfterSunset applies to every spelling', () => {
   let gone: EdgeStack;
   beforeAll(async () => {
     gone = await EdgeStack.start({
-      gatewayYaml: (t) => t.replace(/sunsetAt: \S+/, 'sunsetAt: 2026-01-02T00:00:00Z').replace('goneAfterSunset: false', 'goneAfterSunset: true'),
+      gatewayYaml: (t) =>
+        t.replace(/sunsetAt: \S+/, 'sunsetAt: 2026-01-02T00:00:00Z').replace('goneAfterSunset: false', 'goneAfterSunset: true'),
     });
   });
   afterAll(async () => gone?.stop());

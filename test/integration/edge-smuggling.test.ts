@@ -27,7 +27,9 @@ async function expectOneUpstreamRequest(method: string, target: string, body: st
 
 describe('smuggling through a body on a method without one', () => {
   it.each(['DELETE', 'OPTIONS', 'GET'])('a chunked body on %s is forwarded chunked, as one request', async (method) => {
-    const result = await stack.send([`${method} /v1/categories/1 HTTP/1.1\r\n${stack.auth}Transfer-Encoding: chunked\r\n\r\n${chunked(SMUGGLED)}`]);
+    const result = await stack.send([
+      `${method} /v1/categories/1 HTTP/1.1\r\n${stack.auth}Transfer-Encoding: chunked\r\n\r\n${chunked(SMUGGLED)}`,
+    ]);
     expect(result.responses.at(-1)?.status).toBe(200);
     await expectOneUpstreamRequest(method, '/v1/categories/1', SMUGGLED);
     expect(stack.upstream.header(stack.upstream.requests[0]!, 'transfer-encoding')).toEqual(['chunked']);
@@ -42,15 +44,20 @@ describe('smuggling through a body on a method without one', () => {
 
 describe('smuggling by listing a framing header in Connection', () => {
   it.each(['GET', 'HEAD', 'DELETE', 'OPTIONS'])('Connection: content-length on %s cannot strip the length of the body', async (method) => {
-    const result = await stack.send([
-      `${method} /v1/categories HTTP/1.1\r\n${stack.auth}Connection: keep-alive, content-length\r\nContent-Length: ${SMUGGLED.length}\r\n\r\n${SMUGGLED}`,
-    ], { head: method === 'HEAD' });
+    const result = await stack.send(
+      [
+        `${method} /v1/categories HTTP/1.1\r\n${stack.auth}Connection: keep-alive, content-length\r\nContent-Length: ${SMUGGLED.length}\r\n\r\n${SMUGGLED}`,
+      ],
+      { head: method === 'HEAD' },
+    );
     expect(result.responses.at(-1)?.status).toBe(200);
     await expectOneUpstreamRequest(method, '/v1/categories', SMUGGLED);
   });
 
   it.each(['GET', 'DELETE'])('Connection: transfer-encoding on %s cannot strip the chunking of the body', async (method) => {
-    await stack.send([`${method} /v1/categories HTTP/1.1\r\n${stack.auth}Connection: transfer-encoding\r\nTransfer-Encoding: chunked\r\n\r\n${chunked(SMUGGLED)}`]);
+    await stack.send([
+      `${method} /v1/categories HTTP/1.1\r\n${stack.auth}Connection: transfer-encoding\r\nTransfer-Encoding: chunked\r\n\r\n${chunked(SMUGGLED)}`,
+    ]);
     await expectOneUpstreamRequest(method, '/v1/categories', SMUGGLED);
   });
 });
@@ -58,9 +65,16 @@ describe('smuggling by listing a framing header in Connection', () => {
 describe('smuggling past the header-count limit', () => {
   it.each([101, 1001])('%i header fields before Content-Length: 431 with an Error body, nothing reaches the upstream', async (fields) => {
     const filler = Array.from({ length: fields }, (_, i) => `x-f${i}: 1\r\n`).join('');
-    const result = await stack.send([`GET /v1/categories HTTP/1.1\r\n${stack.auth}${filler}Content-Length: ${SMUGGLED.length}\r\n\r\n${SMUGGLED}`], { waitForClose: true });
+    const result = await stack.send(
+      [`GET /v1/categories HTTP/1.1\r\n${stack.auth}${filler}Content-Length: ${SMUGGLED.length}\r\n\r\n${SMUGGLED}`],
+      { waitForClose: true },
+    );
     expect(result.responses[0]?.status).toBe(431);
-    expect(JSON.parse(result.responses[0]!.body)).toEqual({ code: 'request_header_fields_too_large', message: expect.stringMatching(/100 header fields/), status: 431 });
+    expect(JSON.parse(result.responses[0]!.body)).toEqual({
+      code: 'request_header_fields_too_large',
+      message: expect.stringMatching(/100 header fields/),
+      status: 431,
+    });
     expect(result.closed).toBe(true);
     await stack.sentinel();
     expect(stack.targets()).toEqual(['GET /v1/sentinel']);
@@ -82,7 +96,9 @@ describe('ambiguous framing is refused with 400 and an Error body, and closes th
     ['two different Content-Lengths', 'Host: a.test\r\nContent-Length: 2\r\nContent-Length: 3\r\n', '{}'],
     ['a Content-Length that is not a number', 'Host: a.test\r\nContent-Length: +2\r\n', '{}'],
   ])('%s', async (_name, fields, body) => {
-    const result = await stack.send([`POST /v1/categories HTTP/1.1\r\nAuthorization: Bearer ${stack.key.key}\r\n${fields}\r\n${body}`], { waitForClose: true });
+    const result = await stack.send([`POST /v1/categories HTTP/1.1\r\nAuthorization: Bearer ${stack.key.key}\r\n${fields}\r\n${body}`], {
+      waitForClose: true,
+    });
     expect(result.responses.map((r) => r.status)).toEqual([400]);
     expect(JSON.parse(result.responses[0]!.body)).toMatchObject({ code: 'bad_request', status: 400 });
     expect(result.closed).toBe(true);
@@ -91,7 +107,10 @@ describe('ambiguous framing is refused with 400 and an Error body, and closes th
   });
 
   it('Transfer-Encoding in HTTP/1.0', async () => {
-    const result = await stack.send([`POST /v1/categories HTTP/1.0\r\n${stack.auth}Transfer-Encoding: chunked\r\n\r\n${chunked(SMUGGLED)}`], { waitForClose: true });
+    const result = await stack.send(
+      [`POST /v1/categories HTTP/1.0\r\n${stack.auth}Transfer-Encoding: chunked\r\n\r\n${chunked(SMUGGLED)}`],
+      { waitForClose: true },
+    );
     expect(result.responses[0]?.status).toBe(400);
     await stack.sentinel();
     expect(stack.targets()).toEqual(['GET /v1/sentinel']);

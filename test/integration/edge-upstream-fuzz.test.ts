@@ -21,7 +21,17 @@ beforeAll(async () => {
 afterAll(async () => stack?.stop());
 
 const mutation = fc.record({
-  kind: fc.constantFrom('none', 'cut', 'insert', 'append-garbage', 'append-response', 'interim', 'duplicate-length', 'chunked', 'bad-chunk'),
+  kind: fc.constantFrom(
+    'none',
+    'cut',
+    'insert',
+    'append-garbage',
+    'append-response',
+    'interim',
+    'duplicate-length',
+    'chunked',
+    'bad-chunk',
+  ),
   at: fc.nat(),
   bytes: fc.uint8Array({ minLength: 1, maxLength: 8 }),
   count: fc.integer({ min: 1, max: 12 }),
@@ -35,15 +45,24 @@ function responseFor(requestId: string, m: Mutation): Buffer {
   // Bytes are inserted into the head only, so a body that arrives is ours, whole or cut short.
   const inHead = m.at % (base.length - body.length);
   switch (m.kind) {
-    case 'cut': return base.subarray(0, at);
-    case 'insert': return Buffer.concat([base.subarray(0, inHead), m.bytes, base.subarray(inHead)]);
-    case 'append-garbage': return Buffer.concat([base, m.bytes]);
-    case 'append-response': return Buffer.concat([base, Buffer.from(`HTTP/1.1 200 OK\r\ncontent-length: 21\r\n\r\n{"requestId":"other"}`)]);
-    case 'interim': return Buffer.concat([Buffer.from('HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\n'.repeat(m.count)), base]);
-    case 'duplicate-length': return Buffer.from(`HTTP/1.1 200 OK\r\ncontent-length: ${body.length}\r\ncontent-length: ${body.length + m.count}\r\n\r\n${body}`);
-    case 'chunked': return Buffer.from(`HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`);
-    case 'bad-chunk': return Buffer.from(`HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n${body}\r\n0\r\n\r\n`);
-    case 'none': return base;
+    case 'cut':
+      return base.subarray(0, at);
+    case 'insert':
+      return Buffer.concat([base.subarray(0, inHead), m.bytes, base.subarray(inHead)]);
+    case 'append-garbage':
+      return Buffer.concat([base, m.bytes]);
+    case 'append-response':
+      return Buffer.concat([base, Buffer.from(`HTTP/1.1 200 OK\r\ncontent-length: 21\r\n\r\n{"requestId":"other"}`)]);
+    case 'interim':
+      return Buffer.concat([Buffer.from('HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\n'.repeat(m.count)), base]);
+    case 'duplicate-length':
+      return Buffer.from(`HTTP/1.1 200 OK\r\ncontent-length: ${body.length}\r\ncontent-length: ${body.length + m.count}\r\n\r\n${body}`);
+    case 'chunked':
+      return Buffer.from(`HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`);
+    case 'bad-chunk':
+      return Buffer.from(`HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n${body}\r\n0\r\n\r\n`);
+    case 'none':
+      return base;
   }
 }
 
@@ -57,7 +76,9 @@ describe('upstream response fuzz (fast-check)', () => {
           socket.end(responseFor(id, m));
         };
         const requestId = `resp-fuzz-${++n}`;
-        const result = await stack.send([`GET /v1/categories HTTP/1.1\r\n${stack.auth}X-Request-Id: ${requestId}\r\n\r\n`], { boundMs: 5000 });
+        const result = await stack.send([`GET /v1/categories HTTP/1.1\r\n${stack.auth}X-Request-Id: ${requestId}\r\n\r\n`], {
+          boundMs: 5000,
+        });
         expect(result.responses.length > 0 || result.closed, `no answer and no close for ${JSON.stringify(m)}`).toBe(true);
         const final = result.responses.find((r) => r.status >= 200);
         // Whatever body arrives names no other request (complete ids end with a quote).

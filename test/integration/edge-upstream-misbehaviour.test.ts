@@ -30,7 +30,10 @@ describe('an upstream that misbehaves before its response starts gives 502 bad_g
     ['an invalid status line', (s) => s.write('HTTP/1.1 abc\r\n\r\n')],
     ['oversized headers', (s) => s.write(`HTTP/1.1 200 OK\r\nX-Big: ${'a'.repeat(100_000)}\r\n\r\n`)],
     ['a flood of 1xx interim responses', (s) => s.write('HTTP/1.1 102 Processing\r\n\r\n'.repeat(50))],
-    ['an unrequested 101 Switching Protocols', (s) => s.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: evil\r\nConnection: upgrade\r\n\r\n')],
+    [
+      'an unrequested 101 Switching Protocols',
+      (s) => s.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: evil\r\nConnection: upgrade\r\n\r\n'),
+    ],
     ['two Content-Lengths', (s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}')],
   ])('%s', async (_name, misbehave) => {
     stack.upstream.respond = (_request, socket) => misbehave(socket);
@@ -43,7 +46,8 @@ describe('an upstream that misbehaves before its response starts gives 502 bad_g
 
 describe('an upstream that misbehaves after its response started ends only that exchange', () => {
   it('reset during the body: the client sees a truncated response and a closed connection', async () => {
-    stack.upstream.respond = (_request, socket) => socket.write('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"partial":', () => socket.resetAndDestroy());
+    stack.upstream.respond = (_request, socket) =>
+      socket.write('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"partial":', () => socket.resetAndDestroy());
     const result = await stack.send([`GET /v1/categories HTTP/1.1\r\n${stack.auth}\r\n`], { waitForClose: true });
     expect(result.raw).toMatch(/^HTTP\/1\.1 200/);
     expect(result.responses.filter((r) => r.status === 200 && r.body.length === 100)).toEqual([]);
@@ -54,7 +58,11 @@ describe('an upstream that misbehaves after its response started ends only that 
 
   it('bytes past Content-Length that frame no response do not crash the process (ERR_STREAM_WRITE_AFTER_END on main)', async () => {
     stack.upstream.respond = (_request, socket, index) =>
-      socket.write(index === 0 ? 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}garbage-not-http\r\n\r\n' : 'HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfine');
+      socket.write(
+        index === 0
+          ? 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}garbage-not-http\r\n\r\n'
+          : 'HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfine',
+      );
     const first = await get();
     expect(first.responses[0]?.status).toBe(200);
     expect(first.responses[0]?.body).toBe('{}');
@@ -82,9 +90,12 @@ describe('an upstream that misbehaves after its response started ends only that 
 
 describe('a client that breaks its own request mid-body', () => {
   it('an invalid chunk after the request was forwarded ends that exchange only', async () => {
-    const result = await stack.send([`POST /v1/categories HTTP/1.1\r\n${stack.auth}Transfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n`, 'zz\r\nnot a chunk\r\n'], {
-      waitForClose: true,
-    });
+    const result = await stack.send(
+      [`POST /v1/categories HTTP/1.1\r\n${stack.auth}Transfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n`, 'zz\r\nnot a chunk\r\n'],
+      {
+        waitForClose: true,
+      },
+    );
     expect(result.closed).toBe(true);
     await expectStillServing();
   });

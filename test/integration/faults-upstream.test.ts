@@ -95,7 +95,10 @@ describe('upstream faults', () => {
       }
       // Every upstream request was torn down after its client went away.
       await expect.poll(() => upstreamClosed.length, { timeout: 3000 }).toBe(20);
-      await Promise.race([Promise.all(upstreamClosed), new Promise((_, no) => setTimeout(() => no(new Error('upstream requests still open')), 3000))]);
+      await Promise.race([
+        Promise.all(upstreamClosed),
+        new Promise((_, no) => setTimeout(() => no(new Error('upstream requests still open')), 3000)),
+      ]);
     } finally {
       upstream.behaviour = echo;
     }

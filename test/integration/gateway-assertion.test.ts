@@ -103,7 +103,13 @@ describe('the backend trusts only the gateway', () => {
   });
 
   it('refuses a direct request with 401 invalid_gateway_assertion, on every route', async () => {
-    for (const [method, path] of [['GET', '/v1/categories'], ['POST', '/v1/categories'], ['GET', '/v1/pets/1'], ['GET', '/v1/store/orders'], ['GET', '/nowhere']]) {
+    for (const [method, path] of [
+      ['GET', '/v1/categories'],
+      ['POST', '/v1/categories'],
+      ['GET', '/v1/pets/1'],
+      ['GET', '/v1/store/orders'],
+      ['GET', '/nowhere'],
+    ]) {
       const res = await fetch(backendUrl + path!, { method, headers: { 'x-tollgate-consumer-id': key.id, 'x-tollgate-plan': 'business' } });
       expect(res.status).toBe(401);
       expect(await res.json()).toEqual({ code: 'invalid_gateway_assertion', message: expect.any(String), status: 401 });
@@ -139,7 +145,9 @@ describe('the backend trusts only the gateway', () => {
       expect(await res.json()).toEqual({ code: 'bad_gateway', message: expect.stringMatching(/gateway configuration fault/), status: 502 });
       expect(res.headers.get('x-ratelimit-limit')).toMatch(/^\d+$/);
     }
-    await backend.waitForLog('request refused: no valid gateway assertion', 5_000, (l) => String(l.reason).startsWith('ERR_JWKS_NO_MATCHING_KEY'));
+    await backend.waitForLog('request refused: no valid gateway assertion', 5_000, (l) =>
+      String(l.reason).startsWith('ERR_JWKS_NO_MATCHING_KEY'),
+    );
     await stranger.process.waitForLog(/rejects the gateway assertion/);
     expect(stranger.process.logs().filter((l) => /rejects the gateway assertion/.test(String(l.msg)))).toHaveLength(1);
     const ready = await fetch(`${stranger.adminUrl}/readyz`);
@@ -160,7 +168,12 @@ describe('secret handling', () => {
 
   it('without TOLLGATE_ASSERTION_SECRET gateway and backend refuse to start, naming the variable and TOLLGATE_DEV', async () => {
     for (const command of ['backend', 'gateway']) {
-      const result = await runCli([command], { TOLLGATE_ASSERTION_SECRET: undefined, BACKEND_PORT: '0', GATEWAY_PORT: '0', ADMIN_PORT: '0' });
+      const result = await runCli([command], {
+        TOLLGATE_ASSERTION_SECRET: undefined,
+        BACKEND_PORT: '0',
+        GATEWAY_PORT: '0',
+        ADMIN_PORT: '0',
+      });
       expect(result.code, command).toBe(1);
       expect(result.stderr).toMatch(/^tollgate: environment: TOLLGATE_ASSERTION_SECRET: is unset: .*TOLLGATE_DEV=1/);
     }
@@ -176,7 +189,9 @@ describe('secret handling', () => {
     expect((await fetch(`${gateway.url}/v1/store/orders`, { headers: bearer(key.key) })).status).toBe(200);
     // ...but a backend holding a real secret does not accept the development default.
     const strict = await backendWith({});
-    const res = await fetch(`${strict.url}/v1/store/orders`, { headers: await gatewayIdentity({ secret: 'tollgate-development-assertion-secret-NOT-FOR-PRODUCTION' }) });
+    const res = await fetch(`${strict.url}/v1/store/orders`, {
+      headers: await gatewayIdentity({ secret: 'tollgate-development-assertion-secret-NOT-FOR-PRODUCTION' }),
+    });
     expect(res.status).toBe(401);
   });
 
@@ -188,14 +203,24 @@ describe('secret handling', () => {
 
   it('refuses to start with a secret shorter than 32 bytes, naming the variable', async () => {
     for (const command of ['backend', 'gateway']) {
-      const result = await runCli([command], { TOLLGATE_ASSERTION_SECRET: 'too-short', BACKEND_PORT: '0', GATEWAY_PORT: '0', ADMIN_PORT: '0' });
+      const result = await runCli([command], {
+        TOLLGATE_ASSERTION_SECRET: 'too-short',
+        BACKEND_PORT: '0',
+        GATEWAY_PORT: '0',
+        ADMIN_PORT: '0',
+      });
       expect(result.code, command).toBe(1);
       expect(result.stderr).toMatch(/^tollgate: environment: TOLLGATE_ASSERTION_SECRET: must be at least 32 bytes/);
     }
   });
 
   it('tollgate up generates a per-process secret its gateway and backend share', async () => {
-    const up = TollgateProcess.spawn(['up'], { GATEWAY_PORT: '0', ADMIN_PORT: '0', BACKEND_PORT: '0', TOLLGATE_ASSERTION_SECRET: undefined });
+    const up = TollgateProcess.spawn(['up'], {
+      GATEWAY_PORT: '0',
+      ADMIN_PORT: '0',
+      BACKEND_PORT: '0',
+      TOLLGATE_ASSERTION_SECRET: undefined,
+    });
     stoppers.push(() => up.stop());
     const gatewayUrl = await up.listening('gateway');
     const backendUrl = String((await up.waitForLog('backend listening')).url);

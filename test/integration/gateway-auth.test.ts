@@ -91,7 +91,9 @@ describe('authentication', () => {
   });
 
   it('logs one access line per request with key id, plan, status and latency, and never the key', async () => {
-    const res = await fetch(`${gateway.url}/v1/categories?token=abc`, { headers: { ...bearer(key.key), 'x-request-id': 'log-check-0001' } });
+    const res = await fetch(`${gateway.url}/v1/categories?token=abc`, {
+      headers: { ...bearer(key.key), 'x-request-id': 'log-check-0001' },
+    });
     expect(res.status).toBe(200);
     const line = await gateway.process.waitForLog('request', 5000, (l) => l.reqId === 'log-check-0001');
     expect(line).toMatchObject({ keyId: key.id, plan: 'pro', status: 200, method: 'GET', path: '/v1/categories' });

@@ -249,7 +249,10 @@ describe('keys create refuses bad input, storing nothing', () => {
 
   it('refuses --per-minute without --per-day and the reverse', async () => {
     const before = await indexSize();
-    for (const args of [['--per-minute', '10'], ['--per-day', '100']]) {
+    for (const args of [
+      ['--per-minute', '10'],
+      ['--per-day', '100'],
+    ]) {
       const stderr = await expectFailure(['create', '--plan', 'enterprise', ...args, '--json']);
       expect(stderr).toMatch(/--per-minute/);
       expect(stderr).toMatch(/--per-day/);
@@ -360,7 +363,7 @@ describe('keys commands without a reachable Redis', () => {
 });
 
 describe('the secret key never reaches stderr', () => {
-  it('no command of a key\'s lifecycle, successful or failing, writes the key to stderr', async () => {
+  it("no command of a key's lifecycle, successful or failing, writes the key to stderr", async () => {
     const created = await createKey(['--plan', 'free', '--name', 'lifecycle']);
     const runs = [
       await keys(['show', created.id]),
@@ -433,14 +436,19 @@ describe('keys rotate / set-expiry / audit', () => {
   it('create --expires-at stores the expiry; a date in the past is refused naming the option', async () => {
     const created = await createKey(['--plan', 'free', '--expires-at', '2099-06-01T00:00:00+02:00']);
     expect(created).toMatchObject({ expiresAt: '2099-05-31T22:00:00.000Z' });
-    expect(await expectFailure(['create', '--plan', 'free', '--expires-at', '2001-01-01T00:00:00Z'])).toMatch(/--expires-at must be in the future/);
+    expect(await expectFailure(['create', '--plan', 'free', '--expires-at', '2001-01-01T00:00:00Z'])).toMatch(
+      /--expires-at must be in the future/,
+    );
   });
 
   it('audit lists CLI changes newest first with actor cli and before/after, never a secret', async () => {
     const created = await createKey(['--plan', 'free', '--name', 'audited']);
     await keysJson(['set-plan', created.id, 'business']);
     await keysJson(['revoke', created.id]);
-    const page = await keysJson<{ entries: Array<{ actor: string; action: string; keyId: string; changes: Record<string, unknown> }>; next: string | null }>(['audit', '--limit', '3']);
+    const page = await keysJson<{
+      entries: Array<{ actor: string; action: string; keyId: string; changes: Record<string, unknown> }>;
+      next: string | null;
+    }>(['audit', '--limit', '3']);
     expect(page.entries.map((e) => [e.actor, e.action, e.keyId])).toEqual([
       ['cli', 'key.revoke', created.id],
       ['cli', 'key.update', created.id],

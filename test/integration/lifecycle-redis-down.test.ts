@@ -49,7 +49,11 @@ describe('while Redis is down', () => {
 
       // The admin API cannot change anything: a documented Error body, nothing half-logged.
       const contract = await Contract.load('openapi-admin.yaml', '/admin/v1');
-      for (const [method, path, body] of [['POST', '/keys', { plan: 'free' }], ['PATCH', `/keys/${key.id}`, { name: 'x' }], ['GET', '/audit', undefined]] as const) {
+      for (const [method, path, body] of [
+        ['POST', '/keys', { plan: 'free' }],
+        ['PATCH', `/keys/${key.id}`, { name: 'x' }],
+        ['GET', '/audit', undefined],
+      ] as const) {
         const answer = await admin(gateway.adminUrl, method, path, { body });
         expect(answer.status, `${method} ${path}`).toBe(500);
         expect(answer.body).toMatchObject({ code: 'internal_error', status: 500 });

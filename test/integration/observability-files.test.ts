@@ -26,9 +26,18 @@ function composeConfig(options: string[], extraEnv: Record<string, string> = {})
   const result = spawnSync('docker-compose', ['-f', composeFile, ...options, 'config'], {
     cwd: REPO_ROOT,
     encoding: 'utf8',
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, TOLLGATE_ASSERTION_SECRET: 'compose-check-secret-0123456789abcdefghijklmnop', ...extraEnv },
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      TOLLGATE_ASSERTION_SECRET: 'compose-check-secret-0123456789abcdefghijklmnop',
+      ...extraEnv,
+    },
   });
-  return { code: result.status, stderr: result.stderr, config: result.status === 0 ? (parseYaml(result.stdout) as { services: Record<string, Service> }) : undefined };
+  return {
+    code: result.status,
+    stderr: result.stderr,
+    config: result.status === 0 ? (parseYaml(result.stdout) as { services: Record<string, Service> }) : undefined,
+  };
 }
 
 const mounts = (service: Service) => JSON.stringify(service.volumes);
@@ -44,9 +53,13 @@ describe.skipIf(!hasCompose)('docker-compose.yml, profile observability', () => 
 
   it('has Prometheus scrape every gateway replica of the file on its admin port', () => {
     const { services } = composeConfig(['--profile', 'observability']).config!;
-    const gateways = Object.keys(services).filter((name) => /^gateway-\d+$/.test(name)).sort();
+    const gateways = Object.keys(services)
+      .filter((name) => /^gateway-\d+$/.test(name))
+      .sort();
     expect(gateways.length).toBeGreaterThanOrEqual(2);
-    const prometheus = parseYaml(read('observability/prometheus.yml')) as { scrape_configs: Array<{ job_name: string; metrics_path: string; static_configs: Array<{ targets: string[] }> }> };
+    const prometheus = parseYaml(read('observability/prometheus.yml')) as {
+      scrape_configs: Array<{ job_name: string; metrics_path: string; static_configs: Array<{ targets: string[] }> }>;
+    };
     const job = prometheus.scrape_configs.find((j) => j.job_name === 'tollgate')!;
     expect(job.metrics_path).toBe('/metrics');
     expect(job.static_configs.flatMap((c) => c.targets).sort()).toEqual(gateways.map((g) => `${g}:9090`));
@@ -59,9 +72,13 @@ describe.skipIf(!hasCompose)('docker-compose.yml, profile observability', () => 
     expect(mounts(grafana)).toContain('observability/grafana/provisioning');
     expect(mounts(grafana)).toContain('observability/grafana/dashboards');
     expect(JSON.stringify(grafana.ports)).toContain('127.0.0.1');
-    const provider = parseYaml(read('observability/grafana/provisioning/dashboards/tollgate.yml')) as { providers: Array<{ options: { path: string } }> };
+    const provider = parseYaml(read('observability/grafana/provisioning/dashboards/tollgate.yml')) as {
+      providers: Array<{ options: { path: string } }>;
+    };
     // docker-compose 1.x resolves short volume syntax to "source:target:mode".
-    const mount = (grafana.volumes as string[]).map((v) => v.split(':')).find(([source]) => source!.endsWith('observability/grafana/dashboards'))!;
+    const mount = (grafana.volumes as string[])
+      .map((v) => v.split(':'))
+      .find(([source]) => source!.endsWith('observability/grafana/dashboards'))!;
     expect(provider.providers[0]!.options.path).toBe(mount[1]);
   });
 });
@@ -107,8 +124,11 @@ describe('the Grafana dashboard', () => {
   });
 
   it('uses the provisioned data source', () => {
-    const source = parseYaml(read('observability/grafana/provisioning/datasources/prometheus.yml')) as { datasources: Array<{ uid: string; url: string }> };
+    const source = parseYaml(read('observability/grafana/provisioning/datasources/prometheus.yml')) as {
+      datasources: Array<{ uid: string; url: string }>;
+    };
     expect(source.datasources[0]!.url).toBe('http://prometheus:9090');
-    for (const panel of dashboard.panels.filter((p) => p.type !== 'row')) expect(panel.datasource?.uid, panel.title).toBe(source.datasources[0]!.uid);
+    for (const panel of dashboard.panels.filter((p) => p.type !== 'row'))
+      expect(panel.datasource?.uid, panel.title).toBe(source.datasources[0]!.uid);
   });
 });

@@ -69,7 +69,8 @@ describe('owner quotas on the embedded store', () => {
     await awayFromDayEdge(20);
     const { url, keyOf } = stack.embedded();
     const codes = [];
-    for (let i = 0; i < 6; i++) codes.push(await codeOf(await fetch(`${url}/v1/categories`, { headers: bearer(keyOf(i < 3 ? 'team' : 'teamb')) })));
+    for (let i = 0; i < 6; i++)
+      codes.push(await codeOf(await fetch(`${url}/v1/categories`, { headers: bearer(keyOf(i < 3 ? 'team' : 'teamb')) })));
     expect(codes).toEqual([...Array(5).fill('ok'), 'rate_limit_exceeded']);
   });
 });

@@ -12,7 +12,16 @@ describe('the npm package', () => {
   )[0]!.files.map((f) => f.path);
 
   it('holds the launcher, the compiled CLI and the shipped config', () => {
-    expect(files).toEqual(expect.arrayContaining(['bin/tollgate.js', 'dist/cli/main.js', 'config/gateway.yaml', 'config/plans.yaml', 'openapi.yaml', 'openapi-admin.yaml']));
+    expect(files).toEqual(
+      expect.arrayContaining([
+        'bin/tollgate.js',
+        'dist/cli/main.js',
+        'config/gateway.yaml',
+        'config/plans.yaml',
+        'openapi.yaml',
+        'openapi-admin.yaml',
+      ]),
+    );
   });
 
   it('holds no benchmark, test or TypeScript source file', () => {

@@ -3,7 +3,18 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { TestRedis } from '../helpers/redis-server.js';
-import { bearer, configCopy, createKey, getFrom, keysCli, slackRedisTimeout, startGateway, type CreatedKey, type GatewayHandle, testPlans } from '../helpers/stack.js';
+import {
+  bearer,
+  configCopy,
+  createKey,
+  getFrom,
+  keysCli,
+  slackRedisTimeout,
+  startGateway,
+  type CreatedKey,
+  type GatewayHandle,
+  testPlans,
+} from '../helpers/stack.js';
 import { awayFromDayEdge, inOneMinute } from '../helpers/windows.js';
 
 // Quotas counted in one Redis and shared by three real gateway processes.
@@ -40,7 +51,11 @@ function send(key: string, i: number, path = '/v1/categories'): Promise<Response
 async function usage(key: CreatedKey) {
   const result = await keysCli(redis, ['usage', key.id, '--json'], configDir);
   expect(result.code).toBe(0);
-  return JSON.parse(result.stdout) as { minute: { used: number; limit: number }; day: { used: number; limit: number }; bannedUntil: string | null };
+  return JSON.parse(result.stdout) as {
+    minute: { used: number; limit: number };
+    day: { used: number; limit: number };
+    bannedUntil: string | null;
+  };
 }
 
 describe('quotas across three replicas', () => {
@@ -199,7 +214,9 @@ describe('quotas across three replicas', () => {
     const remaining = Number(first.headers['x-ratelimit-remaining']);
     expect(remaining).toBe(59);
     // The allowance is shared by the replicas (counted in Redis): use it up across all three.
-    const statuses = await Promise.all(Array.from({ length: remaining + 3 }, (_, i) => getFrom(address, url(i), bearer('tg_bad')).then((r) => r.status)));
+    const statuses = await Promise.all(
+      Array.from({ length: remaining + 3 }, (_, i) => getFrom(address, url(i), bearer('tg_bad')).then((r) => r.status)),
+    );
     expect(statuses.filter((s) => s === 401)).toHaveLength(remaining);
     expect(statuses.filter((s) => s === 429)).toHaveLength(3);
     const limited = await getFrom(address, url(1));

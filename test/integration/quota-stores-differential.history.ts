@@ -19,14 +19,12 @@ const quota = fc
     // gcra with a burst up to perMinute (clamped, as a per-key quota below the plan's burst is).
     gcraBurst: fc.option(fc.integer({ min: 1, max: 5 }), { nil: undefined }),
   })
-  .map(
-    ({ perMinute, extraPerDay, shadow, gcraBurst }): Quota => ({
-      perMinute,
-      perDay: perMinute + extraPerDay,
-      ...(shadow && { shadow }),
-      ...(gcraBurst !== undefined && { algorithm: 'gcra' as const, burst: gcraBurst }),
-    }),
-  );
+  .map(({ perMinute, extraPerDay, shadow, gcraBurst }): Quota => ({
+    perMinute,
+    perDay: perMinute + extraPerDay,
+    ...(shadow && { shadow }),
+    ...(gcraBurst !== undefined && { algorithm: 'gcra' as const, burst: gcraBurst }),
+  }));
 const ban = fc.record({
   afterRejections: fc.integer({ min: 1, max: 5 }),
   window: fc.integer({ min: 1, max: 120 }),
@@ -158,7 +156,11 @@ export const REGRESSIONS: Regression[] = [
     name: 'TATs of an expired gcra state after a reload to fixed windows',
     startMs: JAN_1,
     steps: [
-      { kind: 'reloadPlans', quota: { perMinute: 1, perDay: 1, algorithm: 'gcra', burst: 1 }, ban: { afterRejections: 1, window: 1, duration: 1 } },
+      {
+        kind: 'reloadPlans',
+        quota: { perMinute: 1, perDay: 1, algorithm: 'gcra', burst: 1 },
+        ban: { afterRejections: 1, window: 1, duration: 1 },
+      },
       { kind: 'request', key: 0 },
       { kind: 'reloadPlans', quota: { perMinute: 1, perDay: 1 }, ban: { afterRejections: 1, window: 1, duration: 1 } },
       { kind: 'toEdge', window: 'day', offsetMs: 0 },

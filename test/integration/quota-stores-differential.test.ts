@@ -25,7 +25,10 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
   const shared = new RedisQuotaStore(redis.client(), () => clock.nowMs);
   // Each run its own key ids: no state from earlier runs in Redis.
   const prefix = `run${++run}`;
-  let plans: { quota: Quota; ban: BanPolicy } = { quota: { perMinute: 3, perDay: 6 }, ban: { afterRejections: 3, window: 60, duration: 120 } };
+  let plans: { quota: Quota; ban: BanPolicy } = {
+    quota: { perMinute: 3, perDay: 6 },
+    ban: { afterRejections: 3, window: 60, duration: 120 },
+  };
   const overrides = new Map<number, Quota>();
   const transcripts: [string[], string[]] = [[], []];
   for (const step of steps) {

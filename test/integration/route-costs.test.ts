@@ -58,7 +58,6 @@ describe('route costs across three replicas on Redis', () => {
     const cheap = await Promise.all(Array.from({ length: 6 }, (_, i) => stack.send(key.key, i)));
     expect(cheap.filter((r) => r.status !== 429)).toHaveLength(2);
   });
-
 });
 
 describe('route costs on the embedded store', () => {

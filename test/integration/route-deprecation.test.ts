@@ -34,7 +34,11 @@ afterAll(async () => {
 });
 
 const get = (path: string, method = 'GET') => fetch(gateway.url + path, { method, headers: bearer(key.key) });
-const deprecationHeaders = (res: Response) => ({ deprecation: res.headers.get('deprecation'), sunset: res.headers.get('sunset'), link: res.headers.get('link') });
+const deprecationHeaders = (res: Response) => ({
+  deprecation: res.headers.get('deprecation'),
+  sunset: res.headers.get('sunset'),
+  link: res.headers.get('link'),
+});
 const editGatewayYaml = (edit: (text: string) => string) => writeFileSync(join(configDir, 'gateway.yaml'), edit(shippedGatewayYaml));
 
 describe('deprecated route (shipped rule: GET /v1/pets/{petId})', () => {
@@ -52,7 +56,12 @@ describe('deprecated route (shipped rule: GET /v1/pets/{petId})', () => {
   });
 
   it('leaves other routes and methods alone', async () => {
-    for (const [method, path] of [['GET', '/v1/categories'], ['POST', '/v1/pets/42'], ['GET', '/v1/pets/42/toys'], ['GET', '/v1/pets']]) {
+    for (const [method, path] of [
+      ['GET', '/v1/categories'],
+      ['POST', '/v1/pets/42'],
+      ['GET', '/v1/pets/42/toys'],
+      ['GET', '/v1/pets'],
+    ]) {
       expect(deprecationHeaders(await get(path!, method)), `${method} ${path}`).toEqual({ deprecation: null, sunset: null, link: null });
     }
   });
@@ -78,11 +87,17 @@ describe('deprecated route (shipped rule: GET /v1/pets/{petId})', () => {
 describe('rules reload with gateway.yaml, without a restart', () => {
   it('a new sunset date is in force within seconds', async () => {
     editGatewayYaml((t) => t.replace('sunsetAt: 2027-06-30T00:00:00Z', 'sunsetAt: 2028-01-31T12:30:00Z'));
-    await expect.poll(async () => (await get('/v1/pets/1')).headers.get('sunset'), { timeout: 10_000, interval: 200 }).toBe('Mon, 31 Jan 2028 12:30:00 GMT');
+    await expect
+      .poll(async () => (await get('/v1/pets/1')).headers.get('sunset'), { timeout: 10_000, interval: 200 })
+      .toBe('Mon, 31 Jan 2028 12:30:00 GMT');
   });
 
   it('goneAfterSunset with a past sunset answers 410 route_sunset and the upstream sees nothing', async () => {
-    editGatewayYaml((t) => t.replace('sunsetAt: 2027-06-30T00:00:00Z', 'sunsetAt: 2026-03-01T00:00:00Z').replace('goneAfterSunset: false', 'goneAfterSunset: true'));
+    editGatewayYaml((t) =>
+      t
+        .replace('sunsetAt: 2027-06-30T00:00:00Z', 'sunsetAt: 2026-03-01T00:00:00Z')
+        .replace('goneAfterSunset: false', 'goneAfterSunset: true'),
+    );
     await expect.poll(async () => (await get('/v1/pets/1')).status, { timeout: 10_000, interval: 200 }).toBe(410);
     const seenBefore = upstream.seen.length;
     const res = await get('/v1/pets/99');

@@ -22,7 +22,11 @@ async function decisions(plan: string, decision: string): Promise<number> {
   for (const g of stack.gateways()) {
     const text = await (await fetch(`${g.adminUrl}/metrics`)).text();
     for (const line of text.split('\n')) {
-      if (line.startsWith('tollgate_quota_decisions_total{') && line.includes(`plan="${plan}"`) && line.includes(`decision="${decision}"`)) {
+      if (
+        line.startsWith('tollgate_quota_decisions_total{') &&
+        line.includes(`plan="${plan}"`) &&
+        line.includes(`decision="${decision}"`)
+      ) {
         total += Number(line.split(' ').at(-1));
       }
     }

@@ -27,9 +27,8 @@ afterAll(async () => {
 
 function load(amount: number): Promise<Result> {
   return new Promise((resolve, reject) => {
-    autocannon(
-      { url: `${gateway.url}/v1/categories`, connections: 50, amount, headers: bearer(key.key), timeout: 10 },
-      (err, result) => (err ? reject(err) : resolve(result)),
+    autocannon({ url: `${gateway.url}/v1/categories`, connections: 50, amount, headers: bearer(key.key), timeout: 10 }, (err, result) =>
+      err ? reject(err) : resolve(result),
     );
   });
 }

@@ -2,7 +2,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nginxBinary, TestNginx } from '../helpers/nginx.js';
 import type { TollgateProcess } from '../helpers/processes.js';
 import { TestRedis } from '../helpers/redis-server.js';
-import { bearer, configCopy, slackRedisTimeout, createKey, getFrom, startBackend, startGateway, type GatewayHandle, testPlans } from '../helpers/stack.js';
+import {
+  bearer,
+  configCopy,
+  slackRedisTimeout,
+  createKey,
+  getFrom,
+  startBackend,
+  startGateway,
+  type GatewayHandle,
+  testPlans,
+} from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
 // The docker-compose.yml topology as plain processes: Redis, the category backend, three
@@ -32,7 +42,10 @@ beforeAll(async () => {
   gateways = await Promise.all(
     [1, 2, 3].map(() => startGateway({ ...env, UPSTREAM_URL: backend.url, QUOTA_REPLICAS: '3', TRUST_PROXY_HOPS: '1' })),
   );
-  lb = await TestNginx.start(nginxPath!, gateways.map((g) => new URL(g.url).host));
+  lb = await TestNginx.start(
+    nginxPath!,
+    gateways.map((g) => new URL(g.url).host),
+  );
 }, 60_000);
 
 afterAll(async () => {
@@ -112,7 +125,9 @@ describe.skipIf(!nginxPath)('nginx → three gateways → backend, on one Redis'
     const first = await getFrom('127.0.0.21', url, bearer('tg_not_a_key'));
     expect(first.status).toBe(401);
     expect(first.headers['x-ratelimit-remaining']).toBe('59');
-    const statuses = await Promise.all(Array.from({ length: 61 }, () => getFrom('127.0.0.21', url, bearer('tg_bad')).then((r) => r.status)));
+    const statuses = await Promise.all(
+      Array.from({ length: 61 }, () => getFrom('127.0.0.21', url, bearer('tg_bad')).then((r) => r.status)),
+    );
     expect(statuses.filter((s) => s === 401)).toHaveLength(59);
     expect(statuses.filter((s) => s === 429)).toHaveLength(2);
     // Another client behind the same nginx keeps its own allowance.

@@ -14,7 +14,15 @@ function capture() {
   return { lines, logger: createLogger('info', 'tollgate-gateway', 'json', { write: (line: string) => void lines.push(line) }) };
 }
 
-function requestEnding(fields: { method?: string; url?: string; status: number; finished: boolean; consumer?: boolean; degraded?: boolean; requestId: string }) {
+function requestEnding(fields: {
+  method?: string;
+  url?: string;
+  status: number;
+  finished: boolean;
+  consumer?: boolean;
+  degraded?: boolean;
+  requestId: string;
+}) {
   const res = Object.assign(new EventEmitter(), { statusCode: fields.status, writableFinished: fields.finished });
   const req = { method: fields.method, url: fields.url };
   const ctx: RequestContext = {
@@ -52,9 +60,26 @@ const withoutTime = (line: string) => line.replace(/,"time":"[^"]+"/, '');
 
 describe('the access line', () => {
   const cases = [
-    { name: 'an identified request', method: 'GET', url: '/v1/categories?secret=1', status: 200, finished: true, consumer: true, requestId: 'r-1' },
+    {
+      name: 'an identified request',
+      method: 'GET',
+      url: '/v1/categories?secret=1',
+      status: 200,
+      finished: true,
+      consumer: true,
+      requestId: 'r-1',
+    },
     { name: 'an anonymous 401', method: 'GET', url: '/v1/pets', status: 401, finished: true, requestId: 'r-2' },
-    { name: 'an aborted, degraded request', method: 'POST', url: '/v1/pets', status: 200, finished: false, consumer: true, degraded: true, requestId: 'r-3' },
+    {
+      name: 'an aborted, degraded request',
+      method: 'POST',
+      url: '/v1/pets',
+      status: 200,
+      finished: false,
+      consumer: true,
+      degraded: true,
+      requestId: 'r-3',
+    },
     { name: 'odd characters to escape', method: 'GET', url: '/v1/"q\\u\u0001\u2028', status: 404, finished: true, requestId: 'id"\\' },
     { name: 'no method, no url', status: 400, finished: true, requestId: 'r-5' },
   ];

@@ -27,7 +27,9 @@ describe('openapi-admin.yaml', () => {
     const deps = {} as AdminDeps; // the routes are only listed here, never called
     const served = [...keysRoutes(deps), ...plansRoutes(deps), ...auditRoutes(deps)].map((r) => `${r.method} ${r.path}`);
     const documented = Object.entries(document.paths).flatMap(([path, item]) =>
-      Object.keys(item).filter((k) => k !== 'parameters').map((method) => `${method.toUpperCase()} ${path}`),
+      Object.keys(item)
+        .filter((k) => k !== 'parameters')
+        .map((method) => `${method.toUpperCase()} ${path}`),
     );
     expect(documented.sort()).toEqual([...served, 'GET /openapi.json'].sort());
     expect(document.paths['/openapi.json']!.get!.security).toEqual([]);

@@ -43,7 +43,12 @@ describe('assertion secrets from the environment', () => {
   });
 
   it('refuses to run without a secret, or on the public default, outside development', () => {
-    for (const env of [{}, { TOLLGATE_ASSERTION_SECRET: '' }, { TOLLGATE_ASSERTION_SECRET: DEVELOPMENT_SECRET }, { TOLLGATE_DEV: 'true' }]) {
+    for (const env of [
+      {},
+      { TOLLGATE_ASSERTION_SECRET: '' },
+      { TOLLGATE_ASSERTION_SECRET: DEVELOPMENT_SECRET },
+      { TOLLGATE_DEV: 'true' },
+    ]) {
       expect(() => assertionSecretsFromEnv(env), JSON.stringify(env)).toThrow(/TOLLGATE_ASSERTION_SECRET: .*TOLLGATE_DEV=1/);
     }
   });
@@ -52,7 +57,9 @@ describe('assertion secrets from the environment', () => {
     const secrets = assertionSecretsFromEnv({ TOLLGATE_DEV: '1' });
     expect(secrets.source).toBe('development-default');
     expect(secrets.current.kid).toBe(kidOf(DEVELOPMENT_SECRET));
-    expect(assertionSecretsFromEnv({ TOLLGATE_DEV: '1', TOLLGATE_ASSERTION_SECRET: DEVELOPMENT_SECRET }).source).toBe('development-default');
+    expect(assertionSecretsFromEnv({ TOLLGATE_DEV: '1', TOLLGATE_ASSERTION_SECRET: DEVELOPMENT_SECRET }).source).toBe(
+      'development-default',
+    );
     expect(assertionSecretsFromEnv({}, { allowDevelopment: true }).source).toBe('development-default');
   });
 

@@ -22,7 +22,14 @@ describe('AssertionSigner', () => {
       audience: 'tollgate-backend',
       currentDate: new Date(clock.now),
     });
-    expect(payload).toEqual({ iss: 'tollgate', aud: 'tollgate-backend', sub: 'k3j9x0a7b2c1', plan: 'pro', iat: T0 / 1000, exp: T0 / 1000 + 60 });
+    expect(payload).toEqual({
+      iss: 'tollgate',
+      aud: 'tollgate-backend',
+      sub: 'k3j9x0a7b2c1',
+      plan: 'pro',
+      iat: T0 / 1000,
+      exp: T0 / 1000 + 60,
+    });
   });
 
   it('reuses one token per key id and plan for half its lifetime, then signs a fresh one', async () => {

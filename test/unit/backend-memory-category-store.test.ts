@@ -7,7 +7,10 @@ describe('MemoryCategoryStore', () => {
     expect(await store.list()).toEqual([]);
     expect(await store.create({ name: 'Dog' })).toEqual({ id: 1, name: 'Dog' });
     expect(await store.create({ name: 'Cat', description: 'Independent' })).toEqual({ id: 2, name: 'Cat', description: 'Independent' });
-    expect(await store.list()).toEqual([{ id: 1, name: 'Dog' }, { id: 2, name: 'Cat', description: 'Independent' }]);
+    expect(await store.list()).toEqual([
+      { id: 1, name: 'Dog' },
+      { id: 2, name: 'Cat', description: 'Independent' },
+    ]);
   });
 
   it('hands out copies, so a caller cannot change what is stored', async () => {

@@ -29,10 +29,15 @@ describe('isJsonContentType', () => {
     '  application/json ; foo=bar',
   ])('accepts %s', (type) => expect(isJsonContentType(type)).toBe(true));
 
-  it.each([undefined, '', 'text/json', 'application/jsonx', 'application/json-patch+json', 'application/json; charset=iso-8859-1', 'text/plain; application/json'])(
-    'refuses %s',
-    (type) => expect(isJsonContentType(type)).toBe(false),
-  );
+  it.each([
+    undefined,
+    '',
+    'text/json',
+    'application/jsonx',
+    'application/json-patch+json',
+    'application/json; charset=iso-8859-1',
+    'text/plain; application/json',
+  ])('refuses %s', (type) => expect(isJsonContentType(type)).toBe(false));
 });
 
 describe('readJsonBody', () => {
@@ -41,7 +46,10 @@ describe('readJsonBody', () => {
   });
 
   it('accepts a UTF-8 byte order mark', async () => {
-    expect(await readJsonBody(fakeRequest(JSON_TYPE, [Buffer.from('\ufeff{"name":"Dog"}')]), 100)).toEqual({ ok: true, value: { name: 'Dog' } });
+    expect(await readJsonBody(fakeRequest(JSON_TYPE, [Buffer.from('\ufeff{"name":"Dog"}')]), 100)).toEqual({
+      ok: true,
+      value: { name: 'Dog' },
+    });
   });
 
   it('refuses a declared Content-Length over the limit before reading anything', async () => {
@@ -52,7 +60,11 @@ describe('readJsonBody', () => {
 
   it('stops at the limit when the body streams without a length', async () => {
     const req = fakeRequest(JSON_TYPE, ['x'.repeat(60), 'x'.repeat(60), 'x'.repeat(60)]);
-    expect(await readJsonBody(req, 100)).toMatchObject({ ok: false, code: 'payload_too_large', message: expect.stringContaining('100 bytes') });
+    expect(await readJsonBody(req, 100)).toMatchObject({
+      ok: false,
+      code: 'payload_too_large',
+      message: expect.stringContaining('100 bytes'),
+    });
   });
 
   it('accepts exactly the limit', async () => {
@@ -61,7 +73,10 @@ describe('readJsonBody', () => {
   });
 
   it('refuses the wrong media type without reading', async () => {
-    expect(await readJsonBody(fakeRequest({ 'content-type': 'text/plain' }, ['{}']), 100)).toMatchObject({ ok: false, code: 'unsupported_media_type' });
+    expect(await readJsonBody(fakeRequest({ 'content-type': 'text/plain' }, ['{}']), 100)).toMatchObject({
+      ok: false,
+      code: 'unsupported_media_type',
+    });
   });
 
   it.each([
@@ -69,7 +84,11 @@ describe('readJsonBody', () => {
     ['not JSON', ['{name: Dog}'], /not valid JSON/],
     ['invalid UTF-8', [Buffer.from([0x22, 0xc3, 0x28, 0x22])], /UTF-8/],
   ])('refuses a body that is %s with invalid_json', async (_label, chunks, message) => {
-    expect(await readJsonBody(fakeRequest(JSON_TYPE, chunks), 100)).toMatchObject({ ok: false, code: 'invalid_json', message: expect.stringMatching(message) });
+    expect(await readJsonBody(fakeRequest(JSON_TYPE, chunks), 100)).toMatchObject({
+      ok: false,
+      code: 'invalid_json',
+      message: expect.stringMatching(message),
+    });
   });
 
   it('settles when the client goes away mid-body', async () => {

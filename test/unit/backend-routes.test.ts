@@ -27,15 +27,21 @@ describe('matchRoute', () => {
     }
   });
 
-  it.each(['/', '/v1/categories/', '/v1/categories/1', '/v1//categories', '/V1/categories', '/v1/pets/', '/v1/pets/1/2'])('answers 404 for %s', (path) => {
-    expect(matchRoute('GET', path)).toMatchObject({ reply: { error: 'not_found' } });
-  });
+  it.each(['/', '/v1/categories/', '/v1/categories/1', '/v1//categories', '/V1/categories', '/v1/pets/', '/v1/pets/1/2'])(
+    'answers 404 for %s',
+    (path) => {
+      expect(matchRoute('GET', path)).toMatchObject({ reply: { error: 'not_found' } });
+    },
+  );
 });
 
 describe('pet placeholder', () => {
   it('refuses a petId that is not 1 to 18 digits', async () => {
     for (const petId of ['', 'a', '1234567890123456789', ' 1']) {
-      expect(await showPetPlaceholder({} as never, [petId])).toMatchObject({ error: 'bad_request', message: expect.stringContaining('petId') });
+      expect(await showPetPlaceholder({} as never, [petId])).toMatchObject({
+        error: 'bad_request',
+        message: expect.stringContaining('petId'),
+      });
     }
   });
 });

@@ -8,7 +8,10 @@ describe('validateNewCategory', () => {
   });
 
   it('keeps a description as sent, including an empty one', () => {
-    expect(validateNewCategory({ name: 'Dog', description: ' Loyal ' })).toEqual({ ok: true, category: { name: 'Dog', description: ' Loyal ' } });
+    expect(validateNewCategory({ name: 'Dog', description: ' Loyal ' })).toEqual({
+      ok: true,
+      category: { name: 'Dog', description: ' Loyal ' },
+    });
     expect(validateNewCategory({ name: 'Dog', description: '' })).toEqual({ ok: true, category: { name: 'Dog', description: '' } });
   });
 
@@ -48,15 +51,18 @@ describe('validateNewCategory', () => {
 
   it('never throws, and every answer is either a trimmed non-empty name or a message naming a field', () => {
     fc.assert(
-      fc.property(fc.oneof(fc.jsonValue(), fc.record({ name: fc.jsonValue(), description: fc.jsonValue() }, { requiredKeys: [] })), (body) => {
-        const result = validateNewCategory(body);
-        if (result.ok) {
-          expect(result.category.name).toBe(result.category.name.trim());
-          expect(result.category.name).not.toBe('');
-        } else {
-          expect(result.message).toMatch(/^(id|name|description) |JSON object/);
-        }
-      }),
+      fc.property(
+        fc.oneof(fc.jsonValue(), fc.record({ name: fc.jsonValue(), description: fc.jsonValue() }, { requiredKeys: [] })),
+        (body) => {
+          const result = validateNewCategory(body);
+          if (result.ok) {
+            expect(result.category.name).toBe(result.category.name.trim());
+            expect(result.category.name).not.toBe('');
+          } else {
+            expect(result.message).toMatch(/^(id|name|description) |JSON object/);
+          }
+        },
+      ),
     );
   });
 });

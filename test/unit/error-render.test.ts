@@ -21,6 +21,10 @@ describe('Error renderer', () => {
     const [head, body] = raw.split('\r\n\r\n');
     expect(head).toMatch(/^HTTP\/1\.1 431 Request Header Fields Too Large\r\n/);
     expect(head).toContain(`content-length: ${Buffer.byteLength(body!)}`);
-    expect(JSON.parse(body!)).toEqual({ code: 'request_header_fields_too_large', message: ERRORS.request_header_fields_too_large.message, status: 431 });
+    expect(JSON.parse(body!)).toEqual({
+      code: 'request_header_fields_too_large',
+      message: ERRORS.request_header_fields_too_large.message,
+      status: 431,
+    });
   });
 });

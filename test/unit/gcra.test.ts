@@ -16,7 +16,11 @@ const BEFORE_EDGE = Date.UTC(2026, 10, 22, 10, 0, 59, 900);
 // Small days bind before the minute (their bucket holds perMinute and drains slowly); large
 // ones leave the minute to bind: both are drawn.
 const gcraQuota = fc
-  .record({ perMinute: fc.integer({ min: 1, max: 12 }), burstShare: fc.double({ min: 0, max: 1, noNaN: true }), extraPerDay: fc.oneof(fc.integer({ min: 0, max: 30 }), fc.integer({ min: 1_000, max: 100_000 })) })
+  .record({
+    perMinute: fc.integer({ min: 1, max: 12 }),
+    burstShare: fc.double({ min: 0, max: 1, noNaN: true }),
+    extraPerDay: fc.oneof(fc.integer({ min: 0, max: 30 }), fc.integer({ min: 1_000, max: 100_000 })),
+  })
   .map(({ perMinute, burstShare, extraPerDay }): Quota => ({
     perMinute,
     perDay: perMinute + extraPerDay,
@@ -53,7 +57,8 @@ describe('gcra', () => {
       fc.property(gcraQuota, fc.integer({ min: Date.UTC(2026, 0, 1), max: Date.UTC(2030, 0, 1) }), arrivals, (quota, startMs, steps) => {
         const { admitted } = play(quota, startMs, steps);
         for (const { atMs } of admitted) {
-          const inSpan = (spanMs: number) => admitted.filter((a) => a.atMs > atMs - spanMs && a.atMs <= atMs).reduce((n, a) => n + a.cost, 0);
+          const inSpan = (spanMs: number) =>
+            admitted.filter((a) => a.atMs > atMs - spanMs && a.atMs <= atMs).reduce((n, a) => n + a.cost, 0);
           expect(inSpan(MINUTE_MS)).toBeLessThanOrEqual(quota.perMinute);
           expect(inSpan(86_400_000)).toBeLessThanOrEqual(quota.perDay);
         }

@@ -20,7 +20,10 @@ const PLANS: PlansConfig = {
   ban: { afterRejections: 2, window: 60, duration: 900 },
 };
 const API: Caller = { actor: 'ops', label: (field) => field };
-const CLI: Caller = { actor: 'cli', label: (field) => ({ perMinute: '--per-minute', perDay: '--per-day', expiresAt: '--expires-at' })[field] ?? field };
+const CLI: Caller = {
+  actor: 'cli',
+  label: (field) => ({ perMinute: '--per-minute', perDay: '--per-day', expiresAt: '--expires-at' })[field] ?? field,
+};
 const START_MS = Date.parse('2026-05-01T12:00:00Z');
 
 function setup() {
@@ -33,7 +36,10 @@ function setup() {
 }
 
 async function refusal(run: Promise<unknown>): Promise<LifecycleError> {
-  const err = await run.then(() => null, (e: unknown) => e);
+  const err = await run.then(
+    () => null,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(LifecycleError);
   return err as LifecycleError;
 }
@@ -43,7 +49,14 @@ describe('createKey', () => {
     const { deps, keys, audit } = setup();
     const { record, key } = await createKey(deps, { plan: 'free', name: 'a', expiresAt: '2026-06-01T00:00:00+02:00' }, API);
     expect(parseApiKey(key)).toBe(record.id);
-    expect(record).toEqual({ id: record.id, name: 'a', plan: 'free', status: 'active', createdAt: '2026-05-01T12:00:00.000Z', expiresAt: '2026-05-31T22:00:00.000Z' });
+    expect(record).toEqual({
+      id: record.id,
+      name: 'a',
+      plan: 'free',
+      status: 'active',
+      createdAt: '2026-05-01T12:00:00.000Z',
+      expiresAt: '2026-05-31T22:00:00.000Z',
+    });
     expect((await keys.get(record.id))!.hash).toBe(hashApiKey(key));
     const { entries } = await audit.page({ limit: 10 });
     expect(entries).toHaveLength(1);
@@ -52,18 +65,26 @@ describe('createKey', () => {
     expect(JSON.stringify(entries)).not.toContain(hashApiKey(key));
   });
 
-  it('refuses bad input in the caller\'s terms, storing nothing', async () => {
+  it("refuses bad input in the caller's terms, storing nothing", async () => {
     const { deps, keys } = setup();
-    expect((await refusal(createKey(deps, { plan: 'free', perMinute: 5 }, CLI))).message).toBe('give both --per-minute and --per-day (numbers, or both null to use the plan\'s)');
+    expect((await refusal(createKey(deps, { plan: 'free', perMinute: 5 }, CLI))).message).toBe(
+      "give both --per-minute and --per-day (numbers, or both null to use the plan's)",
+    );
     expect((await refusal(createKey(deps, { plan: 'free', perMinute: 5 }, API))).message).toMatch(/^give both perMinute and perDay/);
-    expect((await refusal(createKey(deps, { plan: 'free', expiresAt: '2026-05-01T11:59:59Z' }, CLI))).message).toBe('--expires-at must be in the future (it is 2026-05-01T12:00:00.000Z now)');
+    expect((await refusal(createKey(deps, { plan: 'free', expiresAt: '2026-05-01T11:59:59Z' }, CLI))).message).toBe(
+      '--expires-at must be in the future (it is 2026-05-01T12:00:00.000Z now)',
+    );
     const plan = await refusal(createKey(deps, { plan: 'gold' }, API));
     expect(plan.code).toBe('unknown_plan');
     expect(plan.message).toBe('unknown plan "gold" (plans: free, pro)');
     // Something that is not a plan name (a pasted key, say) is not echoed.
     expect((await refusal(createKey(deps, { plan: 'tg_abc_SECRET' }, API))).message).not.toContain('SECRET');
-    expect((await refusal(createKey(deps, { plan: 'free', name: 'a\nforged log line' }, API))).message).toBe('name must not contain control characters');
-    expect((await refusal(createKey(deps, { plan: 'free', extra: 1, 'tg_x_SECRET!': 2 }, API))).message).toBe('unknown fields extra, (a field)');
+    expect((await refusal(createKey(deps, { plan: 'free', name: 'a\nforged log line' }, API))).message).toBe(
+      'name must not contain control characters',
+    );
+    expect((await refusal(createKey(deps, { plan: 'free', extra: 1, 'tg_x_SECRET!': 2 }, API))).message).toBe(
+      'unknown fields extra, (a field)',
+    );
     expect(await keys.list()).toEqual([]);
   });
 });

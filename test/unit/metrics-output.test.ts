@@ -14,7 +14,8 @@ function reference() {
   const metrics = createMetrics();
   const own = (name: string) => metrics.registry.getSingleMetric(name)! as unknown as { help: string };
   const counter = (name: string, labelNames: string[]) => new Counter({ name, help: own(name).help, labelNames, registers: [registry] });
-  const histogram = (name: string, labelNames: string[], buckets: number[]) => new Histogram({ name, help: own(name).help, labelNames, buckets, registers: [registry] });
+  const histogram = (name: string, labelNames: string[], buckets: number[]) =>
+    new Histogram({ name, help: own(name).help, labelNames, buckets, registers: [registry] });
   return {
     registry,
     requests: counter('tollgate_requests_total', ['route', 'method', 'status']),
@@ -41,7 +42,12 @@ function feed(target: ReturnType<typeof reference> | ReturnType<typeof createMet
   }
 }
 
-const NAMES = ['tollgate_requests_total', 'tollgate_request_duration_seconds', 'tollgate_quota_decisions_total', 'tollgate_redis_duration_seconds'];
+const NAMES = [
+  'tollgate_requests_total',
+  'tollgate_request_duration_seconds',
+  'tollgate_quota_decisions_total',
+  'tollgate_redis_duration_seconds',
+];
 
 describe('/metrics output of the request-path metrics', () => {
   it('is what prom-client prints for the same observations, across two scrapes', async () => {

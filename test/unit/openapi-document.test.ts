@@ -12,7 +12,14 @@ import { CONFIG_DIR, REPO_ROOT } from '../helpers/processes.js';
 // openapi.yaml itself: a valid OpenAPI 3.1 document that agrees with the shipped config. Whether
 // the running system answers as it says is contract.test.ts.
 
-const document = parseYaml(readFileSync(join(REPO_ROOT, 'openapi.yaml'), 'utf8')) as { openapi: string; paths: Record<string, Record<string, { operationId?: string; deprecated?: boolean; security?: unknown[]; responses?: Record<string, unknown> }>>; servers: Array<{ url: string; variables?: Record<string, { default: string }> }> };
+const document = parseYaml(readFileSync(join(REPO_ROOT, 'openapi.yaml'), 'utf8')) as {
+  openapi: string;
+  paths: Record<
+    string,
+    Record<string, { operationId?: string; deprecated?: boolean; security?: unknown[]; responses?: Record<string, unknown> }>
+  >;
+  servers: Array<{ url: string; variables?: Record<string, { default: string }> }>;
+};
 
 describe('openapi.yaml', () => {
   it('is a valid OpenAPI 3.1 document (official schema, $refs resolved)', async () => {
@@ -27,7 +34,14 @@ describe('openapi.yaml', () => {
     const operations = Object.entries(document.paths)
       .flatMap(([path, item]) => Object.entries(item).map(([method, op]) => [`${method.toUpperCase()} ${path}`, op] as const))
       .filter(([, op]) => !op.operationId?.endsWith('NotAllowed'));
-    expect(operations.map(([name]) => name).sort()).toEqual(['GET /categories', 'GET /openapi.json', 'GET /pets/{petId}', 'GET /store/orders', 'GET /usage', 'POST /categories']);
+    expect(operations.map(([name]) => name).sort()).toEqual([
+      'GET /categories',
+      'GET /openapi.json',
+      'GET /pets/{petId}',
+      'GET /store/orders',
+      'GET /usage',
+      'POST /categories',
+    ]);
     expect(operations.filter(([, op]) => op.deprecated).map(([name]) => name)).toEqual(['GET /pets/{petId}']);
   });
 
@@ -44,7 +58,9 @@ describe('openapi.yaml', () => {
   it('agrees with the shipped deprecation rules (the servers end in /v1)', () => {
     const rules = loadGatewayFile(CONFIG_DIR).routes.deprecations.map((r) => `${r.method} ${r.path}`);
     const deprecated = Object.entries(document.paths).flatMap(([path, item]) =>
-      Object.entries(item).filter(([, op]) => op.deprecated).map(([method]) => `${method.toUpperCase()} /v1${path}`),
+      Object.entries(item)
+        .filter(([, op]) => op.deprecated)
+        .map(([method]) => `${method.toUpperCase()} /v1${path}`),
     );
     expect(rules).toEqual(deprecated);
     for (const server of document.servers) expect(server.url).toMatch(/\/v1$/);

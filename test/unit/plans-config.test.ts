@@ -31,14 +31,26 @@ describe('plan fields', () => {
   });
 
   it('refuse an unknown algorithm, a burst without gcra, and a burst above perMinute', () => {
-    expect(refusal({ perMinute: 60, perDay: 1000, algorithm: 'sliding' })).toEqual({ field: 'plans.p.algorithm', reason: expect.stringContaining('"gcra"') });
-    expect(refusal({ perMinute: 60, perDay: 1000, burst: 5 })).toEqual({ field: 'plans.p.burst', reason: expect.stringContaining('only to algorithm: gcra') });
+    expect(refusal({ perMinute: 60, perDay: 1000, algorithm: 'sliding' })).toEqual({
+      field: 'plans.p.algorithm',
+      reason: expect.stringContaining('"gcra"'),
+    });
+    expect(refusal({ perMinute: 60, perDay: 1000, burst: 5 })).toEqual({
+      field: 'plans.p.burst',
+      reason: expect.stringContaining('only to algorithm: gcra'),
+    });
     expect(refusal({ perMinute: 60, perDay: 1000, algorithm: 'gcra', burst: 61 })).toEqual({
       field: 'plans.p.burst',
       reason: expect.stringContaining('cannot exceed perMinute'),
     });
     expect(refusal({ perMinute: 60, perDay: 1000, algorithm: 'gcra', burst: 0 }).field).toBe('plans.p.burst');
-    expect(refusal({ perMinute: 60, perDay: 1000, scope: 'team' })).toEqual({ field: 'plans.p.scope', reason: 'scope must be "key" or "owner"' });
-    expect(refusal({ perMinute: 60, perDay: 1000, shadow: 'yes' })).toEqual({ field: 'plans.p.shadow', reason: 'shadow must be true or false' });
+    expect(refusal({ perMinute: 60, perDay: 1000, scope: 'team' })).toEqual({
+      field: 'plans.p.scope',
+      reason: 'scope must be "key" or "owner"',
+    });
+    expect(refusal({ perMinute: 60, perDay: 1000, shadow: 'yes' })).toEqual({
+      field: 'plans.p.shadow',
+      reason: 'shadow must be true or false',
+    });
   });
 });

@@ -130,13 +130,33 @@ describe('rate-limit headers', () => {
 
   it('round t and Retry-After up to whole seconds, never below 1', () => {
     const nearlyNextMinute = T0 - (T0 % MINUTE_MS) + MINUTE_MS - 200;
-    const outcome = { verdict: 'limited', minuteCount: 3, dayCount: 3, rejections: 1, nowMs: nearlyNextMinute, bannedUntilMs: 0, cost: 1, minuteTatUs: 0, dayTatUs: 0 } as const;
+    const outcome = {
+      verdict: 'limited',
+      minuteCount: 3,
+      dayCount: 3,
+      rejections: 1,
+      nowMs: nearlyNextMinute,
+      bannedUntilMs: 0,
+      cost: 1,
+      minuteTatUs: 0,
+      dayTatUs: 0,
+    } as const;
     expect(retryAfterSeconds(quota, outcome)).toBe(1);
     expect(rateLimitHeaders(quota, outcome).ratelimit).toBe('"minute";r=0;t=1');
   });
 
   it('show nothing remaining until the ban ends while banned', () => {
-    const outcome = { verdict: 'banned', minuteCount: 0, dayCount: 3, rejections: 0, nowMs: T0, bannedUntilMs: T0 + 600_000, cost: 1, minuteTatUs: 0, dayTatUs: 0 } as const;
+    const outcome = {
+      verdict: 'banned',
+      minuteCount: 0,
+      dayCount: 3,
+      rejections: 0,
+      nowMs: T0,
+      bannedUntilMs: T0 + 600_000,
+      cost: 1,
+      minuteTatUs: 0,
+      dayTatUs: 0,
+    } as const;
     const headers = rateLimitHeaders(quota, outcome);
     expect(headers['x-ratelimit-remaining']).toBe('0');
     expect(headers['x-ratelimit-reset']).toBe(String(Math.ceil((T0 + 600_000) / 1000)));

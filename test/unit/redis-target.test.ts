@@ -12,11 +12,18 @@ describe('Redis node lists', () => {
   it('parse host:port entries, and credentials and TLS from the URL form for every node', () => {
     expect(splitNodeList(' a:1, b:2 ,,')).toEqual(['a:1', 'b:2']);
     expect(parseNodeList(['10.0.0.1:7000', 'redis-2:7001', '[::1]:7002'])).toEqual({
-      nodes: [{ host: '10.0.0.1', port: 7000 }, { host: 'redis-2', port: 7001 }, { host: '::1', port: 7002 }],
+      nodes: [
+        { host: '10.0.0.1', port: 7000 },
+        { host: 'redis-2', port: 7001 },
+        { host: '::1', port: 7002 },
+      ],
       tls: false,
     });
     expect(parseNodeList(['rediss://app:s%40cret@a:7000', 'b:7001'])).toEqual({
-      nodes: [{ host: 'a', port: 7000 }, { host: 'b', port: 7001 }],
+      nodes: [
+        { host: 'a', port: 7000 },
+        { host: 'b', port: 7001 },
+      ],
       username: 'app',
       password: 's@cret',
       tls: true,
@@ -37,20 +44,28 @@ describe('Redis node lists', () => {
 });
 
 describe('Redis settings from gateway.yaml and the environment', () => {
-  it('takes REDIS_CLUSTER_NODES over the file, and REDIS_URL over the file\'s URL', () => {
+  it("takes REDIS_CLUSTER_NODES over the file, and REDIS_URL over the file's URL", () => {
     // The fixture's gateway.yaml names redis://file:6379.
     expect(redisSettings({})).toMatchObject({ url: 'redis://file:6379', clusterNodes: [] });
     expect(redisSettings({ REDIS_CLUSTER_NODES: 'a:1,b:2' })).toMatchObject({ url: '', clusterNodes: ['a:1', 'b:2'], sentinels: [] });
     expect(redisSettings({ REDIS_URL: 'redis://env:6379' })).toMatchObject({ url: 'redis://env:6379', clusterNodes: [] });
-    expect(redisSettings({ REDIS_SENTINELS: 's:26379', REDIS_SENTINEL_MASTER: 'main' })).toMatchObject({ url: '', sentinels: ['s:26379'], sentinelMaster: 'main' });
+    expect(redisSettings({ REDIS_SENTINELS: 's:26379', REDIS_SENTINEL_MASTER: 'main' })).toMatchObject({
+      url: '',
+      sentinels: ['s:26379'],
+      sentinelMaster: 'main',
+    });
   });
 
   it('refuses two topologies at once and bad entries, naming the variable', () => {
     expect(() => redisSettings({ REDIS_URL: 'redis://a:1', REDIS_CLUSTER_NODES: 'b:2' })).toThrow(ConfigError);
-    expect(() => redisSettings({ REDIS_URL: 'redis://a:1', REDIS_CLUSTER_NODES: 'b:2' })).toThrow(/^environment: REDIS_CLUSTER_NODES: set only one of/);
+    expect(() => redisSettings({ REDIS_URL: 'redis://a:1', REDIS_CLUSTER_NODES: 'b:2' })).toThrow(
+      /^environment: REDIS_CLUSTER_NODES: set only one of/,
+    );
     expect(() => redisSettings({ REDIS_CLUSTER_NODES: 'a:1,nope' })).toThrow(/^environment: REDIS_CLUSTER_NODES: "nope"/);
     // A password in a bad entry is not echoed.
-    expect(() => redisSettings({ REDIS_CLUSTER_NODES: 'redis://u:hunter2@a' })).toThrow(/^environment: REDIS_CLUSTER_NODES: "redis:\/\/\*\*\*@a"/);
+    expect(() => redisSettings({ REDIS_CLUSTER_NODES: 'redis://u:hunter2@a' })).toThrow(
+      /^environment: REDIS_CLUSTER_NODES: "redis:\/\/\*\*\*@a"/,
+    );
     // An empty variable means "none", as REDIS_URL= always did.
     expect(redisSettings({ REDIS_URL: '', REDIS_CLUSTER_NODES: 'a:1' })).toMatchObject({ url: '', clusterNodes: ['a:1'] });
     expect(redisSettings({ REDIS_URL: '' })).toMatchObject({ url: '', clusterNodes: [], sentinels: [] });

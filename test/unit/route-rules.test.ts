@@ -111,7 +111,10 @@ describe('RouteRules', () => {
 
 describe('applyRouteRules policy (injected clock)', () => {
   it('sets Deprecation, Sunset and Link on a matching request and continues', async () => {
-    const policy = applyRouteRules(() => new RouteRules([PETS]), () => SUNSET_MS - 1);
+    const policy = applyRouteRules(
+      () => new RouteRules([PETS]),
+      () => SUNSET_MS - 1,
+    );
     const { ctx, headers } = fakeCtx('GET', '/v1/pets/42?expand=owner');
     expect(await policy(ctx)).toBeNull();
     expect(headers).toEqual({
@@ -123,7 +126,11 @@ describe('applyRouteRules policy (injected clock)', () => {
 
   it('leaves other requests alone', async () => {
     const policy = applyRouteRules(() => new RouteRules([PETS]));
-    for (const [method, url] of [['GET', '/v1/categories'], ['POST', '/v1/pets/42'], ['GET', '/v1/pets/42/toys']] as const) {
+    for (const [method, url] of [
+      ['GET', '/v1/categories'],
+      ['POST', '/v1/pets/42'],
+      ['GET', '/v1/pets/42/toys'],
+    ] as const) {
       const { ctx, headers } = fakeCtx(method, url);
       expect(await policy(ctx)).toBeNull();
       expect(headers).toEqual({});
@@ -131,7 +138,10 @@ describe('applyRouteRules policy (injected clock)', () => {
   });
 
   it('keeps proxying after the sunset when goneAfterSunset is false', async () => {
-    const policy = applyRouteRules(() => new RouteRules([PETS]), () => SUNSET_MS + 86_400_000);
+    const policy = applyRouteRules(
+      () => new RouteRules([PETS]),
+      () => SUNSET_MS + 86_400_000,
+    );
     const { ctx, headers } = fakeCtx('GET', '/v1/pets/42');
     expect(await policy(ctx)).toBeNull();
     expect(headers.sunset).toBe('Wed, 30 Jun 2027 00:00:00 GMT');
@@ -139,7 +149,10 @@ describe('applyRouteRules policy (injected clock)', () => {
 
   it('answers 410 route_sunset from the sunset instant on when goneAfterSunset is true, with the headers', async () => {
     let now = SUNSET_MS - 1;
-    const policy = applyRouteRules(() => new RouteRules([{ ...PETS, goneAfterSunset: true }]), () => now);
+    const policy = applyRouteRules(
+      () => new RouteRules([{ ...PETS, goneAfterSunset: true }]),
+      () => now,
+    );
     expect(await policy(fakeCtx('GET', '/v1/pets/42').ctx)).toBeNull();
     now = SUNSET_MS;
     const { ctx, headers } = fakeCtx('GET', '/v1/pets/42');

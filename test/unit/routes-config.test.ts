@@ -70,7 +70,8 @@ describe('fixtures refused with file and field named', () => {
 
 describe('path patterns', () => {
   it('accepts full paths with whole-segment {parameters}', () => {
-    for (const ok of ['/', '/v1/pets/{petId}', '/v1/{a}/x/{b_2}', "/v1/a.b~c-d_e/:x@y!$&'()*+,;=%20"]) expect(patternProblem(ok), ok).toBeNull();
+    for (const ok of ['/', '/v1/pets/{petId}', '/v1/{a}/x/{b_2}', "/v1/a.b~c-d_e/:x@y!$&'()*+,;=%20"])
+      expect(patternProblem(ok), ok).toBeNull();
   });
 
   it('refuses anything else, saying why', () => {
@@ -137,12 +138,20 @@ describe('route costs', () => {
 
   it('default to none, and accept whole costs from 1 to 10000 on the deprecation path patterns', () => {
     expect(gatewayFileSchema.parse({}).routes.costs).toEqual([]);
-    expect(parseCosts({ method: 'POST', path: '/v1/categories', cost: 5 }, { method: 'GET', path: '/v1/search/{kind}', cost: 10_000 }).success).toBe(true);
+    expect(
+      parseCosts({ method: 'POST', path: '/v1/categories', cost: 5 }, { method: 'GET', path: '/v1/search/{kind}', cost: 10_000 }).success,
+    ).toBe(true);
   });
 
   it('refuse costs that are not whole numbers in range, bad patterns and duplicates, naming the field', () => {
-    expect(issueOf({ method: 'GET', path: '/v1/x', cost: 1.5 })).toEqual({ field: 'routes.costs.0.cost', message: 'must be a whole number' });
-    expect(issueOf({ method: 'GET', path: '/v1/x', cost: 10_001 })).toEqual({ field: 'routes.costs.0.cost', message: 'must be at most 10000' });
+    expect(issueOf({ method: 'GET', path: '/v1/x', cost: 1.5 })).toEqual({
+      field: 'routes.costs.0.cost',
+      message: 'must be a whole number',
+    });
+    expect(issueOf({ method: 'GET', path: '/v1/x', cost: 10_001 })).toEqual({
+      field: 'routes.costs.0.cost',
+      message: 'must be at most 10000',
+    });
     expect(issueOf({ method: 'GET', path: 'v1/x', cost: 2 }).field).toBe('routes.costs.0.path');
     expect(issueOf({ method: 'GET', path: '/v1/x/{a}', cost: 2 }, { method: 'GET', path: '/v1/x/{b}', cost: 3 })).toEqual({
       field: 'routes.costs.1.path',

@@ -34,11 +34,15 @@ describe('deployment settings from the environment', () => {
 
   it('refuses out-of-range values, naming the variable', () => {
     expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, QUOTA_REPLICAS: '0' })).toThrow(/^environment: QUOTA_REPLICAS: .*>=1.* \(got "0"\)$/);
-    expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, TRUST_PROXY_HOPS: 'yes' })).toThrow(/^environment: TRUST_PROXY_HOPS: .*\(got "yes"\)$/);
+    expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, TRUST_PROXY_HOPS: 'yes' })).toThrow(
+      /^environment: TRUST_PROXY_HOPS: .*\(got "yes"\)$/,
+    );
     expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, GATEWAY_PORT: '70000' })).toThrow(/^environment: GATEWAY_PORT: /);
     expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, LOG_LEVEL: 'loud' })).toThrow(/^environment: LOG_LEVEL: .*\(got "loud"\)$/);
     // The same check as a value in the file, and the value is not echoed (a URL may hold credentials).
-    expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, UPSTREAM_URL: 'ftp://u:pw@x' })).toThrow(/^environment: UPSTREAM_URL: must be an http:\/\/ or https:\/\/ URL$/);
+    expect(() => loadSettings({ TOLLGATE_CONFIG_DIR, UPSTREAM_URL: 'ftp://u:pw@x' })).toThrow(
+      /^environment: UPSTREAM_URL: must be an http:\/\/ or https:\/\/ URL$/,
+    );
   });
 
   it('treats an empty variable as unset, and lets LOG_LEVEL override the file', () => {

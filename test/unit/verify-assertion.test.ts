@@ -47,19 +47,35 @@ describe('backend assertion verifier', () => {
 
   const refusals: Array<[string, RegExp, () => Promise<IncomingMessage>]> = [
     ['signed with another secret (its own kid)', /ERR_JWKS_NO_MATCHING_KEY/, () => request({ secret: OTHER_SECRET })],
-    ['signed with another secret under our kid', /ERR_JWS_SIGNATURE_VERIFICATION_FAILED/, () => request({ secret: OTHER_SECRET, kid: kidOf(TEST_ASSERTION_SECRET) })],
+    [
+      'signed with another secret under our kid',
+      /ERR_JWS_SIGNATURE_VERIFICATION_FAILED/,
+      () => request({ secret: OTHER_SECRET, kid: kidOf(TEST_ASSERTION_SECRET) }),
+    ],
     ['without a kid', /ERR_JWKS_NO_MATCHING_KEY/, () => request({ kid: null })],
     ['for another audience', /"aud"/, () => request({ audience: 'someone-else' })],
     ['from another issuer', /"iss"/, () => request({ issuer: 'not-tollgate' })],
     ['expired beyond the clock tolerance', /ERR_JWT_EXPIRED/, () => request({ iat: NOW_S - 66, ttlSeconds: 60 })],
     ['issued in the future beyond the tolerance', /"iat".*past/, () => request({ iat: NOW_S + 30 })],
     ['older than ttlSeconds even if its exp is later', /"iat".*too far in the past/, () => request({ iat: NOW_S - 120, ttlSeconds: 3600 })],
-    ['for another consumer than X-Tollgate-Consumer-Id', /consumer-id does not match/, () => request({ sub: 'testkey00001', consumerId: 'testkey00002' })],
+    [
+      'for another consumer than X-Tollgate-Consumer-Id',
+      /consumer-id does not match/,
+      () => request({ sub: 'testkey00001', consumerId: 'testkey00002' }),
+    ],
     ['for another plan than X-Tollgate-Plan', /plan does not match/, () => request({ plan: 'free', planHeader: 'enterprise' })],
-    ['with the identity headers missing', /consumer-id does not match/, async () => ({ headers: { 'x-tollgate-assertion': await signTestAssertion({ iat: NOW_S }) } }) as unknown as IncomingMessage],
+    [
+      'with the identity headers missing',
+      /consumer-id does not match/,
+      async () => ({ headers: { 'x-tollgate-assertion': await signTestAssertion({ iat: NOW_S }) } }) as unknown as IncomingMessage,
+    ],
     ['unsigned (alg none)', /ERR_JOSE_ALG_NOT_ALLOWED/, () => request({ token: unsecuredToken() })],
     ['that is not a JWT', /ERR_JWS_INVALID/, () => request({ token: 'not.a.jwt' })],
-    ['sent twice (joined by node)', /ERR_JWS_INVALID/, async () => request({ token: `${await signTestAssertion({ iat: NOW_S })}, ${await signTestAssertion({ iat: NOW_S })}` })],
+    [
+      'sent twice (joined by node)',
+      /ERR_JWS_INVALID/,
+      async () => request({ token: `${await signTestAssertion({ iat: NOW_S })}, ${await signTestAssertion({ iat: NOW_S })}` }),
+    ],
   ];
   for (const [label, reason, make] of refusals) {
     it(`refuses an assertion ${label}`, async () => {

@@ -22,13 +22,21 @@ export function keysRoutes({ lifecycle }: AdminDeps): AdminRoute[] {
       },
     },
     { method: 'GET', path: '/keys', handle: async (r) => ({ status: 200, body: await listKeys(lifecycle, r.query, r.caller.label) }) },
-    { method: 'GET', path: '/keys/{id}', handle: async (r) => ({ status: 200, body: publicView(await findKey(lifecycle, keyId(r.params))) }) },
+    {
+      method: 'GET',
+      path: '/keys/{id}',
+      handle: async (r) => ({ status: 200, body: publicView(await findKey(lifecycle, keyId(r.params))) }),
+    },
     {
       method: 'PATCH',
       path: '/keys/{id}',
       handle: async (r) => ({ status: 200, body: await updateKey(lifecycle, keyId(r.params), await r.body(), r.caller) }),
     },
-    { method: 'DELETE', path: '/keys/{id}', handle: async (r) => ({ status: 200, body: await revokeKey(lifecycle, keyId(r.params), r.caller) }) },
+    {
+      method: 'DELETE',
+      path: '/keys/{id}',
+      handle: async (r) => ({ status: 200, body: await revokeKey(lifecycle, keyId(r.params), r.caller) }),
+    },
     {
       method: 'POST',
       path: '/keys/{id}/rotate',
@@ -37,7 +45,11 @@ export function keysRoutes({ lifecycle }: AdminDeps): AdminRoute[] {
         return { status: 200, body: { ...record, key } };
       },
     },
-    { method: 'DELETE', path: '/keys/{id}/ban', handle: async (r) => ({ status: 200, body: await unbanKey(lifecycle, keyId(r.params), r.caller) }) },
+    {
+      method: 'DELETE',
+      path: '/keys/{id}/ban',
+      handle: async (r) => ({ status: 200, body: await unbanKey(lifecycle, keyId(r.params), r.caller) }),
+    },
     { method: 'GET', path: '/keys/{id}/usage', handle: async (r) => ({ status: 200, body: await keyUsage(lifecycle, keyId(r.params)) }) },
   ];
 }
@@ -45,6 +57,7 @@ export function keysRoutes({ lifecycle }: AdminDeps): AdminRoute[] {
 /** A malformed id names no key; it is not echoed (it may be a pasted secret key). */
 function keyId(params: Record<string, string>): string {
   const id = params.id!;
-  if (!KEY_ID_PATTERN.test(id)) throw new LifecycleError('key_not_found', 'no key has that id (key ids are 12 lowercase letters or digits)');
+  if (!KEY_ID_PATTERN.test(id))
+    throw new LifecycleError('key_not_found', 'no key has that id (key ids are 12 lowercase letters or digits)');
   return id;
 }

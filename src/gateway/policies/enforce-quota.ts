@@ -94,7 +94,14 @@ function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: Quot
 }
 
 /** The configured failure mode, while the shared store cannot be asked. */
-async function degrade(ctx: RequestContext, deps: QuotaDeps, quota: Quota, ban: BanPolicy, subject: string, cost: number): Promise<Decision> {
+async function degrade(
+  ctx: RequestContext,
+  deps: QuotaDeps,
+  quota: Quota,
+  ban: BanPolicy,
+  subject: string,
+  cost: number,
+): Promise<Decision> {
   const { mode, store, replicas } = deps.fallback;
   if (mode === 'closed') return reject('rate_limit_store_unavailable', undefined, { 'retry-after': 1 });
   ctx.degraded = true;

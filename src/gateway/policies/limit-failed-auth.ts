@@ -15,7 +15,11 @@ const WINDOW_SECONDS = 60;
  * window ends for every key that does not authenticate; a valid key is never refused by this limit
 (see authenticate.ts).
  */
-export function failedAuthLimiter(perMinute: number, redis: RedisClient | undefined, trustedProxyHops = 0): {
+export function failedAuthLimiter(
+  perMinute: number,
+  redis: RedisClient | undefined,
+  trustedProxyHops = 0,
+): {
   wrap: (authenticate: Policy) => Policy;
   /** Seconds the address stays blocked, or 0. */
   blockedSeconds: (ctx: RequestContext) => number;
@@ -77,7 +81,6 @@ export function failedAuthLimiter(perMinute: number, redis: RedisClient | undefi
     };
   return { wrap, blockedSeconds };
 }
-
 
 /** The client's address; behind a load balancer, from X-Forwarded-For (see clientAddressOf). */
 export function clientAddress(ctx: RequestContext, trustedProxyHops = 0): string {

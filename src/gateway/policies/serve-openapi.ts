@@ -18,7 +18,7 @@ export function serveOpenApi({ path, file }: { path: string; file: string }, con
   return (ctx) => {
     const url = ctx.req.url ?? '';
     // The path exactly, with or without a query string.
-    if (!url.startsWith(path) || (url.length > path.length && url.charCodeAt(path.length) !== 63 /* ? */)) return CONTINUE;
+    if (!url.startsWith(path) || (url.length > path.length && url.charCodeAt(path.length) !== 63) /* ? */) return CONTINUE;
     const method = ctx.req.method;
     if (method === 'GET' || method === 'HEAD') return document;
     return reject('method_not_allowed', `${method} is not allowed on ${path}.`, { allow: 'GET, HEAD' });

@@ -19,7 +19,7 @@ export function serveUsage(path: string, deps: { quotas: QuotaStore; plans: () =
   return (ctx) => {
     const url = ctx.req.url ?? '';
     // The path exactly, with or without a query string.
-    if (!url.startsWith(path) || (url.length > path.length && url.charCodeAt(path.length) !== 63 /* ? */)) return CONTINUE;
+    if (!url.startsWith(path) || (url.length > path.length && url.charCodeAt(path.length) !== 63) /* ? */) return CONTINUE;
     const method = ctx.req.method;
     const allowed = method === 'GET' || method === 'HEAD';
     const record = ctx.consumer!;
@@ -30,7 +30,11 @@ export function serveUsage(path: string, deps: { quotas: QuotaStore; plans: () =
     return deps.quotas.usage(quotaSubject(record, quota)).then(
       (outcome): Decision => {
         // Like every answer to an identified caller, a 405 carries the rate-limit headers.
-        if (!allowed) return reject('method_not_allowed', `${method} is not allowed on ${path}.`, { allow: 'GET, HEAD', ...rateLimitHeaders(quota, outcome) });
+        if (!allowed)
+          return reject('method_not_allowed', `${method} is not allowed on ${path}.`, {
+            allow: 'GET, HEAD',
+            ...rateLimitHeaders(quota, outcome),
+          });
         const answer: Answer = {
           status: 200,
           headers: { ...rateLimitHeaders(quota, outcome), 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' },

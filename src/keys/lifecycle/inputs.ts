@@ -13,8 +13,13 @@ const required = (expected: string) => ({
 const count = z.number(required('a whole number')).int('must be a whole number').min(1, 'must be at least 1');
 const planName = z.string(required('a plan name'));
 // Control characters would let a name forge lines in terminals and logs.
-const name = z.string(required('a string')).max(200, 'must be at most 200 characters').regex(/^[^\p{Cc}]*$/u, 'must not contain control characters');
-const owner = z.string(required('a string')).regex(OWNER_PATTERN, 'must be 1 to 64 lowercase letters, digits, ".", "_" or "-", starting with a letter or digit');
+const name = z
+  .string(required('a string'))
+  .max(200, 'must be at most 200 characters')
+  .regex(/^[^\p{Cc}]*$/u, 'must not contain control characters');
+const owner = z
+  .string(required('a string'))
+  .regex(OWNER_PATTERN, 'must be 1 to 64 lowercase letters, digits, ".", "_" or "-", starting with a letter or digit');
 const shadow = z.boolean(required('true or false'));
 const instant = z.iso.datetime({ offset: true, error: 'must be an ISO 8601 date-time with a zone, e.g. 2027-01-31T00:00:00Z' });
 
@@ -45,7 +50,11 @@ export const patchKeyInput = z
 /** Grace up to 30 days: long enough for any redeploy, short enough that an old secret dies. */
 export const MAX_GRACE_SECONDS = 30 * 86_400;
 export const rotateKeyInput = z.strictObject({
-  graceSeconds: z.number(required('a whole number of seconds')).int('must be a whole number').min(0, 'must be 0 or more').max(MAX_GRACE_SECONDS, `must be at most ${MAX_GRACE_SECONDS} (30 days)`),
+  graceSeconds: z
+    .number(required('a whole number of seconds'))
+    .int('must be a whole number')
+    .min(0, 'must be 0 or more')
+    .max(MAX_GRACE_SECONDS, `must be at most ${MAX_GRACE_SECONDS} (30 days)`),
 });
 
 const pageLimit = z
@@ -68,7 +77,12 @@ export const auditQuery = z.strictObject({
 });
 
 /** Validates `input` or throws a LifecycleError naming the first bad field in the caller's terms. */
-export function parseInput<S extends z.ZodType>(schema: S, input: unknown, label: FieldLabel, code: 'invalid_body' | 'invalid_query' = 'invalid_body'): z.output<S> {
+export function parseInput<S extends z.ZodType>(
+  schema: S,
+  input: unknown,
+  label: FieldLabel,
+  code: 'invalid_body' | 'invalid_query' = 'invalid_body',
+): z.output<S> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
   const issue = result.error.issues[0]!;
@@ -102,7 +116,10 @@ export function quotaPair(
   if (perMinute === undefined && perDay === undefined) return undefined;
   if (perMinute === null && perDay === null) return null;
   if (typeof perMinute !== 'number' || typeof perDay !== 'number') {
-    throw new LifecycleError('invalid_body', `give both ${label('perMinute')} and ${label('perDay')} (numbers, or both null to use the plan's)`);
+    throw new LifecycleError(
+      'invalid_body',
+      `give both ${label('perMinute')} and ${label('perDay')} (numbers, or both null to use the plan's)`,
+    );
   }
   if (!quotaSchema.safeParse({ perMinute, perDay }).success) {
     throw new LifecycleError('invalid_body', `${label('perDay')} cannot be lower than ${label('perMinute')}`);

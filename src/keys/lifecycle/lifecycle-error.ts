@@ -5,7 +5,10 @@ import type { ErrorCode } from '../../errors/registry.js';
  * as the Error body of `code`; the CLI prints the message. Messages never hold a secret.
  */
 export class LifecycleError extends Error {
-  constructor(readonly code: ErrorCode, message: string) {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+  ) {
     super(message);
     this.name = 'LifecycleError';
   }

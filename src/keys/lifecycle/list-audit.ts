@@ -8,6 +8,7 @@ const DEFAULT_LIMIT = 50;
 /** One page of the audit, newest first; `cursor` is the `next` of the previous page. */
 export async function listAudit(deps: LifecycleDeps, query: unknown, label: FieldLabel): Promise<AuditPage> {
   const { cursor, limit = DEFAULT_LIMIT } = parseInput(auditQuery, query, label, 'invalid_query');
-  if (cursor !== undefined && !AUDIT_ID_PATTERN.test(cursor)) throw new LifecycleError('invalid_query', `${label('cursor')} is not a cursor of the audit`);
+  if (cursor !== undefined && !AUDIT_ID_PATTERN.test(cursor))
+    throw new LifecycleError('invalid_query', `${label('cursor')} is not a cursor of the audit`);
   return deps.audit.page({ before: cursor, limit });
 }

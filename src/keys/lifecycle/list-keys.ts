@@ -20,7 +20,8 @@ const DEFAULT_LIMIT = 50;
  */
 export async function listKeys(deps: LifecycleDeps, query: unknown, label: FieldLabel): Promise<KeyPage> {
   const { cursor, limit = DEFAULT_LIMIT, plan, status } = parseInput(listKeysQuery, query, label, 'invalid_query');
-  if (cursor !== undefined && !KEY_ID_PATTERN.test(cursor)) throw new LifecycleError('invalid_query', `${label('cursor')} is not a cursor of this list`);
+  if (cursor !== undefined && !KEY_ID_PATTERN.test(cursor))
+    throw new LifecycleError('invalid_query', `${label('cursor')} is not a cursor of this list`);
   const nowMs = deps.now();
   const matches = (record: KeyRecord) =>
     (plan === undefined || record.plan === plan) && (status === undefined || statusOf(record, nowMs) === status);

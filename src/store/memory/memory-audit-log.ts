@@ -6,7 +6,10 @@ export class MemoryAuditLog implements AuditLog {
   private lastMs = 0;
   private sequence = 0;
 
-  constructor(private readonly maxEntries: number, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly maxEntries: number,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   async append(entry: Omit<AuditEntry, 'id'>): Promise<void> {
     // Ids grow strictly, like a Redis stream's, even when two entries share a millisecond.

@@ -7,7 +7,10 @@ import { AUDIT_STREAM } from './redis-keys.js';
  * `maxEntries` (`MAXLEN ~`: Redis trims whole nodes, so a few more may stay; never fewer).
  */
 export class RedisAuditLog implements AuditLog {
-  constructor(private readonly redis: RedisClient, private readonly maxEntries: number) {}
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly maxEntries: number,
+  ) {}
 
   async append(entry: Omit<AuditEntry, 'id'>): Promise<void> {
     await this.redis.xadd(

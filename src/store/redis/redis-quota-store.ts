@@ -25,7 +25,10 @@ export class RedisQuotaStore implements QuotaStore {
    * `testClock` replaces Redis TIME, for tests that run this store and the memory store on one
    * injected clock. Production leaves it out: replicas must share Redis's clock.
    */
-  constructor(redis: RedisClient, private readonly testClock?: () => number) {
+  constructor(
+    redis: RedisClient,
+    private readonly testClock?: () => number,
+  ) {
     redis.defineCommand('tgQuota', { numberOfKeys: 1, lua: QUOTA_SCRIPT });
     redis.defineCommand('tgQuotaUsage', { numberOfKeys: 1, lua: USAGE_SCRIPT });
     redis.defineCommand('tgUnban', { numberOfKeys: 1, lua: UNBAN_SCRIPT });
@@ -69,6 +72,16 @@ export class RedisQuotaStore implements QuotaStore {
 }
 
 function toOutcome(reply: number[]): QuotaOutcome {
-  const [verdict = 1, minuteCount = 0, dayCount = 0, rejections = 0, nowMs = 0, bannedUntilMs = 0, cost = 1, minuteTatUs = 0, dayTatUs = 0] = reply.map(Number);
+  const [
+    verdict = 1,
+    minuteCount = 0,
+    dayCount = 0,
+    rejections = 0,
+    nowMs = 0,
+    bannedUntilMs = 0,
+    cost = 1,
+    minuteTatUs = 0,
+    dayTatUs = 0,
+  ] = reply.map(Number);
   return { verdict: VERDICTS[verdict] ?? 'limited', minuteCount, dayCount, rejections, nowMs, bannedUntilMs, cost, minuteTatUs, dayTatUs };
 }

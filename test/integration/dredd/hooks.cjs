@@ -19,7 +19,11 @@ const { parse } = require('yaml');
 const document = parse(readFileSync(process.env.DREDD_DOCUMENT, 'utf8'));
 const resolve = (node) => {
   let n = node;
-  while (n && n.$ref) n = n.$ref.slice(2).split('/').reduce((at, part) => at[part], document);
+  while (n && n.$ref)
+    n = n.$ref
+      .slice(2)
+      .split('/')
+      .reduce((at, part) => at[part], document);
   return n;
 };
 
@@ -53,7 +57,11 @@ hooks.beforeEach((transaction) => {
 
   // Keep only the header expectations the document marks required.
   const documented = response.headers ?? {};
-  const required = new Set(Object.entries(documented).filter(([, h]) => resolve(h).required).map(([name]) => name.toLowerCase()));
+  const required = new Set(
+    Object.entries(documented)
+      .filter(([, h]) => resolve(h).required)
+      .map(([name]) => name.toLowerCase()),
+  );
   for (const name of Object.keys(transaction.expected.headers ?? {})) {
     if (!required.has(name.toLowerCase())) delete transaction.expected.headers[name];
   }
@@ -62,7 +70,10 @@ hooks.beforeEach((transaction) => {
 
 hooks.afterEach((transaction) => {
   if (transaction.skip || !transaction.real) return;
-  const mediaType = String(transaction.real.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+  const mediaType = String(transaction.real.headers['content-type'] ?? '')
+    .split(';')[0]
+    .trim()
+    .toLowerCase();
   if (!transaction.documentedMediaTypes.includes(mediaType)) {
     transaction.fail = `Content-Type ${mediaType || '(none)'} is not documented (${transaction.documentedMediaTypes.join(', ')})`;
   }
