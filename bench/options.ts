@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { REPO_ROOT } from '../test/harness/tollgate.js';
-import { DEFAULT_TARGETS, TARGET_NAMES } from './stack.js';
+import { DEFAULT_TARGETS, TARGET_NAMES } from './targets.js';
 
 export const PHASES = ['throughput', 'latency', 'overlimit', 'memory', 'profile'] as const;
 export type Phase = (typeof PHASES)[number];

@@ -30,11 +30,6 @@ export interface Target {
   adminUrl?: string;
 }
 
-/** Every target a run can have, in the order the rounds visit them. */
-export const TARGET_NAMES = ['bare', 'naive', 'fastify', 'tollgate', 'tollgate-embedded', ...QUOTA_VARIANT_NAMES] as const;
-/** What a run measures unless --targets says otherwise: the quota variants only on request. */
-export const DEFAULT_TARGETS = ['bare', 'naive', 'fastify', 'tollgate', 'tollgate-embedded'];
-
 // Peers and launchers are TypeScript run by tsx, as `npm run bench` runs this file.
 const TS = ['--import', 'tsx'];
 const peer = (file: string) => join(REPO_ROOT, 'bench/peers', file);

@@ -3,7 +3,7 @@ import { statusOf } from '../errors/registry.js';
 import { sendError } from '../errors/render.js';
 import { canonicalTarget } from '../http/canonical-target.js';
 import { answerClientErrors } from '../http/client-errors.js';
-import { MAX_HEADER_FIELDS, requestFraming } from '../http/request-framing.js';
+import { requestFraming } from '../http/request-framing.js';
 import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
 import { observeWhenDone } from './access-log.js';
@@ -39,9 +39,12 @@ export function createGatewayServer({ chain, route, proxy, logger, metrics, time
     },
     (req, res) => void handle(req, res),
   );
-  // Node keeps only this many fields in `req.headers` (all of them in `rawHeaders`, which
-  // request-framing.ts counts to refuse the request): a bound on what one request can allocate.
-  server.maxHeadersCount = MAX_HEADER_FIELDS;
+  // No count limit in Node itself: with one, Node stops collecting fields (in batches) once it
+  // holds that many and drops the rest silently, so whether a count over the limit is even seen
+  // would depend on how the head was split. Every field is kept instead, request-framing.ts counts
+  // them all and refuses more than its MAX_HEADER_FIELDS with 431, and `maxHeaderSize` (16 KiB)
+  // bounds what one head can allocate.
+  server.maxHeadersCount = 0;
   // Without this listener Node answers `Expect: 100-continue` with 100 before any policy ran
   // (inviting the body of a request about to be refused); with it, `handle` sends 100 only once
   // the chain has passed (RFC 9110 §10.1.1 lets a proxy answer the expectation itself).
