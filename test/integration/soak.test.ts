@@ -5,7 +5,10 @@ import { TestRedis } from '../helpers/redis-server.js';
 import { bearer, createKey, startBackend, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
 
 // 100,000 requests through the real gateway and backend: open sockets must not grow and memory
-// must stay bounded. (A soak, not a benchmark: nothing here is timed.)
+// must stay bounded. (A soak, not a benchmark: nothing here is timed.) The gateway's heap is capped
+// at 64 MiB, far below what a per-request leak over 100,000 requests would need, so a leak ends in
+// an out-of-memory crash and failed requests; RSS alone is a loose check, since V8 grows its heap
+// lazily (it once grew 66 MiB here with nothing leaking).
 
 let redis: TestRedis;
 let backend: Awaited<ReturnType<typeof startBackend>>;
@@ -15,7 +18,7 @@ let key: CreatedKey;
 beforeAll(async () => {
   redis = await TestRedis.start();
   backend = await startBackend({});
-  gateway = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: backend.url });
+  gateway = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: backend.url, NODE_OPTIONS: '--max-old-space-size=64' });
   key = await createKey(redis, ['--plan', 'enterprise', '--per-minute', '100000000', '--per-day', '1000000000']);
 });
 
@@ -50,7 +53,7 @@ describe('soak', () => {
     // Client connections closed; upstream keep-alive pool back to its steady size.
     await expect.poll(() => openSockets(pid), { timeout: 10_000, interval: 250 }).toBeLessThanOrEqual(socketsBefore + 5);
     const rssAfter = residentBytes(pid);
-    expect(rssAfter - rssBefore).toBeLessThan(64 * 1024 * 1024);
+    expect(rssAfter - rssBefore).toBeLessThan(128 * 1024 * 1024);
     expect((await fetch(`${gateway.adminUrl}/healthz`)).status).toBe(200);
   });
 });
