@@ -1,5 +1,6 @@
 import type { DeprecationRule } from '../config/routes-schema.js';
 import { patternProblem } from '../config/routes-schema.js';
+import { RouteTable } from './route-table.js';
 
 /** One deprecation rule, compiled once per config load: a regex and the header values it sends. */
 export interface CompiledDeprecation {
@@ -14,32 +15,24 @@ export interface CompiledDeprecation {
   readonly goneMessage: string;
 }
 
-/** The compiled rules of one load, indexed by method so a request tests only its own method's rules. */
+/** The compiled rules of one load (route-table.ts: by method, first match wins, GET covers HEAD). */
 export class RouteRules {
-  private readonly byMethod = new Map<string, CompiledDeprecation[]>();
+  private readonly table: RouteTable<CompiledDeprecation>;
+  readonly size: number;
 
   constructor(rules: readonly DeprecationRule[]) {
-    for (const rule of rules) {
-      const compiled = compileDeprecation(rule);
-      // HEAD is GET without a body (RFC 9110 §9.3.2): a client probing with HEAD sees the same fields.
-      for (const method of rule.method === 'GET' ? ['GET', 'HEAD'] : [rule.method]) {
-        const list = this.byMethod.get(method) ?? [];
-        list.push(compiled);
-        this.byMethod.set(method, list);
-      }
-    }
-  }
-
-  get size(): number {
-    return new Set([...this.byMethod.values()].flat()).size;
+    this.size = rules.length;
+    this.table = new RouteTable(
+      rules.map((rule) => {
+        const compiled = compileDeprecation(rule);
+        return { method: rule.method, pattern: compiled.pattern, value: compiled };
+      }),
+    );
   }
 
   /** The first rule matching method and path (no query string), or undefined. */
   match(method: string, path: string): CompiledDeprecation | undefined {
-    const candidates = this.byMethod.get(method);
-    if (!candidates) return undefined;
-    for (const rule of candidates) if (rule.pattern.test(path)) return rule;
-    return undefined;
+    return this.table.match(method, path);
   }
 }
 

@@ -51,8 +51,9 @@ export function canonicalPath(rawPath: string): string | { ok: false; reason: st
   const decoded = decodeUnreserved(rawPath);
   if (typeof decoded !== 'string') return decoded;
   // Empty segments are merged (nginx `merge_slashes`, Envoy `merge_slashes`): `//x` is never an authority.
-  const merged = decoded.replace(/\/{2,}/g, '/');
-  return removeDotSegments(merged);
+  const merged = decoded.includes('//') ? decoded.replace(/\/{2,}/g, '/') : decoded;
+  // A dot segment always follows a "/": most paths have none, and are canonical as they are.
+  return merged.includes('/.') ? removeDotSegments(merged) : merged;
 }
 
 /**

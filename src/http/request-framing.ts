@@ -2,10 +2,10 @@ import type { IncomingMessage } from 'node:http';
 import type { ErrorCode } from '../errors/registry.js';
 
 /**
- * How many header fields a request may carry. Node keeps only `maxHeadersCount` of them in
- * `req.headers` and drops the rest silently, while `req.rawHeaders` keeps them all: a request
- * over the limit is refused (431) instead of being read one way here and another way upstream.
- * Apache's LimitRequestFields has the same default.
+ * How many header fields a request may carry. The server sets no count limit in Node (server.ts),
+ * so `req.rawHeaders` holds every field and is counted here: a request over the limit is refused
+ * (431) instead of being read one way here and another way upstream. Apache's LimitRequestFields
+ * has the same default.
  */
 export const MAX_HEADER_FIELDS = 100;
 
