@@ -4,6 +4,7 @@ import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 /** One step of a history run on both quota stores by quota-stores-differential.test.ts. */
 export type Step =
   | { kind: 'request'; key: number; cost?: number }
+  | { kind: 'burst'; requests: Array<{ key: number; cost: number }> }
   | { kind: 'usage' | 'unban'; key: number }
   | { kind: 'advance'; ms: number }
   | { kind: 'toEdge'; window: 'minute' | 'day'; offsetMs: number }
@@ -37,6 +38,13 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   {
     weight: 3,
     arbitrary: fc.record({ key, cost: fc.integer({ min: 1, max: 7 }) }).map((r) => ({ kind: 'request' as const, ...r })),
+  },
+  // Requests sent together, over one or several keys, in one event-loop turn.
+  {
+    weight: 3,
+    arbitrary: fc
+      .array(fc.record({ key, cost: fc.integer({ min: 1, max: 3 }) }), { minLength: 2, maxLength: 12 })
+      .map((requests) => ({ kind: 'burst' as const, requests })),
   },
   { weight: 2, arbitrary: key.map((k) => ({ kind: 'usage' as const, key: k })) },
   { weight: 1, arbitrary: key.map((k) => ({ kind: 'unban' as const, key: k })) },

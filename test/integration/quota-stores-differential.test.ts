@@ -10,8 +10,9 @@ import { redisForFile } from '../helpers/redis-for-file.js';
 import { quotaHistory, REGRESSIONS, type Step } from './quota-stores-differential.history.js';
 
 // The memory store and the Redis script on a real redis-server, driven by the same random
-// history on the same injected clock: requests of several costs, clock steps across minute and
-// day edges, bans, unbans, per-key quotas, shadow plans and plan reloads. Every answer must be
+// history on the same injected clock: requests of several costs, bursts of requests sent together
+// (which the Redis store decides per key in one script call), clock steps across minute and day
+// edges, bans, unbans, per-key quotas, shadow plans and plan reloads. Every answer must be
 // identical.
 
 const redis = redisForFile();
@@ -49,15 +50,24 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
         else overrides.delete(step.key);
         continue;
     }
-    const id = `${prefix}-k${step.key}`;
-    const quota = overrides.get(step.key) ?? plans.quota;
-    const act = async (store: QuotaStore) => {
-      if (step.kind === 'request') {
-        // The outcome and what the client is told of it: headers with the resets, Retry-After.
-        const outcome = await store.consume(id, quota, plans.ban, step.cost);
-        const retryAfter = outcome.verdict === 'allowed' ? null : retryAfterSeconds(quota, outcome);
-        return JSON.stringify({ outcome, headers: rateLimitHeaders(quota, outcome), retryAfter });
+    // A request's outcome and what the client is told of it: headers with the resets, Retry-After.
+    const request = async (store: QuotaStore, key: number, cost?: number) => {
+      const quota = overrides.get(key) ?? plans.quota;
+      const outcome = await store.consume(`${prefix}-k${key}`, quota, plans.ban, cost);
+      const retryAfter = outcome.verdict === 'allowed' ? null : retryAfterSeconds(quota, outcome);
+      return JSON.stringify({ outcome, headers: rateLimitHeaders(quota, outcome), retryAfter });
+    };
+    if (step.kind === 'burst') {
+      // Sent together: the Redis store decides each key's requests of the burst in one call.
+      for (const [i, store] of [memory, shared].entries()) {
+        const answers = await Promise.all(step.requests.map((r) => request(store, r.key, r.cost)));
+        transcripts[i]!.push(`burst: ${answers.join(' | ')}`);
       }
+      continue;
+    }
+    const id = `${prefix}-k${step.key}`;
+    const act = async (store: QuotaStore) => {
+      if (step.kind === 'request') return request(store, step.key, step.cost);
       if (step.kind === 'usage') return JSON.stringify(await store.usage(id));
       return `unban ${await store.unban(id)}`;
     };

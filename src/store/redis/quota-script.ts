@@ -6,7 +6,7 @@ import { DAY_MS, MINUTE_MS } from '../../quota/windows.js';
 // one hash under the key's `{id}` hash tag (Cluster-safe).
 //
 // Time comes from Redis (TIME; effects replication, Redis >= 5), so replicas with skewed clocks
-// still agree on window edges. The last ARGV, `nowMs`, is empty in production; tests pass their
+// still agree on window edges. The ARGV `nowMs` is empty in production; tests pass their
 // injected clock there to run the script and the memory store on the same time
 // (test/integration/quota-stores-differential.test.ts).
 
@@ -51,49 +51,68 @@ end
 `;
 
 // KEYS[1]  tg:quota:{id}
-// ARGV     perMinute, perDay, banAfterRejections, banWindowMs, banDurationMs, cost, shadow (1 or 0),
+// ARGV     perMinute, perDay, banAfterRejections, banWindowMs, banDurationMs, shadow (1 or 0),
 //          gcra (1 or 0), minute intervalUs, minute burst, day intervalUs, day burst (gcra.ts
-//          gcraWindows(), computed once in TS), nowMs ('' = Redis TIME; always the last)
-// Reply    { verdict (0 allowed, 1 limited, 2 banned), minuteCount, dayCount, rejections, nowMs, bannedUntilMs, cost,
-//            minuteTatUs, dayTatUs }
+//          gcraWindows(), computed once in TS), nowMs ('' = Redis TIME), then the cost of each
+//          request to decide, one or more, in the order they arrived
+// Reply    per request, 9 numbers in a row: { verdict (0 allowed, 1 limited, 2 banned), minuteCount, dayCount,
+//            rejections, nowMs, bannedUntilMs, cost, minuteTatUs, dayTatUs }
+// Several requests of one key in one call (redis-quota-store.ts merges those of one event-loop
+// turn) are decided one after another on the state each left, at one `now`: exactly as the same
+// requests sent one at a time within that millisecond.
 // Numbers that may grow large (TATs in microseconds, a gcra day's expiry) are written with %.0f,
 // exact for every integer a double holds: Redis passes a Lua number on in its shortest form, which
 // for large round values is exponent notation ('8.64e+17'), which PEXPIRE refuses.
+export const QUOTA_ARGS_BEFORE_COSTS = 12;
+export const QUOTA_REPLY_LENGTH = 9;
 export const QUOTA_SCRIPT = `${CLOCK}
-local now = clock(ARGV[#ARGV])
+local now = clock(ARGV[12])
 local perMinute, perDay = tonumber(ARGV[1]), tonumber(ARGV[2])
 local banAfter, banWindowMs, banDurationMs = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local cost, shadow, gcra = tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8] == '1'
+local shadow, gcra = ARGV[6] == '1', ARGV[7] == '1'
 local s = current(now)
-if s.bu > now then return reply(2, s, now, cost) end
+local changed = false
 
-local verdict = 1
-local fits, minuteTat, dayTat
-if gcra then
-  minuteTat = admit(s.mt, now * 1000, cost, tonumber(ARGV[9]), tonumber(ARGV[10]))
-  dayTat = admit(s.dt, now * 1000, cost, tonumber(ARGV[11]), tonumber(ARGV[12]))
-  fits = minuteTat ~= nil and dayTat ~= nil
-else
-  fits = s.mc + cost <= perMinute and s.dc + cost <= perDay
-end
-if fits then
-  s.mc = s.mc + cost
-  s.dc = s.dc + cost
-  if gcra then s.mt = minuteTat; s.dt = dayTat end
-  verdict = 0
-elseif shadow then
+-- decide(): one request of cost units on s, which it updates; the verdict.
+local function decide(cost)
+  if s.bu > now then return 2 end
+  changed = true
+  local fits, minuteTat, dayTat
+  if gcra then
+    minuteTat = admit(s.mt, now * 1000, cost, tonumber(ARGV[8]), tonumber(ARGV[9]))
+    dayTat = admit(s.dt, now * 1000, cost, tonumber(ARGV[10]), tonumber(ARGV[11]))
+    fits = minuteTat ~= nil and dayTat ~= nil
+  else
+    fits = s.mc + cost <= perMinute and s.dc + cost <= perDay
+  end
+  if fits then
+    s.mc = s.mc + cost
+    s.dc = s.dc + cost
+    if gcra then s.mt = minuteTat; s.dt = dayTat end
+    return 0
+  end
   -- a shadow refusal is admitted by the gateway, so it counts towards no ban
-  verdict = 1
-else
+  if shadow then return 1 end
   if now - s.rs >= banWindowMs then s.rs = now; s.rc = 0 end
   s.rc = s.rc + 1
   if s.rc >= banAfter then
     s.bu = now + banDurationMs
     s.rc = 0
     s.rs = 0
-    verdict = 2
+    return 2
   end
+  return 1
 end
+
+local replies = {}
+for i = 13, #ARGV do
+  local cost = tonumber(ARGV[i])
+  local r = reply(decide(cost), s, now, cost)
+  for j = 1, #r do replies[#replies + 1] = r[j] end
+end
+-- A request refused for a ban in force changes nothing: nothing is written when every one was.
+if not changed then return replies end
+
 -- expiresAtMs(): the moment the whole state reads as empty ('ex', checked by current()). Redis's
 -- own expiry only collects the garbage, a minute later, so that it never forgets state before
 -- 'ex' does, on Redis's clock or an injected one.
@@ -108,7 +127,7 @@ else
   redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg)
 end
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS))
-return reply(verdict, s, now, cost)
+return replies
 `;
 
 // peek(): use without consuming. ARGV nowMs as above. Reply as above, verdict 0 or 2.
