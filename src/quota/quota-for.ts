@@ -7,6 +7,21 @@ import type { KeyRecord } from '../keys/record.js';
  * plan is not configured.
  */
 export function quotaFor(key: KeyRecord, plans: PlansConfig): Quota | undefined {
+  const known = derived.get(key);
+  if (known?.plans === plans) return known.quota;
+  const quota = derive(key, plans);
+  derived.set(key, { plans, quota });
+  return quota;
+}
+
+/**
+ * Records and plans are never changed in place (a change is a new record in the key cache, a
+ * reload new plans), so a key's quota is derived once per pair: one object per key, which the
+ * stores and the headers can recognise instead of comparing fields on every request.
+ */
+const derived = new WeakMap<KeyRecord, { plans: PlansConfig; quota: Quota | undefined }>();
+
+function derive(key: KeyRecord, plans: PlansConfig): Quota | undefined {
   const plan = plans.plans[key.plan];
   const own = key.perMinute !== undefined && key.perDay !== undefined;
   if (!own && key.shadow === undefined) return plan;

@@ -85,9 +85,21 @@ export function rateLimitHeaders(quota: Quota, outcome: QuotaOutcome): Record<st
     'x-ratelimit-limit': String(window.limit),
     'x-ratelimit-remaining': String(window.remaining),
     'x-ratelimit-reset': String(Math.ceil(window.resetAtMs / 1000)),
-    'ratelimit-policy': `"minute";q=${quota.perMinute};w=${MINUTE_MS / 1000}, "day";q=${quota.perDay};w=${DAY_MS / 1000}`,
+    'ratelimit-policy': policyOf(quota),
     ratelimit: `"${window.name}";r=${window.remaining};t=${secondsUntil(window.resetAtMs, outcome.nowMs)}`,
   };
+}
+
+const policies = new WeakMap<Quota, string>();
+
+/** RateLimit-Policy: the same for every response under one quota (quota-for.ts keeps one object per key). */
+function policyOf(quota: Quota): string {
+  let policy = policies.get(quota);
+  if (policy === undefined) {
+    policy = `"minute";q=${quota.perMinute};w=${MINUTE_MS / 1000}, "day";q=${quota.perDay};w=${DAY_MS / 1000}`;
+    policies.set(quota, policy);
+  }
+  return policy;
 }
 
 /**

@@ -54,4 +54,26 @@ describe('quota decisions of one turn', () => {
     expect((await scriptCalls()) - before).toBe(3);
     expect(outcomes.at(-1)!.minuteCount).toBe(301);
   });
+
+  it('under different limits in one turn (a reload between them) are calls in arrival order, one per run', async () => {
+    const store = newStore();
+    const key = `batch${++keys}`;
+    await store.consume(key, quota, ban);
+    const before = await scriptCalls();
+    const reloaded = { perMinute: 3, perDay: 1000 };
+    const outcomes = await Promise.all([
+      store.consume(key, quota, ban),
+      store.consume(key, { ...quota }, ban), // equal limits, another object: same run
+      store.consume(key, reloaded, ban),
+      store.consume(key, quota, ban),
+    ]);
+    expect((await scriptCalls()) - before).toBe(3);
+    // 1 before; 2 and 3 under the old limits; the 4th is refused under perMinute 3; then 4 again.
+    expect(outcomes.map((o) => [o.verdict, o.dayCount])).toEqual([
+      ['allowed', 2],
+      ['allowed', 3],
+      ['limited', 3],
+      ['allowed', 4],
+    ]);
+  });
 });

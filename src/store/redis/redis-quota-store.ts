@@ -20,15 +20,9 @@ const MAX_BATCH = 128;
 
 interface Request {
   redisKey: string;
-  /** The script's arguments before the costs (quota, ban, gcra), shared by the batch. */
-  limits: Limits;
+  quota: Quota;
+  ban: BanPolicy;
   cost: number;
-}
-
-interface Limits {
-  args: Array<string | number>;
-  /** The args joined: requests of one key batch together only under the same limits. */
-  signature: string;
 }
 
 /**
@@ -40,8 +34,6 @@ interface Limits {
 export class RedisQuotaStore implements QuotaStore {
   private readonly commands: QuotaCommands;
   private readonly batches = new TurnBatches<Request, QuotaOutcome>((requests) => this.decide(requests), MAX_BATCH);
-  /** Per plans object: plans.yaml reloads make new ones, and the old entries go with them. */
-  private readonly limitsOf = new WeakMap<Quota, { ban: BanPolicy; limits: Limits }>();
 
   /**
    * `testClock` replaces Redis TIME, for tests that run this store and the memory store on one
@@ -59,21 +51,31 @@ export class RedisQuotaStore implements QuotaStore {
 
   consume(keyId: string, quota: Quota, ban: BanPolicy, cost = 1): Promise<QuotaOutcome> {
     const redisKey = quotaKey(keyId);
-    const limits = this.limits(quota, ban);
-    return this.batches.add(`${redisKey} ${limits.signature}`, { redisKey, limits, cost });
+    return this.batches.add(redisKey, { redisKey, quota, ban, cost });
   }
 
+  /**
+   * One key's requests of one turn: one script call per run of requests under the same limits
+   * (nearly always one; a plans reload or a key's new quota between two of them makes two), sent
+   * in order on one connection, so Redis decides them in arrival order.
+   */
   private async decide(requests: Request[]): Promise<QuotaOutcome[]> {
-    const { redisKey, limits } = requests[0]!;
-    const costs = requests.map((request) => request.cost);
-    const reply = await this.commands.tgQuota(redisKey, ...limits.args, this.nowArg(), ...costs);
-    return costs.map((_, i) => toOutcome(reply, i * QUOTA_REPLY_LENGTH));
+    const calls: Array<Promise<QuotaOutcome[]>> = [];
+    for (let start = 0; start < requests.length; ) {
+      const first = requests[start]!;
+      let end = start + 1;
+      while (end < requests.length && sameLimits(requests[end]!, first)) end++;
+      calls.push(this.call(first, requests.slice(start, end)));
+      start = end;
+    }
+    const outcomes = await Promise.all(calls);
+    return outcomes.length === 1 ? outcomes[0]! : outcomes.flat();
   }
 
-  private limits(quota: Quota, ban: BanPolicy): Limits {
-    const known = this.limitsOf.get(quota);
-    if (known?.ban === ban) return known.limits;
-    const args = [
+  private async call({ redisKey, quota, ban }: Request, run: Request[]): Promise<QuotaOutcome[]> {
+    const costs = run.map((request) => request.cost);
+    const reply = await this.commands.tgQuota(
+      redisKey,
       quota.perMinute,
       quota.perDay,
       ban.afterRejections,
@@ -81,10 +83,10 @@ export class RedisQuotaStore implements QuotaStore {
       ban.duration * 1000,
       quota.shadow ? 1 : 0,
       ...gcraArgs(quota),
-    ];
-    const limits = { args, signature: args.join(',') };
-    this.limitsOf.set(quota, { ban, limits });
-    return limits;
+      this.nowArg(),
+      ...costs,
+    );
+    return costs.map((_, i) => toOutcome(reply, i * QUOTA_REPLY_LENGTH));
   }
 
   async usage(keyId: string): Promise<QuotaOutcome> {
@@ -98,6 +100,22 @@ export class RedisQuotaStore implements QuotaStore {
   private nowArg(): string | number {
     return this.testClock ? this.testClock() : '';
   }
+}
+
+/** Whether two requests are decided under the same windows and ban (the script's shared arguments). */
+function sameLimits(a: Request, b: Request): boolean {
+  if (a.quota === b.quota && a.ban === b.ban) return true;
+  const [q, r] = [a.quota, b.quota];
+  return (
+    q.perMinute === r.perMinute &&
+    q.perDay === r.perDay &&
+    !q.shadow === !r.shadow &&
+    q.algorithm === r.algorithm &&
+    q.burst === r.burst &&
+    a.ban.afterRejections === b.ban.afterRejections &&
+    a.ban.window === b.ban.window &&
+    a.ban.duration === b.ban.duration
+  );
 }
 
 /** gcra flag and both windows' interval and burst, from the one definition (gcra.ts). */
