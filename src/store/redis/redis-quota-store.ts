@@ -61,7 +61,7 @@ export class RedisQuotaStore implements QuotaStore {
    */
   private async decide(requests: Request[]): Promise<QuotaOutcome[]> {
     const calls: Array<Promise<QuotaOutcome[]>> = [];
-    for (let start = 0; start < requests.length; ) {
+    for (let start = 0; start < requests.length;) {
       const first = requests[start]!;
       let end = start + 1;
       while (end < requests.length && sameLimits(requests[end]!, first)) end++;
