@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { REPO_ROOT } from '../test/harness/tollgate.js';
 import { DEFAULT_TARGETS, TARGET_NAMES } from './targets.js';
 
-export const PHASES = ['throughput', 'latency', 'overlimit', 'memory', 'profile'] as const;
+export const PHASES = ['throughput', 'latency', 'overlimit', 'memory', 'profile', 'soak'] as const;
 export type Phase = (typeof PHASES)[number];
 
 export const HELP = `npm run bench -- [options]
@@ -15,12 +15,20 @@ export const HELP = `npm run bench -- [options]
   --latency-duration S  seconds per fixed-rate round (default 10)
   --latency-rounds N    alternating fixed-rate rounds per side (default 2)
   --rate N              fixed rate of the latency rounds (default: half the bare proxy's maximum)
-  --keys N              key records written to Redis for the memory run (default 120000)
+  --keys N              key records written to Redis for the memory and soak runs (default 120000)
   --distinct N          distinct keys the memory run sends, one request each, in 4 steps (default:
                         all of them). The key cache holds keyCache.maxEntries (100000): to see
                         memory level off beyond it, run with --keys 1000000 --distinct 400000
   --phases LIST         comma-separated, of ${PHASES.join(', ')}
-                        (default: all but profile)
+                        (default: all but profile and soak)
+  --soak-minutes M      length of the soak phase (default 10; 1 with --quick). The soak: --keys records
+                        in Redis, a gateway of its own sent requests over all of them (each pass in a
+                        new random order) at --soak-rate for M minutes, its RSS and JS heap sampled
+                        every 10 s; judged flat if RSS stays within ±10% of its mean after warmup (the
+                        first pass over every key, at least min(60 s, M/4)). Also the heap per cached
+                        key (forced GC before and after). Issue 14's run:
+                        npm run bench -- --phases soak --targets tollgate --keys 100000
+  --soak-rate R         requests per second of the soak, open loop (default 1000)
   --profile             also profile bare proxy and gateway under load (node --cpu-prof)
   --targets LIST        comma-separated, of ${TARGET_NAMES.join(', ')}
                         (default: ${DEFAULT_TARGETS.join(', ')}). The tollgate-gcra, -cost and -owner
@@ -47,6 +55,8 @@ export interface Options {
   rate?: number;
   keys: number;
   distinct: number;
+  soakMinutes: number;
+  soakRate: number;
   phases: Set<Phase>;
   targets: string[];
   /** Git refs to build and measure beside this checkout (names of their variants: tollgate@REF). */
@@ -70,6 +80,8 @@ export function parseOptions(argv: string[]): Options | 'help' {
       rate: { type: 'string' },
       keys: { type: 'string' },
       distinct: { type: 'string' },
+      'soak-minutes': { type: 'string' },
+      'soak-rate': { type: 'string' },
       phases: { type: 'string' },
       profile: { type: 'boolean' },
       targets: { type: 'string' },
@@ -118,6 +130,8 @@ export function parseOptions(argv: string[]): Options | 'help' {
     rate: values.rate === undefined ? undefined : int(values.rate, 0, 'rate'),
     keys,
     distinct: Math.min(keys, int(values.distinct, keys, 'distinct')),
+    soakMinutes: int(values['soak-minutes'], quick ? 1 : 10, 'soak-minutes'),
+    soakRate: int(values['soak-rate'], 1000, 'soak-rate'),
     phases,
     variants,
     gatewayNodeArgs: (values['gateway-node-args'] ?? '').split(' ').filter(Boolean),

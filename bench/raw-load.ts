@@ -132,11 +132,12 @@ function openConnections(url: string, n: number, result: RawResult): Connection[
  * sent on an idle connection as soon as one is free. A timer tick every millisecond sends what
  * is due (so arrivals come in groups of rate/1000). Unlike autocannon's `overallRate` (each
  * connection sends its share of a second back to back, then waits for the next second), the
- * load is spread evenly, so latency is measured below saturation, not in a burst.
+ * load is spread evenly, so latency is measured below saturation, not in a burst. `request` is one
+ * request sent every time, or request i (in the order they are sent) for a changing one.
  */
 export function openLoop(options: {
   url: string;
-  request: Buffer;
+  request: Buffer | ((i: number) => Buffer);
   ratePerSecond: number;
   durationMs: number;
   connections: number;
@@ -149,6 +150,9 @@ export function openLoop(options: {
   const total = Math.round((options.durationMs / 1000) * options.ratePerSecond);
   let issued = 0;
   let answered = 0;
+  let sent = 0;
+  const { request } = options;
+  const next = typeof request === 'function' ? () => request(sent++) : () => request;
 
   return new Promise((resolve) => {
     const startMs = performance.now();
@@ -157,7 +161,7 @@ export function openLoop(options: {
         const dueMs = waiting.shift()!;
         const connection = idle.pop()!;
         const sentMs = performance.now();
-        connection.send(options.request, (status) => {
+        connection.send(next(), (status) => {
           const endMs = performance.now();
           if (status !== 0) {
             result.latency.add(endMs - sentMs);

@@ -107,6 +107,59 @@ export interface MemoryResults {
   redisUsedMemoryMiB: number;
 }
 
+export interface SoakSample {
+  /** Since the soak's load began. */
+  seconds: number;
+  /** Requests sent so far. */
+  requests: number;
+  rssMiB: number;
+  peakRssMiB: number;
+  heapUsedMiB?: number;
+  heapTotalMiB?: number;
+  /** Taken before the warmup ended: not judged. */
+  warmup: boolean;
+}
+
+/** The soak gateway's memory right after a forced full GC (process.memoryUsage()). */
+export interface AfterGc {
+  heapUsedMiB: number;
+  externalMiB: number;
+  rssMiB: number;
+}
+
+export interface SoakResults {
+  minutes: number;
+  ratePerSecond: number;
+  /** Distinct keys sent, all of them every pass. */
+  keys: number;
+  /** keyCache.maxEntries of the gateway's config (also the assertion-token cache's bound). */
+  cacheMaxEntries: number;
+  keyRecordsWriteSeconds: number;
+  /** Until every key had been sent once, and at least min(60 s, a quarter of the run). */
+  warmupSeconds: number;
+  /** Seconds between samples. */
+  sampleSeconds: number;
+  samples: SoakSample[];
+  /** RSS over the samples after warmup; absent when none came after it. */
+  rss?: { meanMiB: number; minMiB: number; maxMiB: number; firstMiB: number; lastMiB: number; maxDeviation: number; flat: boolean };
+  heapUsed?: { minMiB: number; maxMiB: number };
+  requests: number;
+  requestsPerSecond: number;
+  statusCounts: Record<string, number>;
+  non2xx: number;
+  errors: number;
+  /** Requests that found every connection busy (the gateway fell behind the rate). */
+  queued: number;
+  latency: LatencyStats;
+  /**
+   * Heap used after a full GC with one key cached (before the soak) and with `cachedKeys` more
+   * (after it), and the difference per key: its key-cache entry and record, the quota derived from
+   * the record, and its cached assertion token (the LRUs' per-slot arrays are allocated up front
+   * for maxEntries, so they are in both figures).
+   */
+  perKey: { cachedKeys: number; before: AfterGc; after: AfterGc; heapBytesPerKey: number };
+}
+
 export interface ProfileResults {
   /** Throughput under the profiler, tollgate over bare. */
   ratio: number;
@@ -127,6 +180,7 @@ export interface BenchResults {
   overLimit?: OverLimitResults;
   memory?: MemoryResults;
   profile?: ProfileResults;
+  soak?: SoakResults;
 }
 
 interface Target {
@@ -137,6 +191,9 @@ interface Target {
   met: boolean | null;
 }
 
+/** The soak's RSS after warmup must stay within this fraction of its mean (issue 14). */
+export const SOAK_FLAT_WITHIN = 0.1;
+const FLAT_PERCENT = SOAK_FLAT_WITHIN * 100;
 const int = (n: number) => Math.round(n).toLocaleString('en-US');
 const ms = (n: number, digits = 2) => `${n.toFixed(digits)} ms`;
 const signed = (n: number, digits = 2) => `${n >= 0 ? '+' : '−'}${Math.abs(n).toFixed(digits)} ms`;
@@ -220,6 +277,23 @@ export function targets(r: BenchResults): Target[] {
         met: null,
       });
     }
+  }
+  if (r.soak) {
+    const { rss, perKey } = r.soak;
+    list.push({
+      what: `gateway RSS over a ${r.soak.minutes}-minute soak across ${int(r.soak.keys)} distinct keys, after ${int(r.soak.warmupSeconds)} s warmup`,
+      target: `flat: within ±${FLAT_PERCENT}% of its mean`,
+      measured: rss
+        ? `${int(rss.minMiB)}–${int(rss.maxMiB)} MiB, mean ${int(rss.meanMiB)} (±${(rss.maxDeviation * 100).toFixed(1)}%)`
+        : 'no sample after warmup',
+      met: rss ? rss.flat : null,
+    });
+    list.push({
+      what: `gateway heap per cached key (key cache + assertion token, ${int(perKey.cachedKeys)} keys, after full GCs)`,
+      target: 'stated',
+      measured: `${int(perKey.heapBytesPerKey)} bytes`,
+      met: Number.isFinite(perKey.heapBytesPerKey) && perKey.heapBytesPerKey > 0,
+    });
   }
   return list;
 }
@@ -370,6 +444,59 @@ function memoryTable(r: BenchResults): string {
   );
 }
 
+function soakTable(r: BenchResults): string {
+  const s = r.soak!;
+  const mib = (n: number | undefined) => (n === undefined ? '' : `${int(n)} MiB`);
+  const judged = s.samples.filter((x) => !x.warmup);
+  const at = (x: SoakSample | undefined) => (x ? `${int(x.seconds)} s` : '');
+  const rows: string[][] = [
+    ['one key cached, after a full GC', mib(s.perKey.before.rssMiB), `${s.perKey.before.heapUsedMiB.toFixed(1)} MiB`],
+    [`end of warmup (${int(s.warmupSeconds)} s)`, '', ''],
+  ];
+  if (s.rss) {
+    const heap = s.heapUsed ? `${int(s.heapUsed.minMiB)}–${int(s.heapUsed.maxMiB)} MiB` : '';
+    rows.push(
+      [`after warmup: first sample (${at(judged[0])})`, mib(s.rss.firstMiB), mib(judged[0]?.heapUsedMiB)],
+      [
+        `after warmup: min / mean / max (${judged.length} samples)`,
+        `${int(s.rss.minMiB)} / ${int(s.rss.meanMiB)} / ${int(s.rss.maxMiB)} MiB`,
+        heap,
+      ],
+      [`after warmup: last sample (${at(judged[judged.length - 1])})`, mib(s.rss.lastMiB), mib(judged[judged.length - 1]?.heapUsedMiB)],
+      [
+        `flat (every sample within ±${FLAT_PERCENT}% of the mean)`,
+        `${s.rss.flat ? 'yes' : '**no**'} (±${(s.rss.maxDeviation * 100).toFixed(1)}%)`,
+        '',
+      ],
+    );
+  } else rows.push(['after warmup', 'no sample: run longer or faster', '']);
+  rows.push(
+    [
+      `${int(s.perKey.cachedKeys)} more keys cached, after a full GC`,
+      mib(s.perKey.after.rssMiB),
+      `${s.perKey.after.heapUsedMiB.toFixed(1)} MiB`,
+    ],
+    ['**heap per cached key** (difference / keys)', '', `**${int(s.perKey.heapBytesPerKey)} bytes**`],
+  );
+  const load =
+    `${int(s.requests)} requests at ${int(s.requestsPerSecond)} req/s, p50 / p99 ${ms(s.latency.p50Ms)} / ${ms(s.latency.p99Ms)}, ` +
+    `statuses ${JSON.stringify(s.statusCounts)}, errors ${s.errors}, queued ${int(s.queued)}`;
+  return `${table(
+    [
+      `gateway soak: ${s.minutes} min at ${int(s.ratePerSecond)} req/s (open loop) over ${int(s.keys)} distinct keys, each pass in a new random order, key cache max ${int(s.cacheMaxEntries)}`,
+      'RSS',
+      'JS heap used',
+    ],
+    rows,
+  )}
+
+${load}. RSS every ${s.sampleSeconds} s (MiB, warmup in brackets): ${soakSeries(s)}`;
+}
+
+function soakSeries(s: SoakResults): string {
+  return s.samples.map((x) => (x.warmup ? `(${int(x.rssMiB)})` : int(x.rssMiB))).join(' ');
+}
+
 export function markdownReport(r: BenchResults): string {
   const load = r.machine.loadAverageAtStart.map((x) => x.toFixed(1)).join(', ');
   const parts: string[] = [
@@ -381,6 +508,7 @@ export function markdownReport(r: BenchResults): string {
   const redis = redisTable(r);
   if (redis) parts.push(redis);
   if (r.memory) parts.push(memoryTable(r));
+  if (r.soak) parts.push(soakTable(r));
   const t = targets(r);
   if (t.length)
     parts.push(
@@ -403,6 +531,14 @@ export function textReport(r: BenchResults): string {
         'With auto-pipelining, commands of concurrent requests share one write, so Redis reads fewer batches than commands; ' +
         'each request still waits for one reply per command it sends, in turn: its critical-path round trips. ' +
         `Commands run inside the quota script (${commandList(t.scripted)}) are counted by Redis but cost no round trip.`,
+    );
+  }
+  if (r.soak) {
+    const s = r.soak;
+    lines.push(
+      `soak: gateway RSS (MiB, warmup in brackets): ${soakSeries(s)}; ${int(s.requests)} requests, statuses ${JSON.stringify(s.statusCounts)}, errors ${s.errors}. ` +
+        `Heap per cached key: ${int(s.perKey.heapBytesPerKey)} bytes (heap used after a full GC, ${s.perKey.before.heapUsedMiB.toFixed(1)} MiB with one key cached, ` +
+        `${s.perKey.after.heapUsedMiB.toFixed(1)} MiB with ${int(s.perKey.cachedKeys)} more; key cache entry, record, derived quota and assertion token).`,
     );
   }
   return lines.join('\n');

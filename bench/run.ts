@@ -13,6 +13,7 @@ import { latencyPhase } from './phases/latency.js';
 import { memoryPhase } from './phases/memory.js';
 import { overLimitPhase } from './phases/over-limit.js';
 import { profilePhase } from './phases/profile.js';
+import { soakPhase } from './phases/soak.js';
 import { throughputPhase } from './phases/throughput.js';
 import { removeWorkDir, workDir } from './processes.js';
 import { markdownReport, textReport, type BenchResults } from './report.js';
@@ -68,6 +69,8 @@ async function main(): Promise<void> {
     if (options.phases.has('memory')) results.memory = await memoryPhase(stack, options);
     stack.assertRunning();
     if (options.phases.has('profile')) results.profile = await profilePhase(stack, options);
+    stack.assertRunning();
+    if (options.phases.has('soak')) results.soak = await soakPhase(stack, options);
 
     for (const target of stack.targets()) {
       const problems = target.process.problems();

@@ -73,7 +73,7 @@ export async function memoryPhase(stack: Stack, options: Options): Promise<Memor
 }
 
 /** The gateway's V8 heap, from its Prometheus metrics (prom-client's default process metrics). */
-async function heapOf(adminUrl: string | undefined): Promise<{ usedMiB: number; totalMiB: number } | undefined> {
+export async function heapOf(adminUrl: string | undefined): Promise<{ usedMiB: number; totalMiB: number } | undefined> {
   if (!adminUrl) return undefined;
   try {
     const text = await (await fetch(`${adminUrl}/metrics`)).text();
