@@ -1,4 +1,11 @@
-import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import {
+  Agent as HttpAgent,
+  request as httpRequest,
+  type ClientRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type ServerResponse,
+} from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { sendError } from '../errors/render.js';
 import { forwardedValues } from '../http/forwarded-headers.js';
@@ -24,6 +31,9 @@ export interface ForwardPlan {
 class UpstreamTimeout extends Error {
   readonly code = 'UPSTREAM_TIMEOUT';
 }
+
+/** Methods Node sends without body framing when no body is given (its useChunkedEncodingByDefault). */
+const WITHOUT_DEFAULT_BODY = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT']);
 
 /** More interim (1xx) responses than this before the final one is an upstream flooding us. */
 const MAX_INTERIM_RESPONSES = 8;
@@ -55,6 +65,7 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
   const agent = secure ? new HttpsAgent(agentOptions) : new HttpAgent(agentOptions);
   const send = secure ? httpsRequest : httpRequest;
   const basePath = target.pathname === '/' ? '' : target.pathname.replace(/\/$/, '');
+  const hostname = target.hostname.replace(/^\[|\]$/g, '');
   const assertions = new AssertionRejections(logger, metrics);
 
   function forward(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan): void {
@@ -69,15 +80,18 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
     headers.host = host;
     if (plan.body.kind === 'length') headers['content-length'] = String(plan.body.bytes);
     else if (plan.body.kind === 'chunked') headers['transfer-encoding'] = 'chunked';
+    // No body: Node would frame a POST-like request it is handed as a list as chunked (it writes
+    // the head before it knows the body is empty); an empty one is said as such, as before.
+    else if (!WITHOUT_DEFAULT_BODY.has(req.method ?? '')) headers['content-length'] = '0';
 
     const upstreamReq = send({
       agent,
       protocol: target.protocol,
-      hostname: target.hostname.replace(/^\[|\]$/g, ''),
+      hostname,
       port: target.port,
       method: req.method,
       path: basePath + (req.url ?? '/'),
-      headers,
+      headers: fieldList(headers),
     });
     /** The final response has been settled (relayed to its end, or answered as an error). */
     let done = false;
@@ -200,6 +214,23 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
       agent.destroy();
     },
   };
+}
+
+/**
+ * The headers as a flat name/value list, the form in which Node writes them straight into the
+ * request head (still validating every name and value) instead of storing each through
+ * `setHeader` first: the same bytes with less work per field. Node adds no Host of its own to a
+ * list; ours is in it.
+ */
+function fieldList(headers: IncomingHttpHeaders): string[] {
+  const list: string[] = [];
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined) continue;
+    if (typeof value === 'string') list.push(name, value);
+    else for (const item of value) list.push(name, item);
+  }
+  return list;
 }
 
 /** A request without a body is ended at once: no client byte is ever streamed unframed. */
