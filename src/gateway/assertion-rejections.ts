@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
 
@@ -25,10 +25,10 @@ export class AssertionRejections {
   ) {}
 
   /** Whether an upstream response may be the backend's assertion refusal (only then is its body read). */
-  static mayBeRejection(upstream: IncomingMessage): boolean {
-    if (upstream.statusCode !== 401) return false;
-    const length = Number(upstream.headers['content-length']);
-    return /json/i.test(upstream.headers['content-type'] ?? '') && length > 0 && length <= MAX_INSPECTED_BYTES;
+  static mayBeRejection(status: number, headers: IncomingHttpHeaders): boolean {
+    if (status !== 401) return false;
+    const length = Number(headers['content-length']);
+    return /json/i.test(headers['content-type'] ?? '') && length > 0 && length <= MAX_INSPECTED_BYTES;
   }
 
   static isRejection(body: Buffer): boolean {

@@ -1,18 +1,12 @@
-import {
-  Agent as HttpAgent,
-  request as httpRequest,
-  type ClientRequest,
-  type IncomingHttpHeaders,
-  type IncomingMessage,
-  type ServerResponse,
-} from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { errors, Pool, type Dispatcher } from 'undici';
 import { sendError } from '../errors/render.js';
 import { forwardedValues } from '../http/forwarded-headers.js';
 import type { BodyFraming } from '../http/request-framing.js';
 import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
 import { AssertionRejections } from './assertion-rejections.js';
+import { responseHeadersOf } from './upstream-response-fields.js';
 import { copyResponseHeaders } from './upstream-response-headers.js';
 
 export interface UpstreamOptions {
@@ -28,21 +22,19 @@ export interface ForwardPlan {
   host: string;
 }
 
-class UpstreamTimeout extends Error {
-  readonly code = 'UPSTREAM_TIMEOUT';
-}
-
-/** Methods Node sends without body framing when no body is given (its useChunkedEncodingByDefault). */
-const WITHOUT_DEFAULT_BODY = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT']);
-
 /** More interim (1xx) responses than this before the final one is an upstream flooding us. */
 const MAX_INTERIM_RESPONSES = 8;
 
+/** Upstream too slow (504 gateway_timeout), as opposed to broken (502 bad_gateway). */
+const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
+
 /**
- * Transport only, on `node:http` (not http-proxy: its passes rewrite framing — `content-length: 0`
- * on DELETE/OPTIONS while still streaming the body —, copy the upstream's `Connection` to the
- * client and write an error after a response has ended; see docs/security.md). Forwards a request
- * that passed the policy chain over a keep-alive pool:
+ * Transport only, on undici's connection pool (not http-proxy: its passes rewrite framing —
+ * `content-length: 0` on DELETE/OPTIONS while still streaming the body —, copy the upstream's
+ * `Connection` to the client and write an error after a response has ended; see docs/security.md;
+ * and not node:http's client: the same exchange costs ~15 µs more CPU through its Agent and
+ * ClientRequest, the largest single cost left on the request path, measured in README
+ * "Performance"). Forwards a request that passed the policy chain over a keep-alive pool:
  * - the body is framed by the gateway: exactly what the parser delimited, with the length or
  *   chunking the edge chose, never an unframed stream;
  * - refused or reset before the response → 502 bad_gateway; no response head within `timeoutMs`
@@ -52,21 +44,31 @@ const MAX_INTERIM_RESPONSES = 8;
  */
 export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: number, logger: Logger, metrics: Metrics) {
   const target = new URL(options.url);
-  const secure = target.protocol === 'https:';
-  // Idle pooled sockets are dropped after 60 s, before common upstream keep-alive timeouts (65 s
-  // for our backend): reusing a socket the upstream is closing at that instant would be a 502.
-  const agentOptions = {
-    keepAlive: true,
-    maxSockets: options.maxSockets,
-    maxFreeSockets: 256,
-    timeout: 60_000,
-    scheduling: 'lifo' as const,
-  };
-  const agent = secure ? new HttpsAgent(agentOptions) : new HttpAgent(agentOptions);
-  const send = secure ? httpsRequest : httpRequest;
   const basePath = target.pathname === '/' ? '' : target.pathname.replace(/\/$/, '');
-  const hostname = target.hostname.replace(/^\[|\]$/g, '');
+  const pool = new Pool(target.origin, {
+    connections: options.maxSockets,
+    // One request at a time per connection: a pipelined upstream answer can never be misattributed.
+    pipelining: 1,
+    headersTimeout: options.timeoutMs,
+    bodyTimeout: options.timeoutMs,
+    connectTimeout: options.timeoutMs,
+    // Idle pooled sockets are dropped 5 s before the upstream's announced keep-alive timeout, and
+    // after 60 s at most: reusing a socket the upstream is closing at that instant would be a 502.
+    keepAliveTimeoutThreshold: 5_000,
+    keepAliveMaxTimeout: 60_000,
+  });
   const assertions = new AssertionRejections(logger, metrics);
+  const shared: Shared = { options, logger, metrics, assertions, delivered: new WeakSet() };
+
+  // Bytes an upstream sends past a complete response frame nothing: undici drops that socket and
+  // no exchange hears of it (each already ended). Counted here, once, unless an exchange got it.
+  pool.on('disconnect', (_origin, _targets, err) => {
+    if (shared.delivered.has(err)) return;
+    if (err instanceof errors.HTTPParserError || (err instanceof errors.SocketError && err.message === 'bad response')) {
+      metrics.exchangeErrors.inc({ side: 'upstream' });
+      metrics.upstreamErrors.inc({ kind: 'after_response' });
+    }
+  });
 
   function forward(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan): void {
     // The client left while the policy chain ran: its close event is past, so nothing below would
@@ -78,132 +80,19 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
     const host = plan.host || target.host;
     Object.assign(headers, forwardedValues(req, trustedProxyHops, host));
     headers.host = host;
-    if (plan.body.kind === 'length') headers['content-length'] = String(plan.body.bytes);
-    else if (plan.body.kind === 'chunked') headers['transfer-encoding'] = 'chunked';
-    // No body: Node would frame a POST-like request it is handed as a list as chunked (it writes
-    // the head before it knows the body is empty); an empty one is said as such, as before.
-    else if (!WITHOUT_DEFAULT_BODY.has(req.method ?? '')) headers['content-length'] = '0';
+    const hasBody = plan.body.kind === 'chunked' || (plan.body.kind === 'length' && plan.body.bytes > 0);
+    // A length the client declared is forwarded as such (undici checks the body against it); a
+    // chunked body stays chunked (undici chunks a stream of unknown length).
+    if (plan.body.kind === 'length' && hasBody) headers['content-length'] = String(plan.body.bytes);
 
-    const upstreamReq = send({
-      agent,
-      protocol: target.protocol,
-      hostname,
-      port: target.port,
-      method: req.method,
-      path: basePath + (req.url ?? '/'),
-      headers: fieldList(headers),
-    });
-    /** The final response has been settled (relayed to its end, or answered as an error). */
-    let done = false;
-    /** The upstream's final response head arrived. */
-    let responded = false;
-    let interim = 0;
-    /** Upstream headers already set on `res` (unsent): an error answer must not carry them. */
-    let copied: string[] = [];
-    const headTimer = setTimeout(() => upstreamReq.destroy(new UpstreamTimeout('upstream timeout')), options.timeoutMs);
-
-    let failed = false;
-    let upstreamResponse: IncomingMessage | undefined;
-    function fail(err: Error): void {
-      clearTimeout(headTimer);
-      if (failed) return;
-      failed = true;
-      if (upstreamResponse?.complete) {
-        // The whole response arrived and the upstream then sent bytes that frame nothing (Node
-        // drops that socket): the client still gets the complete answer; the fault is counted.
-        metrics.exchangeErrors.inc({ side: 'upstream' });
-        metrics.upstreamErrors.inc({ kind: 'after_response' });
-        return;
-      }
-      upstreamReq.destroy();
-      // The client went away first (its close destroyed the upstream request): nobody to answer.
-      if (res.destroyed && !res.headersSent) return;
-      if (done || res.headersSent) {
-        // The response is under way, or complete and the upstream sent bytes past its end: only
-        // this exchange ends, counted; the client sees a truncated response, never a corrupted one.
-        metrics.exchangeErrors.inc({ side: 'upstream' });
-        metrics.upstreamErrors.inc({ kind: res.writableEnded ? 'after_response' : 'aborted_mid_response' });
-        if (!res.writableEnded) res.destroy();
-        return;
-      }
-      done = true;
-      for (const name of copied) res.removeHeader(name);
-      if (err instanceof UpstreamTimeout) {
-        metrics.upstreamErrors.inc({ kind: 'gateway_timeout' });
-        sendError(res, 'gateway_timeout');
-      } else {
-        metrics.upstreamErrors.inc({ kind: 'bad_gateway' });
-        logger.warn(
-          { err: { code: (err as NodeJS.ErrnoException).code, message: err.message }, reqId: req.headers['x-request-id'] },
-          'upstream failed',
-        );
-        sendError(res, 'bad_gateway');
-      }
-    }
-
-    upstreamReq.on('error', fail);
-    // An unrequested 101 (we never send Upgrade): Node would drop the socket without an error.
-    upstreamReq.on('upgrade', (_res, socket) => {
-      socket.destroy();
-      fail(new Error('unrequested protocol upgrade'));
-    });
-    // Whatever else ends the upstream request without a response ends the exchange too, never a hang.
-    upstreamReq.on('close', () => {
-      if (!responded) fail(new Error('upstream closed without a response'));
-    });
-    upstreamReq.on('information', () => {
-      if (++interim > MAX_INTERIM_RESPONSES) fail(new Error(`more than ${MAX_INTERIM_RESPONSES} interim (1xx) responses`));
-    });
-    // An idle socket for `timeoutMs` (a stalled body either way) ends the exchange as well.
-    upstreamReq.setTimeout(options.timeoutMs, () => upstreamReq.destroy(new UpstreamTimeout('upstream idle')));
-    upstreamReq.on('response', (upstreamRes) => {
-      responded = true;
-      upstreamResponse = upstreamRes;
-      clearTimeout(headTimer);
-      if (done) return upstreamRes.destroy();
-      upstreamRes.on('error', fail);
-      // A body cut short ends the client's response too, or the client would wait forever.
-      upstreamRes.once('close', () => {
-        if (!upstreamRes.complete) fail(new Error('upstream response closed before its end'));
-      });
-      if (AssertionRejections.mayBeRejection(upstreamRes)) return inspectUnauthorized(upstreamRes);
-      relay(upstreamRes);
-    });
-
-    function relay(upstreamRes: IncomingMessage, body?: Buffer): void {
-      res.statusCode = upstreamRes.statusCode ?? 502;
-      copied = copyResponseHeaders(upstreamRes, res);
-      if (body) {
-        done = true;
-        res.end(body);
-        return;
-      }
-      upstreamRes.on('end', () => (done = true));
-      upstreamRes.pipe(res);
-    }
-
-    function inspectUnauthorized(upstreamRes: IncomingMessage): void {
-      const chunks: Buffer[] = [];
-      upstreamRes.on('data', (chunk: Buffer) => chunks.push(chunk));
-      upstreamRes.on('end', () => {
-        const body = Buffer.concat(chunks);
-        if (!AssertionRejections.isRejection(body)) return relay(upstreamRes, body);
-        done = true;
-        assertions.record(options.url);
-        metrics.upstreamErrors.inc({ kind: 'assertion_rejected' });
-        sendError(res, 'bad_gateway', 'The upstream refused the gateway’s credentials: a gateway configuration fault, not yours.');
-      });
-    }
-
-    // The client went away (or broke its request body): the upstream request goes too.
-    req.on('error', () => {
-      metrics.exchangeErrors.inc({ side: 'client' });
-      upstreamReq.destroy();
-    });
-    res.on('close', () => {
-      if (!res.writableFinished) upstreamReq.destroy();
-    });
-    sendBody(req, upstreamReq, plan.body);
+    const exchange = new Exchange(shared, req, res);
+    req.on('error', exchange.clientBroke);
+    res.on('close', exchange.clientClosed);
+    if (!hasBody) req.resume();
+    pool.dispatch(
+      { method: req.method ?? 'GET', path: basePath + (req.url ?? '/'), headers: fieldList(headers), body: hasBody ? req : null },
+      exchange,
+    );
   }
 
   return {
@@ -211,16 +100,149 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
     /** For /readyz: the upstream accepts the gateway's assertion (no rejection lately). */
     assertionAccepted: () => assertions.accepted(),
     close(): void {
-      agent.destroy();
+      pool.destroy().catch(() => undefined);
     },
   };
 }
 
+interface Shared {
+  options: UpstreamOptions;
+  logger: Logger;
+  metrics: Metrics;
+  assertions: AssertionRejections;
+  /** Errors an exchange was told of (the pool's disconnect event reports them again). */
+  delivered: WeakSet<Error>;
+}
+
 /**
- * The headers as a flat name/value list, the form in which Node writes them straight into the
- * request head (still validating every name and value) instead of storing each through
- * `setHeader` first: the same bytes with less work per field. Node adds no Host of its own to a
- * list; ours is in it.
+ * One client request and its upstream request, as undici's dispatch handler: its callbacks are
+ * methods of one object per exchange, not a closure and a listener each.
+ */
+class Exchange implements Dispatcher.DispatchHandler {
+  private abortUpstream?: (err?: Error) => void;
+  private interim = 0;
+  /** Upstream headers already set on `res` (unsent): an error answer must not carry them. */
+  private copied: string[] = [];
+  /** The final response has been settled (relayed to its end, or answered as an error). */
+  private settled = false;
+  private failed = false;
+  private clientGone = false;
+  /** A possible assertion refusal (AssertionRejections): its head and body, held until its end. */
+  private held?: { status: number; headers: IncomingHttpHeaders; chunks: Buffer[] };
+  private resumeUpstream?: () => void;
+
+  constructor(
+    private readonly shared: Shared,
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+  ) {}
+
+  onConnect(abort: (err?: Error) => void): void {
+    this.abortUpstream = abort;
+    if (this.clientGone) abort();
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    if (statusCode < 200) {
+      // 1xx are not relayed (the gateway answered any Expect itself); a flood of them ends it.
+      if (++this.interim > MAX_INTERIM_RESPONSES)
+        this.abortUpstream?.(new Error(`more than ${MAX_INTERIM_RESPONSES} interim (1xx) responses`));
+      return true;
+    }
+    const headers = responseHeadersOf(rawHeaders);
+    if (AssertionRejections.mayBeRejection(statusCode, headers)) {
+      this.held = { status: statusCode, headers, chunks: [] };
+      return true;
+    }
+    this.resumeUpstream = resume;
+    this.relayHead(statusCode, headers);
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    if (this.held) {
+      this.held.chunks.push(chunk);
+      return true;
+    }
+    if (this.res.write(chunk)) return true;
+    // The client reads slower than the upstream sends: the upstream waits for it.
+    this.res.once('drain', this.resumeUpstream!);
+    return false;
+  }
+
+  onComplete(): void {
+    this.settled = true;
+    const held = this.held;
+    if (!held) {
+      this.res.end();
+      return;
+    }
+    const body = Buffer.concat(held.chunks);
+    if (!AssertionRejections.isRejection(body)) {
+      this.relayHead(held.status, held.headers);
+      this.res.end(body);
+      return;
+    }
+    const { assertions, metrics, options } = this.shared;
+    assertions.record(options.url);
+    metrics.upstreamErrors.inc({ kind: 'assertion_rejected' });
+    sendError(this.res, 'bad_gateway', 'The upstream refused the gateway’s credentials: a gateway configuration fault, not yours.');
+  }
+
+  onError(err: Error): void {
+    const { res, shared } = this;
+    const { metrics } = shared;
+    shared.delivered.add(err);
+    if (this.failed) return;
+    this.failed = true;
+    // The client went away first (its close aborted the upstream request): nobody to answer.
+    if (this.clientGone || (res.destroyed && !res.headersSent)) return;
+    if (this.settled || res.headersSent) {
+      // The response is under way: only this exchange ends, counted; the client sees a truncated
+      // response, never a corrupted one.
+      metrics.exchangeErrors.inc({ side: 'upstream' });
+      metrics.upstreamErrors.inc({ kind: res.writableEnded ? 'after_response' : 'aborted_mid_response' });
+      if (!res.writableEnded) res.destroy();
+      return;
+    }
+    this.settled = true;
+    for (const name of this.copied) res.removeHeader(name);
+    if (TIMEOUT_CODES.has((err as NodeJS.ErrnoException).code ?? '')) {
+      metrics.upstreamErrors.inc({ kind: 'gateway_timeout' });
+      sendError(res, 'gateway_timeout');
+      return;
+    }
+    metrics.upstreamErrors.inc({ kind: 'bad_gateway' });
+    shared.logger.warn(
+      { err: { code: (err as NodeJS.ErrnoException).code, message: err.message }, reqId: this.req.headers['x-request-id'] },
+      'upstream failed',
+    );
+    sendError(res, 'bad_gateway');
+  }
+
+  /** The client went away before its response ended: the upstream request goes too. */
+  readonly clientClosed = (): void => {
+    if (this.res.writableFinished) return;
+    this.clientGone = true;
+    this.abortUpstream?.();
+  };
+
+  /** The client broke its request body: the upstream request goes too. */
+  readonly clientBroke = (): void => {
+    this.shared.metrics.exchangeErrors.inc({ side: 'client' });
+    this.clientGone = true;
+    this.abortUpstream?.();
+  };
+
+  private relayHead(status: number, headers: IncomingHttpHeaders): void {
+    this.res.statusCode = status;
+    this.copied = copyResponseHeaders(headers, this.res);
+  }
+}
+
+/**
+ * The headers as a flat name/value list, as undici takes them. Node has already joined repeated
+ * request fields into one value (`cookie` with `; `, others with `, `).
  */
 function fieldList(headers: IncomingHttpHeaders): string[] {
   const list: string[] = [];
@@ -231,16 +253,6 @@ function fieldList(headers: IncomingHttpHeaders): string[] {
     else for (const item of value) list.push(name, item);
   }
   return list;
-}
-
-/** A request without a body is ended at once: no client byte is ever streamed unframed. */
-function sendBody(req: IncomingMessage, upstreamReq: ClientRequest, body: BodyFraming): void {
-  if (body.kind === 'none' || (body.kind === 'length' && body.bytes === 0)) {
-    req.resume();
-    upstreamReq.end();
-    return;
-  }
-  req.pipe(upstreamReq);
 }
 
 export type UpstreamProxy = ReturnType<typeof createUpstreamProxy>;

@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { connectionOptions } from '../http/connection-options.js';
 
 // Hop-by-hop response headers (RFC 9110 §7.6.1): they describe the upstream connection, not ours.
@@ -13,9 +13,8 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te'
  * operator's rule is the promise to clients), except `Link`, whose values are merged
  * (RFC 8288 §3: a field may carry many links), the gateway's first.
  */
-export function copyResponseHeaders(upstream: IncomingMessage, res: ServerResponse): string[] {
+export function copyResponseHeaders(headers: IncomingHttpHeaders, res: ServerResponse): string[] {
   const copied: string[] = [];
-  const headers = upstream.headers;
   const listed = connectionOptions(headers.connection);
   for (const name in headers) {
     if (HOP_BY_HOP.has(name) || listed?.includes(name)) continue;

@@ -26,7 +26,7 @@ export const headerOf = (response: WireResponse | undefined, name: string): stri
 export function exchange(
   port: number,
   parts: Array<string | Buffer>,
-  opts: { finalResponses?: number; boundMs?: number; waitForClose?: boolean; head?: boolean } = {},
+  opts: { finalResponses?: number; boundMs?: number; waitForClose?: boolean; head?: boolean; gapMs?: number } = {},
 ): Promise<Exchange> {
   const wanted = opts.finalResponses ?? 1;
   return new Promise((resolve) => {
@@ -56,7 +56,8 @@ export function exchange(
       for (const part of parts) {
         if (socket.destroyed) return;
         socket.write(part);
-        await new Promise((r) => setImmediate(r));
+        // `gapMs`: the next part comes that much later (a body still arriving while the request is forwarded).
+        await new Promise((r) => (opts.gapMs ? setTimeout(r, opts.gapMs) : setImmediate(r)));
       }
     });
   });

@@ -24,6 +24,7 @@ describe("README's 'What the upstream sees'", () => {
     expect(`${request.method} ${request.target}`).toBe('GET /v1/pets/42');
     expect(request.headers.map(([name]) => name)).toEqual([
       'host',
+      'connection',
       'user-agent',
       'accept',
       'x-request-id',
@@ -34,7 +35,6 @@ describe("README's 'What the upstream sees'", () => {
       'x-forwarded-host',
       'x-forwarded-proto',
       'x-forwarded-port',
-      'connection',
     ]);
     expect(Object.fromEntries(request.headers)).toMatchObject({
       host: '127.0.0.1:8080',

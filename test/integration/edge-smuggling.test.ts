@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { EdgeStack } from '../helpers/edge-stack.js';
-import { okResponder as okRespond } from '../helpers/recording-upstream.js';
+import { okResponder as okRespond, type RecordedRequest } from '../helpers/recording-upstream.js';
 
 // Request smuggling: one client request must reach the upstream as exactly one request, framed so
 // the upstream cannot read it as two. Each payload carries a complete second request in its body;
@@ -25,14 +25,41 @@ async function expectOneUpstreamRequest(method: string, target: string, body: st
   expect(stack.upstream.requests[0]!.body.toString()).toBe(body);
 }
 
+/**
+ * A body reaches the upstream framed exactly once: chunked, or with a Content-Length equal to its
+ * length (a chunked body that arrived in full before it was forwarded is sent with its length).
+ */
+function expectFramedOnce(request: RecordedRequest, body: string) {
+  const te = stack.upstream.header(request, 'transfer-encoding');
+  const cl = stack.upstream.header(request, 'content-length');
+  if (te.length > 0) {
+    expect(te).toEqual(['chunked']);
+    expect(cl).toEqual([]);
+  } else {
+    expect(cl).toEqual([String(Buffer.byteLength(body))]);
+  }
+}
+
 describe('smuggling through a body on a method without one', () => {
-  it.each(['DELETE', 'OPTIONS', 'GET'])('a chunked body on %s is forwarded chunked, as one request', async (method) => {
+  it.each(['DELETE', 'OPTIONS', 'GET'])('a chunked body on %s is forwarded framed, as one request', async (method) => {
     const result = await stack.send([
       `${method} /v1/categories/1 HTTP/1.1\r\n${stack.auth}Transfer-Encoding: chunked\r\n\r\n${chunked(SMUGGLED)}`,
     ]);
     expect(result.responses.at(-1)?.status).toBe(200);
     await expectOneUpstreamRequest(method, '/v1/categories/1', SMUGGLED);
+    expectFramedOnce(stack.upstream.requests[0]!, SMUGGLED);
+  });
+
+  it.each(['DELETE', 'POST'])('a chunked body on %s still arriving when forwarded stays chunked', async (method) => {
+    const first = chunked(SMUGGLED).replace(/0\r\n\r\n$/, '');
+    const result = await stack.send(
+      [`${method} /v1/categories/1 HTTP/1.1\r\n${stack.auth}Transfer-Encoding: chunked\r\n\r\n${first}`, '0\r\n\r\n'],
+      { gapMs: 150 },
+    );
+    expect(result.responses.at(-1)?.status).toBe(200);
+    await expectOneUpstreamRequest(method, '/v1/categories/1', SMUGGLED);
     expect(stack.upstream.header(stack.upstream.requests[0]!, 'transfer-encoding')).toEqual(['chunked']);
+    expect(stack.upstream.header(stack.upstream.requests[0]!, 'content-length')).toEqual([]);
   });
 
   it.each(['DELETE', 'OPTIONS', 'GET'])('a Content-Length body on %s is forwarded with its length', async (method) => {

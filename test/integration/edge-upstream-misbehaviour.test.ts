@@ -35,6 +35,12 @@ describe('an upstream that misbehaves before its response starts gives 502 bad_g
       (s) => s.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: evil\r\nConnection: upgrade\r\n\r\n'),
     ],
     ['two Content-Lengths', (s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}')],
+    // The gateway never sends Expect upstream (it answers a client's itself), so a 100 answers nothing it asked.
+    ['an unrequested 100 Continue', (s) => s.write('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}')],
+    [
+      'Content-Length and Transfer-Encoding',
+      (s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n'),
+    ],
   ])('%s', async (_name, misbehave) => {
     stack.upstream.respond = (_request, socket) => misbehave(socket);
     const result = await get();
