@@ -84,7 +84,7 @@ async function profileOne(
   const cpuMs = all.read().proxy!;
   const mainCpuMs = main.read().proxy!;
   const loadEndMs = Date.now();
-  await proc.stop('SIGTERM', 15_000);
+  await stack.stop(proc);
   const exitMs = Date.now();
 
   const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
