@@ -306,11 +306,13 @@ function table(header: string[], rows: string[][]): string {
 const label = (s: { name: string; kind: TargetKind }) =>
   s.kind === 'bare'
     ? 'bare http-proxy-3 (ceiling)'
-    : s.name === 'naive'
-      ? 'naive: http-proxy-3 + rate-limiter-flexible'
-      : s.name === 'fastify'
-        ? 'Fastify: @fastify/http-proxy + rate-limit'
-        : s.name;
+    : s.name === 'bare-undici'
+      ? 'bare undici: pool.request + pipe, no policy'
+      : s.name === 'naive'
+        ? 'naive: http-proxy-3 + rate-limiter-flexible'
+        : s.name === 'fastify'
+          ? 'Fastify: @fastify/http-proxy + rate-limit'
+          : s.name;
 
 function throughputTable(r: BenchResults): string {
   const { sides } = r.throughput!;

@@ -16,7 +16,7 @@ export const PATH = '/v1/categories';
  * What a target is to the report: the ceiling of our proxy stack, a peer gateway users could pick
  * instead, or a tollgate build.
  */
-export type TargetKind = 'bare' | 'peer' | 'tollgate';
+export type TargetKind = 'bare' | 'reference' | 'peer' | 'tollgate';
 
 /** A proxy under test. */
 export interface Target {
@@ -91,6 +91,14 @@ export class Stack {
     };
     if (want.has('bare'))
       await add({ name: 'bare', kind: 'bare', role: 'bare proxy', process: this.startBare('bare-proxy'), usesRedis: false });
+    if (want.has('bare-undici'))
+      await add({
+        name: 'bare-undici',
+        kind: 'reference',
+        role: 'bare undici',
+        process: this.spawn('bare-undici', [peer('bare-undici.ts'), this.backendUrl, this.keyId, 'enterprise'], {}, TS),
+        usesRedis: false,
+      });
     if (want.has('naive'))
       await add({
         name: 'naive',
