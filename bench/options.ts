@@ -25,7 +25,7 @@ export const HELP = `npm run bench -- [options]
                         in Redis, a gateway of its own sent requests over all of them (each pass in a
                         new random order) at --soak-rate for M minutes, its RSS and JS heap sampled
                         every 10 s; judged flat if RSS stays within ±10% of its mean after warmup (the
-                        first pass over every key, at least min(60 s, M/4)). Also the heap per cached
+                        first pass over every key, at least M/4). Also the heap per cached
                         key (forced GC before and after). Issue 14's run:
                         npm run bench -- --phases soak --targets tollgate --keys 100000
   --soak-rate R         requests per second of the soak, open loop (default 1000)

@@ -135,7 +135,7 @@ export interface SoakResults {
   /** keyCache.maxEntries of the gateway's config (also the assertion-token cache's bound). */
   cacheMaxEntries: number;
   keyRecordsWriteSeconds: number;
-  /** Until every key had been sent once, and at least min(60 s, a quarter of the run). */
+  /** A quarter of the run, and at least until every key had been sent once. */
   warmupSeconds: number;
   /** Seconds between samples. */
   sampleSeconds: number;
