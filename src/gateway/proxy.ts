@@ -89,10 +89,13 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
     req.on('error', exchange.clientBroke);
     res.on('close', exchange.clientClosed);
     if (!hasBody) req.resume();
-    pool.dispatch(
-      { method: req.method ?? 'GET', path: basePath + (req.url ?? '/'), headers: fieldList(headers), body: hasBody ? req : null },
-      exchange,
-    );
+    const method = req.method ?? 'GET';
+    const path = basePath + (req.url ?? '/');
+    // false: every connection is busy and the request may wait in the pool's queue, where no
+    // undici timeout runs (headersTimeout starts once it is written): bounded here instead.
+    if (!pool.dispatch({ method, path, headers: fieldList(headers), body: hasBody ? req : null }, exchange)) {
+      exchange.waitAtMost(options.timeoutMs);
+    }
   }
 
   return {
@@ -130,6 +133,9 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** A possible assertion refusal (AssertionRejections): its head and body, held until its end. */
   private held?: { status: number; headers: IncomingHttpHeaders; chunks: Buffer[] };
   private resumeUpstream?: () => void;
+  /** A 204 or 304: answered in full with its head. */
+  private bodiless = false;
+  private queueTimer?: NodeJS.Timeout;
 
   constructor(
     private readonly shared: Shared,
@@ -138,9 +144,23 @@ class Exchange implements Dispatcher.DispatchHandler {
   ) {}
 
   onConnect(abort: (err?: Error) => void): void {
+    if (this.queueTimer) clearTimeout(this.queueTimer);
+    // Nobody waits for this request any more (its client left, or it was answered 504 while
+    // queued): refused by throwing, which undici turns into onError before writing anything and
+    // without closing the connection (abort() would destroy a healthy pooled socket).
+    if (this.clientGone || this.failed) throw new errors.RequestAbortedError();
     this.abortUpstream = abort;
-    if (this.clientGone) abort();
   }
+
+  /** Called when the pool is saturated: a request still queued after `ms` is answered 504. */
+  waitAtMost(ms: number): void {
+    if (this.abortUpstream || this.failed) return;
+    this.queueTimer = setTimeout(this.queuedTooLong, ms);
+  }
+
+  private readonly queuedTooLong = (): void => {
+    if (!this.abortUpstream) this.onError(new errors.HeadersTimeoutError('queued for a connection longer than upstream.timeoutMs'));
+  };
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
     if (statusCode < 200) {
@@ -156,6 +176,14 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
     this.resumeUpstream = resume;
     this.relayHead(statusCode, headers);
+    if (statusCode === 204 || statusCode === 304) {
+      // No content whatever its Content-Length says (RFC 9110 §6.4.1; a 304 may carry the length
+      // a 200 would have had, §8.6): complete now. undici then still compares that length with
+      // the 0 bytes it read and fails the exchange (UND_ERR_RES_CONTENT_LENGTH_MISMATCH).
+      this.bodiless = true;
+      this.settled = true;
+      this.res.end();
+    }
     return true;
   }
 
@@ -171,6 +199,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onComplete(): void {
+    if (this.bodiless) return;
     this.settled = true;
     const held = this.held;
     if (!held) {
@@ -193,8 +222,11 @@ class Exchange implements Dispatcher.DispatchHandler {
     const { res, shared } = this;
     const { metrics } = shared;
     shared.delivered.add(err);
+    if (this.queueTimer) clearTimeout(this.queueTimer);
     if (this.failed) return;
     this.failed = true;
+    // undici's length check on a 204/304 already relayed in full: not a fault of the upstream.
+    if (this.bodiless && (err as NodeJS.ErrnoException).code === 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH') return;
     // The client went away first (its close aborted the upstream request): nobody to answer.
     if (this.clientGone || (res.destroyed && !res.headersSent)) return;
     if (this.settled || res.headersSent) {

@@ -33,7 +33,9 @@ const FIRST_ONLY = new Set([
  * joined with `, ` (RFC 9110 §5.3). Values are Latin-1, byte for byte, as node:http reads them.
  */
 export function responseHeadersOf(raw: Buffer[]): IncomingHttpHeaders {
-  const headers: IncomingHttpHeaders = {};
+  // No prototype: a field named like an Object.prototype member (`constructor`, `toString`,
+  // `__proto__`) is a field like any other, never that member joined to its value.
+  const headers = Object.create(null) as IncomingHttpHeaders;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i]!.toString('latin1').toLowerCase();
     const value = raw[i + 1]!.toString('latin1');
