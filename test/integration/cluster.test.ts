@@ -289,12 +289,14 @@ describe('on a 3-master Redis Cluster', () => {
     } finally {
       await master.launch(); // same port and directory: it rejoins with its nodes.conf
     }
-    // Node losses are logged as transitions, not once per request routed to the lost node (a
-    // loaded machine may see a node drop and return more than once while the cluster settles).
+    // Node losses are logged as transitions, not once per request routed to the lost node: 21
+    // requests went there, so once per request would be 21 lines or more. A loaded machine may
+    // see every node drop and return more than once while the cluster settles (ioredis refreshes
+    // all node connections; 9 lines in 350 ms and a 10th later were seen in one full run).
     await gateways[0]!.process.waitForLog('redis: cluster node lost', 3000);
     const lostLines = gateways[0]!.process.logs().filter((l) => l.msg === 'redis: cluster node lost');
     expect(lostLines.length, JSON.stringify(lostLines)).toBeGreaterThanOrEqual(1);
-    expect(lostLines.length, JSON.stringify(lostLines)).toBeLessThan(10);
+    expect(lostLines.length, JSON.stringify(lostLines)).toBeLessThan(21);
     await cluster.waitForState('ok');
     const degraded = await eventually(
       () => send(key!.key, 0).then((r) => r.headers.get('x-tollgate-degraded')),
