@@ -453,7 +453,6 @@ function soakTable(r: BenchResults): string {
   const at = (x: SoakSample | undefined) => (x ? `${int(x.seconds)} s` : '');
   const rows: string[][] = [
     ['one key cached, after a full GC', mib(s.perKey.before.rssMiB), `${s.perKey.before.heapUsedMiB.toFixed(1)} MiB`],
-    [`end of warmup (${int(s.warmupSeconds)} s)`, '', ''],
   ];
   if (s.rss) {
     const heap = s.heapUsed ? `${int(s.heapUsed.minMiB)}–${int(s.heapUsed.maxMiB)} MiB` : '';

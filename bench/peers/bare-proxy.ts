@@ -1,6 +1,6 @@
 // The ceiling (issue 14): a bare http-proxy-3 with a keep-alive agent, no policy, no logging: the
-// plain Node proxy a user would write. tollgate forwards on node:http itself (src/gateway/proxy.ts);
-// the agent and server options here are the ones it uses.
+// plain Node proxy a user would write. tollgate forwards on undici's pool (src/gateway/proxy.ts;
+// ./bare-undici.ts is that library used the plain way); the server options here are the ones it uses.
 // Run as its own process by the benchmark:
 //   node --import tsx bench/peers/bare-proxy.ts <upstream-url> <key-id> <plan>
 // Prints one JSON line `{"msg":"bare proxy listening","url":…}` on stdout.
