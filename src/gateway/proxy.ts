@@ -82,7 +82,8 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
     headers.host = host;
     const hasBody = plan.body.kind === 'chunked' || (plan.body.kind === 'length' && plan.body.bytes > 0);
     // A length the client declared is forwarded as such (undici checks the body against it); a
-    // chunked body stays chunked (undici chunks a stream of unknown length).
+    // chunked body goes chunked, or with its exact length when it had fully arrived before it was
+    // forwarded (undici measures a body stream that has ended): framed once, either way.
     if (plan.body.kind === 'length' && hasBody) headers['content-length'] = String(plan.body.bytes);
 
     const exchange = new Exchange(shared, req, res);
