@@ -39,7 +39,13 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
         continue;
       case 'toEdge': {
         const windowMs = step.window === 'minute' ? MINUTE_MS : DAY_MS;
-        clock.nowMs = clock.nowMs - (clock.nowMs % windowMs) + windowMs + step.offsetMs;
+        const edgeMs = clock.nowMs - (clock.nowMs % windowMs) + windowMs + step.offsetMs;
+        // The clock never runs backwards (at edge − 1, "edge − 2" means the next window's): the
+        // stores forget a state once its expiry has passed (the memory store's sweep, Redis's
+        // PEXPIREAT on Redis's own clock), and nothing forgotten returns if time then steps back.
+        // Under this injected clock Redis's expiry runs on real time instead, so a step back made
+        // them differ (fast-check seed 91653849: a refusal swept at its expiry, the clock back 1 ms).
+        clock.nowMs = edgeMs >= clock.nowMs ? edgeMs : edgeMs + windowMs;
         continue;
       }
       case 'reloadPlans':
