@@ -127,15 +127,13 @@ class Exchange implements Dispatcher.DispatchHandler {
   private interim = 0;
   /** Upstream headers already set on `res` (unsent): an error answer must not carry them. */
   private copied: string[] = [];
-  /** The final response has been settled (relayed to its end, or answered as an error). */
+  /** The final response has been settled: relayed to its end (a 204/304 with its head), or answered as an error. */
   private settled = false;
   private failed = false;
   private clientGone = false;
   /** A possible assertion refusal (AssertionRejections): its head and body, held until its end. */
   private held?: { status: number; headers: IncomingHttpHeaders; chunks: Buffer[] };
   private resumeUpstream?: () => void;
-  /** A 204 or 304: answered in full with its head. */
-  private bodiless = false;
   private queueTimer?: NodeJS.Timeout;
 
   constructor(
@@ -181,7 +179,6 @@ class Exchange implements Dispatcher.DispatchHandler {
       // No content whatever its Content-Length says (RFC 9110 §6.4.1; a 304 may carry the length
       // a 200 would have had, §8.6): complete now. undici then still compares that length with
       // the 0 bytes it read and fails the exchange (UND_ERR_RES_CONTENT_LENGTH_MISMATCH).
-      this.bodiless = true;
       this.settled = true;
       this.res.end();
     }
@@ -200,7 +197,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onComplete(): void {
-    if (this.bodiless) return;
+    // Settled before its end only as a 204/304, answered with its head.
+    if (this.settled) return;
     this.settled = true;
     const held = this.held;
     if (!held) {
@@ -226,8 +224,9 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.queueTimer) clearTimeout(this.queueTimer);
     if (this.failed) return;
     this.failed = true;
-    // undici's length check on a 204/304 already relayed in full: not a fault of the upstream.
-    if (this.bodiless && (err as NodeJS.ErrnoException).code === 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH') return;
+    // undici's length check on a 204/304 already relayed in full (the only response settled
+    // before undici's end of it): not a fault of the upstream.
+    if (this.settled && (err as NodeJS.ErrnoException).code === 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH') return;
     // The client went away first (its close aborted the upstream request): nobody to answer.
     if (this.clientGone || (res.destroyed && !res.headersSent)) return;
     if (this.settled || res.headersSent) {

@@ -1,4 +1,4 @@
-import { Cluster, type ChainableCommander } from 'ioredis';
+import { Cluster, type ChainableCommander, type Redis } from 'ioredis';
 import type { RedisClient } from './connect.js';
 import type { BanPolicy, Quota } from '../../config/plans-schema.js';
 import type { QuotaOutcome, Verdict } from '../../quota/quota-state.js';
@@ -40,7 +40,8 @@ interface Request {
 export class RedisQuotaStore implements QuotaStore {
   private readonly commands: QuotaCommands;
   private readonly batches = new TurnBatches<Request, QuotaOutcome>((requests) => this.decide(requests), MAX_BATCH);
-  /** The script calls of this turn, written together (single server only; see `quotaCall`). */
+  /** A single server (not a Cluster): its script calls of one turn are written together (`quotaCall`). */
+  private readonly single?: Redis;
   private turnPipeline?: ChainableCommander;
 
   /**
@@ -48,9 +49,10 @@ export class RedisQuotaStore implements QuotaStore {
    * injected clock. Production leaves it out: replicas must share Redis's clock.
    */
   constructor(
-    private readonly redis: RedisClient,
+    redis: RedisClient,
     private readonly testClock?: () => number,
   ) {
+    if (!(redis instanceof Cluster)) this.single = redis;
     redis.defineCommand('tgQuota', { numberOfKeys: 1, lua: QUOTA_SCRIPT });
     redis.defineCommand('tgQuotaUsage', { numberOfKeys: 1, lua: USAGE_SCRIPT });
     redis.defineCommand('tgUnban', { numberOfKeys: 1, lua: UNBAN_SCRIPT });
@@ -107,10 +109,10 @@ export class RedisQuotaStore implements QuotaStore {
    * pipeline there must hold one slot, and it groups the calls by node itself.
    */
   private quotaCall(key: string, ...args: Array<string | number>): Promise<number[]> {
-    if (this.redis instanceof Cluster) return this.commands.tgQuota(key, ...args);
+    if (!this.single) return this.commands.tgQuota(key, ...args);
     let pipeline = this.turnPipeline;
     if (!pipeline) {
-      pipeline = this.turnPipeline = this.redis.pipeline();
+      pipeline = this.turnPipeline = this.single.pipeline();
       // After this turn's flush (turn-batches.ts) has added every key's call.
       queueMicrotask(() => {
         this.turnPipeline = undefined;
