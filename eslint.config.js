@@ -4,8 +4,8 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
-// The import graph flows one way: cli → gateway | admin | backend → quota, identity, keys → store
-// → config, errors, observability, http. Each folder lists what it may never import.
+// The import graph flows one way: cli → gateway | admin | backend → quota, identity, keys,
+// upstream → store → config, errors, observability, http. Each folder lists what it may never import.
 const servers = ['gateway', 'admin', 'backend', 'cli'];
 const FORBIDDEN = {
   'src/backend': ['gateway', 'admin', 'cli'],
@@ -14,6 +14,7 @@ const FORBIDDEN = {
   'src/quota': servers,
   'src/identity': servers,
   'src/keys': servers,
+  'src/upstream': [...servers, 'quota', 'identity', 'keys', 'store'],
   'src/store': servers,
   'src/config': [...servers, 'quota', 'identity', 'keys'],
   'src/errors': [...servers, 'quota', 'identity', 'keys', 'store', 'config'],

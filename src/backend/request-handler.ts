@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import type { ErrorCode } from '../errors/registry.js';
 import { sendError } from '../errors/render.js';
 import type { BackendDeps } from './backend-deps.js';
-import { discardRestOfBody } from './discard-rest-of-body.js';
+import { discardRestOfBody } from '../http/discard-rest-of-body.js';
 import { errorReply, writeReply, type Reply } from './reply.js';
 import { matchRoute } from './routes.js';
 

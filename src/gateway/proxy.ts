@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { errors, Pool, type Dispatcher } from 'undici';
+import { errors, type Dispatcher } from 'undici';
 import { sendError } from '../errors/render.js';
+import { discardRestOfBody } from '../http/discard-rest-of-body.js';
 import { forwardedValues } from '../http/forwarded-headers.js';
 import type { BodyFraming } from '../http/request-framing.js';
 import type { Logger } from '../observability/log.js';
@@ -8,6 +9,9 @@ import type { Metrics } from '../observability/metrics.js';
 import { AssertionRejections } from './assertion-rejections.js';
 import { responseHeadersOf } from './upstream-response-fields.js';
 import { copyResponseHeaders } from './upstream-response-headers.js';
+import { ClientBody } from '../upstream/client-body.js';
+import { connectionPool, freshConnection } from '../upstream/connection-pool.js';
+import { mayResendOnFreshConnection } from '../upstream/stale-connection-retry.js';
 
 export interface UpstreamOptions {
   url: string;
@@ -45,20 +49,24 @@ const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'
 export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: number, logger: Logger, metrics: Metrics) {
   const target = new URL(options.url);
   const basePath = target.pathname === '/' ? '' : target.pathname.replace(/\/$/, '');
-  const pool = new Pool(target.origin, {
-    connections: options.maxSockets,
-    // One request at a time per connection: a pipelined upstream answer can never be misattributed.
-    pipelining: 1,
-    headersTimeout: options.timeoutMs,
-    bodyTimeout: options.timeoutMs,
-    connectTimeout: options.timeoutMs,
-    // Idle pooled sockets are dropped 5 s before the upstream's announced keep-alive timeout, and
-    // after 60 s at most: reusing a socket the upstream is closing at that instant would be a 502.
-    keepAliveTimeoutThreshold: 5_000,
-    keepAliveMaxTimeout: 60_000,
-  });
+  // Kept-alive connections, reused by the rule of connection-pool.ts.
+  const pool = connectionPool(target.origin, options);
   const assertions = new AssertionRejections(logger, metrics);
-  const shared: Shared = { options, logger, metrics, assertions, delivered: new WeakSet() };
+  const shared: Shared = {
+    options,
+    logger,
+    metrics,
+    assertions,
+    delivered: new WeakSet(),
+    // A request found a kept-alive connection closed under it: once more, on a new connection.
+    resend(dispatch, handler) {
+      metrics.upstreamRetries.inc({ reason: 'closed_connection' });
+      const client = freshConnection(target.origin, options);
+      client.dispatch(dispatch, handler);
+      // Closes once that one request is done.
+      client.close().catch(() => undefined);
+    },
+  };
 
   // Bytes an upstream sends past a complete response frame nothing: undici drops that socket and
   // no exchange hears of it (each already ended). Counted here, once, unless an exchange got it.
@@ -86,17 +94,15 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
     // forwarded (undici measures a body stream that has ended): framed once, either way.
     if (plan.body.kind === 'length' && hasBody) headers['content-length'] = String(plan.body.bytes);
 
-    const exchange = new Exchange(shared, req, res);
+    const method = req.method ?? 'GET';
+    const dispatch = { method, path: basePath + (req.url ?? '/'), headers: fieldList(headers), body: hasBody ? new ClientBody(req) : null };
+    const exchange = new Exchange(shared, req, res, dispatch);
     req.on('error', exchange.clientBroke);
     res.on('close', exchange.clientClosed);
     if (!hasBody) req.resume();
-    const method = req.method ?? 'GET';
-    const path = basePath + (req.url ?? '/');
     // false: every connection is busy and the request may wait in the pool's queue, where no
     // undici timeout runs (headersTimeout starts once it is written): bounded here instead.
-    if (!pool.dispatch({ method, path, headers: fieldList(headers), body: hasBody ? req : null }, exchange)) {
-      exchange.waitAtMost(options.timeoutMs);
-    }
+    if (!pool.dispatch(dispatch, exchange)) exchange.waitAtMost(options.timeoutMs);
   }
 
   return {
@@ -116,7 +122,10 @@ interface Shared {
   assertions: AssertionRejections;
   /** Errors an exchange was told of (the pool's disconnect event reports them again). */
   delivered: WeakSet<Error>;
+  resend(dispatch: UpstreamDispatch, handler: Exchange): void;
 }
+
+type UpstreamDispatch = Dispatcher.DispatchOptions & { body: ClientBody | null };
 
 /**
  * One client request and its upstream request, as undici's dispatch handler: its callbacks are
@@ -135,11 +144,14 @@ class Exchange implements Dispatcher.DispatchHandler {
   private held?: { status: number; headers: IncomingHttpHeaders; chunks: Buffer[] };
   private resumeUpstream?: () => void;
   private queueTimer?: NodeJS.Timeout;
+  /** Sent a second time already (stale-connection-retry.ts). */
+  private resent = false;
 
   constructor(
     private readonly shared: Shared,
     private readonly req: IncomingMessage,
     private readonly res: ServerResponse,
+    private dispatch: UpstreamDispatch,
   ) {}
 
   onConnect(abort: (err?: Error) => void): void {
@@ -223,6 +235,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     shared.delivered.add(err);
     if (this.queueTimer) clearTimeout(this.queueTimer);
     if (this.failed) return;
+    if (this.mayResend(err)) return this.resend();
     this.failed = true;
     // undici's length check on a 204/304 already relayed in full (the only response settled
     // before undici's end of it): not a fault of the upstream.
@@ -252,9 +265,39 @@ class Exchange implements Dispatcher.DispatchHandler {
     sendError(res, 'bad_gateway');
   }
 
-  /** The client went away before its response ended: the upstream request goes too. */
+  private mayResend(error: Error): boolean {
+    if (this.clientGone || this.res.headersSent || this.settled || this.held) return false;
+    return mayResendOnFreshConnection({
+      method: this.dispatch.method,
+      error,
+      responseStarted: this.interim > 0,
+      bodyBytesTaken: this.dispatch.body?.takenBytes ?? 0,
+      retried: this.resent,
+    });
+  }
+
+  private resend(): void {
+    this.resent = true;
+    this.abortUpstream = undefined;
+    const { dispatch } = this;
+    dispatch.body?.destroy();
+    this.dispatch = { ...dispatch, body: dispatch.body && new ClientBody(this.req) };
+    this.shared.resend(this.dispatch, this);
+  }
+
+  /**
+   * The response has ended (or the client left). A request body the upstream did not read to its
+   * end — it answered early (413, 401, …) or failed — is read and dropped, bounded, so the
+   * client's next request on this connection is reached, not stuck behind it.
+   */
   readonly clientClosed = (): void => {
-    if (this.res.writableFinished) return;
+    if (this.res.writableFinished) {
+      if (!this.req.complete) {
+        this.dispatch.body?.destroy();
+        discardRestOfBody(this.req);
+      }
+      return;
+    }
     this.clientGone = true;
     this.abortUpstream?.();
   };

@@ -67,6 +67,12 @@ export function createMetrics() {
       labelNames: ['kind'] as const,
       registers: [registry],
     }),
+    upstreamRetries: new Counter({
+      name: 'tollgate_upstream_retries_total',
+      help: 'Requests sent to the upstream a second time, by reason (closed_connection: a kept-alive connection closed under an idempotent request).',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
     exchangeErrors: new Counter({
       name: 'tollgate_exchange_errors_total',
       help: 'Stream errors after a response started, each ending only its own exchange, by side (client, upstream).',
