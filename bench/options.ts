@@ -1,10 +1,12 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { REPO_ROOT } from '../test/harness/tollgate.js';
-import { DEFAULT_TARGETS, TARGET_NAMES } from './targets.js';
+import { DEFAULT_TARGETS, TARGET_NAMES, UPSTREAM_NAMES, type UpstreamName } from './targets.js';
 
 export const PHASES = ['throughput', 'latency', 'overlimit', 'memory', 'profile', 'soak'] as const;
 export type Phase = (typeof PHASES)[number];
+export const PIN_MODES = ['split', 'loadgen', 'none'] as const;
+export type PinMode = (typeof PIN_MODES)[number];
 
 export const HELP = `npm run bench -- [options]
 
@@ -12,6 +14,14 @@ export const HELP = `npm run bench -- [options]
   --duration S          seconds per throughput round (default 10)
   --warmup S            seconds of warmup per side, not measured (default 5)
   --connections N       keep-alive connections (default 50)
+  --upstreams LIST      what the throughput phase runs every target in front of, comma-separated, of
+                        plain (a plain Node http.createServer with defaults: Keep-Alive timeout=5),
+                        bundled (the category backend: timeout=65); default both, one table each.
+                        The other phases use the bundled backend
+  --pin MODE            the throughput phase's CPUs (needs taskset; 2+ CPUs): split (default): wrk on
+                        the last CPU, the proxy under test on the others, upstreams and Redis free;
+                        loadgen: only wrk pinned; none
+  --wrk-threads N       wrk's threads (default 1: one CPU's worth of load generator)
   --latency-duration S  seconds per fixed-rate round (default 10)
   --latency-rounds N    alternating fixed-rate rounds per side (default 2)
   --rate N              fixed rate of the latency rounds (default: half the bare proxy's maximum)
@@ -50,6 +60,9 @@ export interface Options {
   durationSeconds: number;
   warmupSeconds: number;
   connections: number;
+  upstreams: UpstreamName[];
+  pin: PinMode;
+  wrkThreads: number;
   latencySeconds: number;
   latencyRounds: number;
   rate?: number;
@@ -75,6 +88,9 @@ export function parseOptions(argv: string[]): Options | 'help' {
       duration: { type: 'string' },
       warmup: { type: 'string' },
       connections: { type: 'string' },
+      upstreams: { type: 'string' },
+      pin: { type: 'string' },
+      'wrk-threads': { type: 'string' },
       'latency-duration': { type: 'string' },
       'latency-rounds': { type: 'string' },
       rate: { type: 'string' },
@@ -118,8 +134,17 @@ export function parseOptions(argv: string[]): Options | 'help' {
     if (!(TARGET_NAMES as readonly string[]).includes(name))
       throw new Error(`unknown target "${name}" (targets: ${TARGET_NAMES.join(', ')})`);
   }
+  const upstreams = (values.upstreams ?? UPSTREAM_NAMES.join(',')).split(',') as UpstreamName[];
+  for (const name of upstreams) {
+    if (!UPSTREAM_NAMES.includes(name)) throw new Error(`unknown upstream "${name}" (upstreams: ${UPSTREAM_NAMES.join(', ')})`);
+  }
+  const pin = (values.pin ?? 'split') as PinMode;
+  if (!PIN_MODES.includes(pin)) throw new Error(`unknown --pin "${pin}" (of ${PIN_MODES.join(', ')})`);
   return {
     targets,
+    upstreams,
+    pin,
+    wrkThreads: int(values['wrk-threads'], 1, 'wrk-threads'),
     compare: values.compare ?? [],
     rounds: int(values.rounds, quick ? 1 : 3, 'rounds'),
     durationSeconds: int(values.duration, quick ? 3 : 10, 'duration'),

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { ProfileDiff, ProfileSummary } from './profile-summary.js';
 import type { TargetKind } from './stack.js';
+import type { UpstreamName } from './targets.js';
 
 export interface LatencyStats {
   p50Ms: number;
@@ -26,8 +27,12 @@ export interface RedisPerRequest {
 export interface Side {
   name: string;
   kind: TargetKind;
+  /** What it forwarded to (absent in results from before issue 21: the bundled backend). */
+  upstream?: UpstreamName;
   /** Mean over the measured rounds. */
   requestsPerSecond: number;
+  /** Median over the measured rounds. */
+  medianRequestsPerSecond?: number;
   roundsRequestsPerSecond: number[];
   /** Round by round, this side's requests/s over the bare proxy's in the same round. */
   roundRatios: number[];
@@ -41,14 +46,24 @@ export interface Side {
   latency: LatencyStats;
   non2xx: number;
   errors: number;
-  /** CPU microseconds per request of each process (proxy = this side's proxy process). */
+  /**
+   * CPU microseconds per request of each process: proxy (this side's), upstream, redis, loadgen
+   * (wrk; `backend` instead of `upstream` in results from before issue 21).
+   */
   cpuUsPerRequest: Record<string, number>;
+  /** Round by round, the TCP connections the upstream accepted: the ones this proxy opened. */
+  upstreamConnectionsPerRound?: number[];
+  upstreamConnectionsPerRequest?: number;
   redis?: RedisPerRequest;
 }
 
 export interface ThroughputResults {
-  /** In round order: bare, the peers, tollgate builds. */
+  /** In front of the bundled backend, in round order: bare, the peers, tollgate builds. */
   sides: Side[];
+  /** The same targets in front of the plain Node upstream (http.createServer, defaults). */
+  plainSides?: Side[];
+  /** The load generator, and which CPUs it and the proxies ran on. */
+  loadGenerator?: string;
 }
 
 export interface LatencySide {
@@ -184,6 +199,8 @@ export interface BenchResults {
 }
 
 interface Target {
+  /** The issue that set it. */
+  issue?: number;
   what: string;
   target: string;
   measured: string;
@@ -209,11 +226,40 @@ const named = <T extends { name: string }>(sides: T[] | undefined, name: string)
 
 export function targets(r: BenchResults): Target[] {
   const list: Target[] = [];
+  const p = named(r.throughput?.plainSides, 'tollgate');
+  if (p) {
+    // Issue 21, in front of the plain Node upstream, judged on the median of the round ratios.
+    const ratios = [
+      { versus: 'bare proxy', median: p.medianRoundRatio, ofMeans: p.ratioToBare, wanted: 0.95, target: '≥ 0.95× (stretch 1.2×)' },
+      { versus: 'the better Node peer', median: p.medianRoundRatioToBestPeer, ofMeans: p.ratioToBestPeer, wanted: 1.25, target: '≥ 1.25×' },
+    ];
+    for (const { versus, median, ofMeans, wanted, target } of ratios) {
+      if (median === undefined) continue;
+      list.push({
+        issue: 21,
+        what: `plain Node upstream: throughput vs ${versus}`,
+        target,
+        measured: `${ratio(median)} round median (of means ${ratio(ofMeans)})`,
+        met: median >= wanted,
+      });
+    }
+    const opened = p.upstreamConnectionsPerRound;
+    const clients = Number(r.options.connections);
+    if (opened?.length) {
+      list.push({
+        issue: 21,
+        what: 'plain Node upstream: connections tollgate opened per round',
+        target: `≤ 2 × client connections (${2 * clients})`,
+        measured: `${opened.map(int).join(' / ')} (${per(p.upstreamConnectionsPerRequest ?? NaN)} per request)`,
+        met: Math.max(...opened) <= 2 * clients,
+      });
+    }
+  }
   const t = named(r.throughput?.sides, 'tollgate');
   if (t) {
     if (t.ratioToBestPeer !== undefined) {
       list.push({
-        what: 'throughput vs the better Node peer',
+        what: 'bundled backend: throughput vs the better Node peer',
         target: '≥ 1.10×',
         measured: `${ratio(t.ratioToBestPeer)} (round median ${ratio(t.medianRoundRatioToBestPeer)})`,
         met: t.ratioToBestPeer >= 1.1,
@@ -221,7 +267,7 @@ export function targets(r: BenchResults): Target[] {
     }
     if (t.ratioToBare !== undefined) {
       list.push({
-        what: 'throughput vs bare proxy',
+        what: 'bundled backend: throughput vs bare proxy',
         target: '≥ 0.75× (stretch 0.90×)',
         measured: `${ratio(t.ratioToBare)} (round median ${ratio(t.medianRoundRatio)})`,
         met: t.ratioToBare >= 0.75,
@@ -314,29 +360,37 @@ const label = (s: { name: string; kind: TargetKind }) =>
           ? 'Fastify: @fastify/http-proxy + rate-limit'
           : s.name;
 
-function throughputTable(r: BenchResults): string {
-  const { sides } = r.throughput!;
+const UPSTREAM_LABELS: Record<UpstreamName, string> = {
+  plain: 'plain Node upstream (http.createServer, defaults: Keep-Alive timeout=5)',
+  bundled: 'bundled backend (timeout=65)',
+};
+
+/** One table per upstream: req/s and ratios as medians over the alternating rounds. */
+function throughputTable(r: BenchResults, sides: Side[], upstream: UpstreamName): string {
   const rounds = sides[0]?.roundsRequestsPerSecond.length ?? 0;
   const bareCpu = sides.find((s) => s.kind === 'bare')?.cpuUsPerRequest.proxy;
+  const cpu = (s: Side, name: string) => int(s.cpuUsPerRequest[name] ?? NaN);
   return table(
     [
-      `GET /v1/categories, ${r.options.connections} connections, ${rounds} × ${r.options.durationSeconds} s each, alternating`,
-      'req/s',
-      '× bare (round median)',
-      '× best peer (round median)',
+      `GET /v1/categories → ${UPSTREAM_LABELS[upstream]}; ${r.options.connections} connections, ${rounds} × ${r.options.durationSeconds} s each, alternating`,
+      'req/s (median)',
+      '× bare (median of rounds)',
+      '× best peer (median of rounds)',
+      'proxy CPU µs/request (× bare)',
+      'upstream / wrk CPU µs/request',
+      'upstream connections opened, per round',
       'p50 / p99',
-      'CPU µs/request (× bare)',
       'errors / non-2xx',
     ],
     sides.map((s) => [
       s.kind === 'tollgate' ? `**${label(s)}**` : label(s),
-      int(s.requestsPerSecond),
-      s.kind === 'bare' || s.ratioToBare === undefined ? '' : `${ratio(s.ratioToBare)} (${ratio(s.medianRoundRatio)})`,
-      s.kind !== 'tollgate' || s.ratioToBestPeer === undefined
-        ? ''
-        : `**${ratio(s.ratioToBestPeer)}** (${ratio(s.medianRoundRatioToBestPeer)})`,
+      int(s.medianRequestsPerSecond ?? s.requestsPerSecond),
+      s.kind === 'bare' || s.medianRoundRatio === undefined ? '' : ratio(s.medianRoundRatio),
+      s.kind !== 'tollgate' || s.medianRoundRatioToBestPeer === undefined ? '' : `**${ratio(s.medianRoundRatioToBestPeer)}**`,
+      `${cpu(s, 'proxy')}${s.kind === 'bare' || bareCpu === undefined ? '' : ` (${ratio((s.cpuUsPerRequest.proxy ?? NaN) / bareCpu)})`}`,
+      `${cpu(s, s.cpuUsPerRequest.upstream === undefined ? 'backend' : 'upstream')} / ${cpu(s, 'loadgen')}`,
+      s.upstreamConnectionsPerRound ? s.upstreamConnectionsPerRound.map(int).join(' / ') : '',
       `${ms(s.latency.p50Ms)} / ${ms(s.latency.p99Ms)}`,
-      `${int(s.cpuUsPerRequest.proxy ?? NaN)}${s.kind === 'bare' || bareCpu === undefined ? '' : ` (${ratio((s.cpuUsPerRequest.proxy ?? NaN) / bareCpu)})`}`,
       `${s.errors} / ${s.non2xx}`,
     ]),
   );
@@ -504,7 +558,9 @@ export function markdownReport(r: BenchResults): string {
     `Measured ${r.date.slice(0, 10)} on ${r.machine.cpus} CPUs (${r.machine.model}), Node ${r.machine.node}, load average at start ${load}; ` +
       'load generator, gateway, upstream and Redis share the machine, so only the ratios carry over to another machine.',
   ];
-  if (r.throughput) parts.push(throughputTable(r));
+  if (r.throughput?.loadGenerator) parts.push(`Throughput load: ${r.throughput.loadGenerator}.`);
+  if (r.throughput?.plainSides) parts.push(throughputTable(r, r.throughput.plainSides, 'plain'));
+  if (r.throughput?.sides.length) parts.push(throughputTable(r, r.throughput.sides, 'bundled'));
   if (r.latency) parts.push(latencyTable(r));
   const redis = redisTable(r);
   if (redis) parts.push(redis);
@@ -514,8 +570,8 @@ export function markdownReport(r: BenchResults): string {
   if (t.length)
     parts.push(
       table(
-        ['target (issue 14)', 'wanted', 'measured', 'met'],
-        t.map((x) => [x.what, x.target, x.measured, x.met === null ? 'n/a' : x.met ? 'yes' : '**no**']),
+        ['target', 'issue', 'wanted', 'measured', 'met'],
+        t.map((x) => [x.what, String(x.issue ?? 14), x.target, x.measured, x.met === null ? 'n/a' : x.met ? 'yes' : '**no**']),
       ),
     );
   return `${parts.join('\n\n')}\n`;

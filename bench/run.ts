@@ -1,8 +1,10 @@
 // `npm run bench`: tollgate with its full default policy, in Redis and embedded mode, against a
 // bare http-proxy-3 (the ceiling of our proxy stack) and two peer gateways users could pick
 // instead (bench/peers/), on the same upstream, in one run on this machine, so every figure is a
-// ratio that holds on any machine. `--compare REF` adds tollgate built from another commit.
-// `npm run bench -- --help` lists the options.
+// ratio that holds on any machine. The throughput phase runs every target in front of a plain Node
+// upstream with defaults as well as the bundled backend, under wrk (bench/wrk.ts; `apt-get install
+// wrk`). `--compare REF` adds tollgate built from another commit. `npm run bench -- --help` lists
+// the options.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +18,7 @@ import { profilePhase } from './phases/profile.js';
 import { soakPhase } from './phases/soak.js';
 import { throughputPhase } from './phases/throughput.js';
 import { removeWorkDir, workDir } from './processes.js';
+import { requireWrk } from './wrk.js';
 import { markdownReport, textReport, type BenchResults } from './report.js';
 import { Stack } from './stack.js';
 
@@ -25,6 +28,8 @@ async function main(): Promise<void> {
     say(HELP);
     return;
   }
+  // Before anything starts: the throughput phase cannot run without wrk.
+  if (options.phases.has('throughput')) requireWrk();
   const started = Date.now();
   const machine = { cpus: cpus().length, model: cpus()[0]?.model ?? 'unknown', node: process.version, loadAverageAtStart: loadavg() };
   say(
@@ -46,12 +51,11 @@ async function main(): Promise<void> {
     throw err;
   });
   try {
-    say(
-      `redis ${stack.redis.url}, backend ${stack.backendUrl}, ${stack
-        .targets()
-        .map((t) => `${t.name} ${t.url}`)
-        .join(', ')}; scratch ${workDir()}`,
-    );
+    for (const upstream of stack.upstreams()) {
+      const targets = stack.targetsFor(upstream.name);
+      say(`${upstream.name} upstream ${upstream.url}: ${targets.map((t) => `${t.name} ${t.url}`).join(', ')}`);
+    }
+    say(`redis ${stack.redis.url}; scratch ${workDir()}`);
     await sanityCheck(stack);
     const results: BenchResults = {
       date: new Date().toISOString(),
@@ -72,9 +76,12 @@ async function main(): Promise<void> {
     stack.assertRunning();
     if (options.phases.has('soak')) results.soak = await soakPhase(stack, options);
 
-    for (const target of stack.targets()) {
-      const problems = target.process.problems();
-      if (problems.length > 0) say(`\n${target.name} warnings and errors (since the last phase):\n${problems.slice(0, 10).join('\n')}`);
+    for (const upstream of stack.upstreams()) {
+      for (const target of stack.targetsFor(upstream.name)) {
+        const problems = target.process.problems();
+        if (problems.length > 0)
+          say(`\n${target.name} (→ ${upstream.name}) warnings and errors (since the last phase):\n${problems.slice(0, 10).join('\n')}`);
+      }
     }
 
     results.machine.loadAverageAtEnd = loadavg();
@@ -94,10 +101,10 @@ async function main(): Promise<void> {
 
 /** Every proxy answers 200 through to the backend, and each tollgate's answer carries its policy's headers. */
 async function sanityCheck(stack: Stack): Promise<void> {
-  for (const target of stack.targets()) {
+  for (const target of stack.upstreams().flatMap((u) => stack.targetsFor(u.name))) {
     const res = await fetch(`${target.url}/v1/categories`, { headers: stack.headers });
     const body = await res.text();
-    if (res.status !== 200) throw new Error(`${target.name} answered ${res.status}: ${body.slice(0, 300)}`);
+    if (res.status !== 200) throw new Error(`${target.name} (→ ${target.upstream}) answered ${res.status}: ${body.slice(0, 300)}`);
     if (target.kind === 'tollgate' && (!res.headers.get('x-ratelimit-limit') || !res.headers.get('x-request-id'))) {
       throw new Error(`${target.name} answered without its rate-limit and request-id headers`);
     }

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { Redis } from 'ioredis';
 import { freePort } from '../test/harness/free-port.js';
 import { NodeProcess } from '../test/harness/node-process.js';
@@ -9,6 +10,7 @@ import { createKeyWithCli } from './keys.js';
 import type { Options } from './options.js';
 import { logFileOf } from './processes.js';
 import { QUOTA_VARIANT_NAMES, quotaVariantConfig } from './quota-variants.js';
+import type { UpstreamName } from './targets.js';
 
 export const PATH = '/v1/categories';
 
@@ -18,10 +20,20 @@ export const PATH = '/v1/categories';
  */
 export type TargetKind = 'bare' | 'reference' | 'peer' | 'tollgate';
 
+export interface Upstream {
+  name: UpstreamName;
+  url: string;
+  process: NodeProcess;
+  /** Serves `{"accepted":N}`: the TCP connections the upstream has accepted (./peers/count-connections.ts). */
+  connectionsUrl: string;
+}
+
 /** A proxy under test. */
 export interface Target {
   name: string;
   kind: TargetKind;
+  /** The upstream it forwards to. */
+  upstream: UpstreamName;
   url: string;
   process: NodeProcess;
   /** Talks to the run's Redis (its commands are counted per request). */
@@ -33,12 +45,16 @@ export interface Target {
 // Peers and launchers are TypeScript run by tsx, as `npm run bench` runs this file.
 const TS = ['--import', 'tsx'];
 const peer = (file: string) => join(REPO_ROOT, 'bench/peers', file);
+/** Preloaded into both upstreams: counts the connections they accept. */
+const COUNT_CONNECTIONS = [...TS, '--import', pathToFileURL(peer('count-connections.ts')).href];
 const ENTERPRISE_QUOTAS = ['--per-minute', '100000000', '--per-day', '1000000000'];
 
 /**
  * Everything a run needs, each in its own process (test/harness/ starts them): a redis-server,
  * the category backend as the shared upstream, the bare proxy, the peer gateways, tollgate (Redis
- * and embedded) and any other builds of it, and an API key created with the CLI.
+ * and embedded) and any other builds of it, and an API key created with the CLI. When the
+ * throughput phase runs in front of the plain Node upstream too (--upstreams), that upstream and a
+ * second set of the same targets, forwarding to it.
  */
 export class Stack {
   private readonly processes: NodeProcess[] = [];
@@ -46,9 +62,13 @@ export class Stack {
   readonly admin: Redis;
   backendUrl = '';
   private backend!: NodeProcess;
+  private readonly upstreamList: Upstream[] = [];
   keyId = '';
   headers: Record<string, string> = {};
+  /** In front of the bundled backend: what every phase measures. */
   private all: Target[] = [];
+  /** The same targets in front of the plain Node upstream (throughput phase only). */
+  private plain: Target[] = [];
   // Gateways, peers, backend and bare proxy share an assertion secret of this run's own.
   private readonly secretEnv = { TOLLGATE_ASSERTION_SECRET: randomBytes(48).toString('base64') };
   private gatewayNodeArgs: string[] = [];
@@ -80,23 +100,73 @@ export class Stack {
     // is off (warn): it is the same work behind every proxy and would only blur the ratios. With
     // no info lines there is no "backend listening" line to read the port from: it is picked here.
     const backendPort = await freePort();
-    this.backend = this.spawn('backend', [CLI, 'backend'], { BACKEND_PORT: String(backendPort), LOG_LEVEL: 'warn' });
+    const backendCounter = await freePort();
+    this.backend = this.spawn(
+      'backend',
+      [CLI, 'backend'],
+      { BACKEND_PORT: String(backendPort), LOG_LEVEL: 'warn', BENCH_CONNECTIONS_PORT: String(backendCounter) },
+      COUNT_CONNECTIONS,
+    );
     this.backendUrl = `http://127.0.0.1:${backendPort}`;
     await this.backend.accepting(backendPort);
+    await this.backend.accepting(backendCounter);
+    const bundled = {
+      name: 'bundled',
+      url: this.backendUrl,
+      process: this.backend,
+      connectionsUrl: `http://127.0.0.1:${backendCounter}`,
+    } as const;
 
+    if (options.phases.has('throughput') && options.upstreams.includes('plain')) {
+      const counter = await freePort();
+      const process = this.spawn(
+        'plain-upstream',
+        [peer('plain-upstream.ts')],
+        { BENCH_CONNECTIONS_PORT: String(counter) },
+        COUNT_CONNECTIONS,
+      );
+      const url = await process.listening('plain upstream');
+      await process.accepting(counter);
+      this.upstreamList.push({ name: 'plain', url, process, connectionsUrl: `http://127.0.0.1:${counter}` });
+      this.plain = await this.startTargets(options, key, url, 'plain', '-plain');
+    }
+    this.upstreamList.push(bundled);
+    this.all = await this.startTargets(options, key, this.backendUrl, 'bundled', '');
+  }
+
+  /** The targets of the run, in front of one upstream; `suffix` tells their log files apart. */
+  private async startTargets(
+    options: Options,
+    key: string,
+    upstreamUrl: string,
+    upstream: UpstreamName,
+    suffix: string,
+  ): Promise<Target[]> {
     const want = new Set(options.targets);
-    const add = async (target: Omit<Target, 'url'> & { role: string }) => {
+    const list: Target[] = [];
+    const add = async (target: Omit<Target, 'url' | 'upstream'> & { role: string }) => {
       const { role, ...rest } = target;
-      this.all.push({ ...rest, url: await target.process.listening(role) });
+      list.push({ ...rest, upstream, url: await target.process.listening(role) });
+    };
+    const addGateway = async (name: string, process: NodeProcess, usesRedis = true) => {
+      const url = await process.listening('gateway');
+      const adminUrl = await process.listening('admin').catch(() => undefined);
+      list.push({ name, kind: 'tollgate', upstream, url, process, usesRedis, adminUrl });
     };
     if (want.has('bare'))
-      await add({ name: 'bare', kind: 'bare', role: 'bare proxy', process: this.startBare('bare-proxy'), usesRedis: false });
+      await add({
+        name: 'bare',
+        kind: 'bare',
+        role: 'bare proxy',
+        process: this.startBare(`bare-proxy${suffix}`, [], upstreamUrl),
+        usesRedis: false,
+      });
     if (want.has('bare-undici'))
       await add({
         name: 'bare-undici',
         kind: 'reference',
         role: 'bare undici',
-        process: this.spawn('bare-undici', [peer('bare-undici.ts'), this.backendUrl, this.keyId, 'enterprise'], {}, TS),
+        process: this.spawn(`bare-undici${suffix}`, [peer('bare-undici.ts'), upstreamUrl, this.keyId, 'enterprise'], {}, TS),
         usesRedis: false,
       });
     if (want.has('naive'))
@@ -104,7 +174,7 @@ export class Stack {
         name: 'naive',
         kind: 'peer',
         role: 'naive gateway',
-        process: this.startPeer('naive', 'naive-gateway.ts'),
+        process: this.startPeer(`naive${suffix}`, 'naive-gateway.ts', upstreamUrl),
         usesRedis: true,
       });
     if (want.has('fastify'))
@@ -112,31 +182,44 @@ export class Stack {
         name: 'fastify',
         kind: 'peer',
         role: 'fastify gateway',
-        process: this.startPeer('fastify', 'fastify-gateway.ts'),
+        process: this.startPeer(`fastify${suffix}`, 'fastify-gateway.ts', upstreamUrl),
         usesRedis: true,
       });
-    if (want.has('tollgate')) await this.addGateway('tollgate', this.startGateway('gateway'));
-    if (want.has('tollgate-embedded')) await this.addGateway('tollgate-embedded', this.startEmbedded('gateway-embedded', key), false);
+    if (want.has('tollgate')) await addGateway('tollgate', this.startGateway(`gateway${suffix}`, [], CLI, undefined, upstreamUrl));
+    if (want.has('tollgate-embedded'))
+      await addGateway('tollgate-embedded', this.startEmbedded(`gateway-embedded${suffix}`, key, upstreamUrl), false);
     for (const name of QUOTA_VARIANT_NAMES) {
-      if (want.has(name)) await this.addGateway(name, this.startGateway(`gateway-${name}`, [], CLI, quotaVariantConfig(name)));
+      if (want.has(name))
+        await addGateway(name, this.startGateway(`gateway-${name}${suffix}`, [], CLI, quotaVariantConfig(name), upstreamUrl));
     }
     for (const variant of options.variants)
-      await this.addGateway(variant.name, this.startGateway(`gateway-${variant.name}`, [], variant.cli));
-  }
-
-  private async addGateway(name: string, process: NodeProcess, usesRedis = true): Promise<void> {
-    const url = await process.listening('gateway');
-    const adminUrl = await process.listening('admin').catch(() => undefined);
-    this.all.push({ name, kind: 'tollgate', url, process, usesRedis, adminUrl });
+      await addGateway(variant.name, this.startGateway(`gateway-${variant.name}${suffix}`, [], variant.cli, undefined, upstreamUrl));
+    return list;
   }
 
   get backendPid(): number {
     return this.backend.pid;
   }
 
-  /** Every target, in round order (bare first). */
+  /** The upstreams of the run: the plain Node one first when it runs, then the bundled backend. */
+  upstreams(): Upstream[] {
+    return this.upstreamList;
+  }
+
+  /** Every target in front of the bundled backend, in round order (bare first). */
   targets(): Target[] {
     return this.all;
+  }
+
+  /** Every target in front of one upstream, in round order. */
+  targetsFor(upstream: UpstreamName): Target[] {
+    return upstream === 'plain' ? this.plain : this.all;
+  }
+
+  /** How many connections an upstream has accepted so far. */
+  async upstreamConnections(upstream: Upstream): Promise<number> {
+    const res = await fetch(upstream.connectionsUrl);
+    return ((await res.json()) as { accepted: number }).accepted;
   }
 
   target(name: string): Target | undefined {
@@ -156,21 +239,27 @@ export class Stack {
     return target;
   }
 
-  startBare(name: string, execArgv: string[] = []): NodeProcess {
-    return this.spawn(name, [peer('bare-proxy.ts'), this.backendUrl, this.keyId, 'enterprise'], {}, [...TS, ...execArgv]);
+  startBare(name: string, execArgv: string[] = [], upstreamUrl = this.backendUrl): NodeProcess {
+    return this.spawn(name, [peer('bare-proxy.ts'), upstreamUrl, this.keyId, 'enterprise'], {}, [...TS, ...execArgv]);
   }
 
-  private startPeer(name: string, file: string): NodeProcess {
-    return this.spawn(name, [peer(file), this.backendUrl], { REDIS_URL: this.redis.url }, TS);
+  private startPeer(name: string, file: string, upstreamUrl: string): NodeProcess {
+    return this.spawn(name, [peer(file), upstreamUrl], { REDIS_URL: this.redis.url }, TS);
   }
 
   /** A gateway with its full default policy; LOG_LEVEL=info, so the access log is part of the cost. */
-  startGateway(name: string, execArgv: string[] = [], cli = CLI, configDir = resolve(dirname(cli), '../../config')): NodeProcess {
+  startGateway(
+    name: string,
+    execArgv: string[] = [],
+    cli = CLI,
+    configDir = resolve(dirname(cli), '../../config'),
+    upstreamUrl = this.backendUrl,
+  ): NodeProcess {
     // Another build reads its own config/ by default (its schema may differ from this checkout's).
     const env = {
       TOLLGATE_CONFIG_DIR: configDir,
       REDIS_URL: this.redis.url,
-      UPSTREAM_URL: this.backendUrl,
+      UPSTREAM_URL: upstreamUrl,
       GATEWAY_PORT: '0',
       ADMIN_PORT: '0',
       LOG_LEVEL: 'info',
@@ -179,8 +268,8 @@ export class Stack {
   }
 
   /** The same gateway on the embedded (in-memory) store, with the run's key seeded. */
-  private startEmbedded(name: string, apiKey: string): NodeProcess {
-    const env = { UPSTREAM_URL: this.backendUrl, GATEWAY_PORT: '0', ADMIN_PORT: '0', LOG_LEVEL: 'info', BENCH_API_KEY: apiKey };
+  private startEmbedded(name: string, apiKey: string, upstreamUrl: string): NodeProcess {
+    const env = { UPSTREAM_URL: upstreamUrl, GATEWAY_PORT: '0', ADMIN_PORT: '0', LOG_LEVEL: 'info', BENCH_API_KEY: apiKey };
     return this.spawn(name, [peer('embedded-tollgate.ts'), REPO_ROOT], env, [...TS, ...this.gatewayNodeArgs]);
   }
 
@@ -211,7 +300,7 @@ export class Stack {
 
   /** Empties the log files (gateways write one line per request). */
   truncateLogs(): void {
-    for (const target of this.all) target.process.truncateLog();
+    for (const target of [...this.all, ...this.plain]) target.process.truncateLog();
   }
 
   async close(): Promise<void> {

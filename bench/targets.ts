@@ -4,3 +4,11 @@ import { QUOTA_VARIANT_NAMES } from './quota-variants.js';
 export const TARGET_NAMES = ['bare', 'bare-undici', 'naive', 'fastify', 'tollgate', 'tollgate-embedded', ...QUOTA_VARIANT_NAMES] as const;
 /** What a run measures unless --targets says otherwise: the quota variants only on request. */
 export const DEFAULT_TARGETS = ['bare', 'naive', 'fastify', 'tollgate', 'tollgate-embedded'];
+
+/**
+ * What the targets forward to in the throughput phase: `plain`, a plain Node `http.createServer`
+ * with every default (bench/peers/plain-upstream.ts; announces `Keep-Alive: timeout=5`), the
+ * upstream most users run; `bundled`, the category backend (`tollgate backend`; `timeout=65`).
+ */
+export const UPSTREAM_NAMES = ['plain', 'bundled'] as const;
+export type UpstreamName = (typeof UPSTREAM_NAMES)[number];
