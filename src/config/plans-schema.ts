@@ -23,7 +23,7 @@ const planFields = {
   algorithm: z
     .enum(['fixed', 'gcra'], { error: 'algorithm must be "fixed" (UTC windows) or "gcra" (smooth, with burst)' })
     .optional()
-    .describe('fixed: counts per UTC minute and day; gcra: generic cell rate over any 60 s and 24 h span (src/quota/gcra.ts)'),
+    .describe('fixed: counts per UTC minute and day; gcra: cell rate over any 60 s span, same UTC-day budget (src/quota/gcra.ts)'),
   scope: z
     .enum(['key', 'owner'], { error: 'scope must be "key" or "owner"' })
     .optional()

@@ -1,5 +1,5 @@
 import type { BanPolicy, Quota } from '../config/plans-schema.js';
-import { admitUs, gcraWindows } from './gcra.js';
+import { admitUs, gcraMinute } from './gcra.js';
 import { DAY_MS, MINUTE_MS, windowStartMs } from './windows.js';
 
 /**
@@ -17,9 +17,8 @@ export interface QuotaState {
   rejectionsStartMs: number;
   rejections: number;
   bannedUntilMs: number;
-  /** gcra plans: the minute's and the day's theoretical arrival times, in µs (gcra.ts); else kept as they were. */
+  /** gcra plans: the minute's theoretical arrival time, in µs (gcra.ts); else kept as it was. */
   minuteTatUs: number;
-  dayTatUs: number;
 }
 
 export type Verdict = 'allowed' | 'limited' | 'banned';
@@ -37,9 +36,8 @@ export interface QuotaOutcome {
   bannedUntilMs: number;
   /** Units the request asked for (its route's cost; 1 for a usage read): what "fits" means. */
   cost: number;
-  /** The state's theoretical arrival times (gcra plans; µs). */
+  /** The state's minute theoretical arrival time (gcra plans; µs). */
   minuteTatUs: number;
-  dayTatUs: number;
 }
 
 export const EMPTY_STATE: QuotaState = Object.freeze({
@@ -51,10 +49,9 @@ export const EMPTY_STATE: QuotaState = Object.freeze({
   rejections: 0,
   bannedUntilMs: 0,
   minuteTatUs: 0,
-  dayTatUs: 0,
 });
 
-/** The state as of `nowMs`: counters of windows that have ended, and TATs that have passed, read as zero. */
+/** The state as of `nowMs`: counters of windows that have ended, and a TAT that has passed, read as zero. */
 export function current(previous: QuotaState, nowMs: number): QuotaState {
   const state = { ...previous };
   const minuteStartMs = windowStartMs(nowMs, MINUTE_MS);
@@ -63,7 +60,6 @@ export function current(previous: QuotaState, nowMs: number): QuotaState {
   if (state.dayStartMs !== dayStartMs) Object.assign(state, { dayStartMs, dayCount: 0 });
   // A TAT not ahead of now admits as none does: it reads as 0, so states that decide alike look alike.
   if (state.minuteTatUs <= nowMs * 1000) state.minuteTatUs = 0;
-  if (state.dayTatUs <= nowMs * 1000) state.dayTatUs = 0;
   return state;
 }
 
@@ -77,7 +73,6 @@ function outcomeOf(state: QuotaState, nowMs: number, verdict: Verdict, cost: num
     bannedUntilMs: verdict === 'banned' ? state.bannedUntilMs : 0,
     cost,
     minuteTatUs: state.minuteTatUs,
-    dayTatUs: state.dayTatUs,
   };
 }
 
@@ -90,8 +85,9 @@ export function peek(previous: QuotaState, nowMs: number): QuotaOutcome {
 /**
  * One request of `cost` units (gateway.yaml `routes.costs`; 1 by default). Both windows are
  * checked, then both consumed by `cost`, or neither (a refused request consumes nothing, however
- * much of its cost would have fitted). A `gcra` plan checks its windows by cell rate (gcra.ts)
- * instead of by UTC-window counts; the counts are kept all the same (usage reports). A refusal counts towards a ban: the `afterRejections`-th
+ * much of its cost would have fitted). The day is a budget of `perDay` units per UTC day under both
+ * algorithms; a `gcra` plan checks its minute by cell rate (gcra.ts) instead of by the UTC minute's
+ * count (which is kept all the same, for usage reports). A refusal counts towards a ban: the `afterRejections`-th
  * refusal within `window` seconds of the first is answered `banned`, and the ban lasts `duration`
  * seconds. A shadow quota (`shadow: true`) decides the same way but counts no refusal: the gateway
  * admits its refusals, and a client never told 429 cannot be expected to back off (README,
@@ -106,21 +102,19 @@ export function decide(
 ): { state: QuotaState; outcome: QuotaOutcome } {
   const state = current(previous, nowMs);
   if (state.bannedUntilMs > nowMs) return { state, outcome: outcomeOf(state, nowMs, 'banned', cost) };
-  let fits: boolean;
+  const dayFits = state.dayCount + cost <= quota.perDay;
+  let minuteFits: boolean;
   let minuteTatUs: number | null = null;
-  let dayTatUs: number | null = null;
   if (quota.algorithm === 'gcra') {
-    const windows = gcraWindows(quota);
-    minuteTatUs = admitUs(windows.minute, state.minuteTatUs, nowMs * 1000, cost);
-    dayTatUs = admitUs(windows.day, state.dayTatUs, nowMs * 1000, cost);
-    fits = minuteTatUs !== null && dayTatUs !== null;
+    minuteTatUs = admitUs(gcraMinute(quota), state.minuteTatUs, nowMs * 1000, cost);
+    minuteFits = minuteTatUs !== null;
   } else {
-    fits = state.minuteCount + cost <= quota.perMinute && state.dayCount + cost <= quota.perDay;
+    minuteFits = state.minuteCount + cost <= quota.perMinute;
   }
-  if (fits) {
+  if (minuteFits && dayFits) {
     state.minuteCount += cost;
     state.dayCount += cost;
-    if (minuteTatUs !== null && dayTatUs !== null) Object.assign(state, { minuteTatUs, dayTatUs });
+    if (minuteTatUs !== null) state.minuteTatUs = minuteTatUs;
     return { state, outcome: outcomeOf(state, nowMs, 'allowed', cost) };
   }
   if (quota.shadow) return { state, outcome: outcomeOf(state, nowMs, 'limited', cost) };
@@ -146,12 +140,12 @@ export function lift(previous: QuotaState, nowMs: number): { state: QuotaState; 
 
 /**
  * When a stored state may be dropped: once the day window, the ban window of its refusals, its
- * ban and its theoretical arrival times (a TAT in the past admits as an empty one does) have all
+ * ban and its minute's theoretical arrival time (a TAT in the past admits as an empty one does) have all
  * ended, it reads exactly like EMPTY_STATE. Both stores drop state at this
  * moment (Redis by PEXPIREAT), so they forget the same things at the same time.
  */
 export function expiresAtMs(state: QuotaState, ban: BanPolicy): number {
   const rejectionsEndMs = state.rejections > 0 ? state.rejectionsStartMs + ban.window * 1000 : 0;
-  const tatsEndMs = Math.ceil(Math.max(state.minuteTatUs, state.dayTatUs) / 1000);
-  return Math.max(state.dayStartMs + DAY_MS, rejectionsEndMs, state.bannedUntilMs, tatsEndMs);
+  const tatEndMs = Math.ceil(state.minuteTatUs / 1000);
+  return Math.max(state.dayStartMs + DAY_MS, rejectionsEndMs, state.bannedUntilMs, tatEndMs);
 }

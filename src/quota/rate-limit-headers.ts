@@ -1,5 +1,5 @@
 import type { Quota } from '../config/plans-schema.js';
-import { fitsAtUs, gcraWindows, remainingAt, type GcraWindow } from './gcra.js';
+import { fitsAtUs, gcraMinute, remainingAt } from './gcra.js';
 import type { QuotaOutcome } from './quota-state.js';
 import { DAY_MS, MINUTE_MS, secondsUntil, windowEndMs } from './windows.js';
 
@@ -9,7 +9,10 @@ export interface WindowReport {
   /** Units that can be sent now. */
   remaining: number;
   windowSeconds: number;
-  /** Fixed: the window's end. gcra: when one more unit than now can be sent (now, when all can). */
+  /**
+   * A fixed window, and the day under either algorithm: the window's end. A gcra minute: when one
+   * more unit than now can be sent (now, when all can).
+   */
   resetAtMs: number;
   /** When a request of the outcome's cost fits this window: nowMs when it fits now. */
   fitsAtMs: number;
@@ -28,33 +31,30 @@ function fixedReport(name: WindowReport['name'], limit: number, windowMs: number
   };
 }
 
-function gcraReport(name: WindowReport['name'], window: GcraWindow, windowMs: number, tatUs: number, outcome: QuotaOutcome): WindowReport {
-  const { nowMs, cost } = outcome;
+function gcraMinuteReport(quota: Quota, outcome: QuotaOutcome): WindowReport {
+  const { nowMs, cost, minuteTatUs: tatUs } = outcome;
+  const window = gcraMinute(quota);
   const remaining = remainingAt(window, tatUs, nowMs * 1000);
   // A request at a whole millisecond is admitted from the first one at or after the exact moment.
   const resetAtMs = remaining >= window.burst ? nowMs : Math.ceil(fitsAtUs(window, tatUs, remaining + 1) / 1000);
   const fitsAtMs = remaining >= cost ? nowMs : Math.ceil(fitsAtUs(window, tatUs, cost) / 1000);
-  return { name, limit: window.limit, remaining, windowSeconds: windowMs / 1000, resetAtMs, fitsAtMs };
+  return { name: 'minute', limit: window.limit, remaining, windowSeconds: MINUTE_MS / 1000, resetAtMs, fitsAtMs };
 }
 
 /**
- * Both windows as of the outcome, the binding one first. When a request of this one's cost would
- * have to wait, the window that makes it wait longest binds and reports that moment as its reset
- * (for fixed windows with both used up: the day, since a new minute does not let a request
- * through). Otherwise the one with the fewest units remaining binds and, on a tie, the one that
- * resets later (the day when both end at midnight).
+ * Both windows as of the outcome, the binding one first. The day is the UTC day under both
+ * algorithms (gcra.ts): its reset is 00:00 UTC. When a request of this one's cost would have to
+ * wait, the window that makes it wait longest binds and reports that moment as its reset (with
+ * both used up: the day, since a new minute does not let a request through). Otherwise the one
+ * with the fewest units remaining binds and, on a tie, the one that resets later (the day when both
+ * end at midnight).
  */
 export function windowsOf(quota: Quota, outcome: QuotaOutcome): [WindowReport, WindowReport] {
-  let minute: WindowReport;
-  let day: WindowReport;
-  if (quota.algorithm === 'gcra') {
-    const windows = gcraWindows(quota);
-    minute = gcraReport('minute', windows.minute, MINUTE_MS, outcome.minuteTatUs, outcome);
-    day = gcraReport('day', windows.day, DAY_MS, outcome.dayTatUs, outcome);
-  } else {
-    minute = fixedReport('minute', quota.perMinute, MINUTE_MS, outcome.minuteCount, outcome);
-    day = fixedReport('day', quota.perDay, DAY_MS, outcome.dayCount, outcome);
-  }
+  const minute =
+    quota.algorithm === 'gcra'
+      ? gcraMinuteReport(quota, outcome)
+      : fixedReport('minute', quota.perMinute, MINUTE_MS, outcome.minuteCount, outcome);
+  const day = fixedReport('day', quota.perDay, DAY_MS, outcome.dayCount, outcome);
   const laterReset = minute.resetAtMs > day.resetAtMs;
   if (minute.fitsAtMs > outcome.nowMs || day.fitsAtMs > outcome.nowMs) {
     const minuteBinds = minute.fitsAtMs > day.fitsAtMs || (minute.fitsAtMs === day.fitsAtMs && laterReset);

@@ -4,10 +4,11 @@ import { bearer, keysCli } from '../helpers/stack.js';
 
 // algorithm: gcra (src/quota/gcra.ts) through real processes: three gateways sharing one Redis
 // admit exactly the burst of a concurrent rush, and every refusal names one moment in Retry-After,
-// X-RateLimit-Reset and RateLimit; `tollgate up` on the embedded store answers the same. gcra has
-// no UTC edges: where in the minute a test runs does not matter. (The 60-second promise across
-// edges and the exact waits are shown on an injected clock in test/unit/gcra.test.ts and, for
-// memory and Redis alike, in quota-stores-differential.test.ts.)
+// X-RateLimit-Reset and RateLimit; `tollgate up` on the embedded store answers the same. gcra's
+// minute has no UTC edges: where in the minute a test runs does not matter (its day is the UTC day,
+// here far from spent). (The 60-second promise across edges, the UTC-day budget and the exact
+// waits are shown on an injected clock in test/unit/gcra.test.ts and, for memory and Redis alike,
+// in quota-stores-differential.test.ts.)
 
 const PLANS = `
 plans:

@@ -5,6 +5,8 @@ import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 export type Step =
   | { kind: 'request'; key: number; cost?: number }
   | { kind: 'burst'; requests: Array<{ key: number; cost: number }> }
+  /** `count` requests of one key one after another, `everyMs` apart: many minutes' worth, across edges. */
+  | { kind: 'drip'; key: number; count: number; everyMs: number }
   | { kind: 'usage' | 'unban'; key: number }
   | { kind: 'advance'; ms: number }
   | { kind: 'toEdge'; window: 'minute' | 'day'; offsetMs: number }
@@ -15,7 +17,8 @@ const key = fc.integer({ min: 0, max: 2 });
 const quota = fc
   .record({
     perMinute: fc.integer({ min: 1, max: 5 }),
-    extraPerDay: fc.integer({ min: 0, max: 6 }),
+    // Days spent within a few requests, and days of many minutes' worth.
+    extraPerDay: fc.oneof(fc.integer({ min: 0, max: 6 }), fc.integer({ min: 7, max: 60 })),
     shadow: fc.boolean(),
     // gcra with a burst up to perMinute (clamped, as a per-key quota below the plan's burst is).
     gcraBurst: fc.option(fc.integer({ min: 1, max: 5 }), { nil: undefined }),
@@ -46,6 +49,18 @@ const step: fc.Arbitrary<Step> = fc.oneof(
       .array(fc.record({ key, cost: fc.integer({ min: 1, max: 3 }) }), { minLength: 2, maxLength: 12 })
       .map((requests) => ({ kind: 'burst' as const, requests })),
   },
+  // A key using its quota over many minutes, up to 100 minutes: the day is spent by
+  // minutes, and with the day edge steps below the drip crosses 00:00 UTC.
+  {
+    weight: 3,
+    arbitrary: fc
+      .record({
+        key,
+        count: fc.integer({ min: 2, max: 40 }),
+        everyMs: fc.oneof(fc.integer({ min: 0, max: 20_000 }), fc.integer({ min: 20_000, max: 150_000 })),
+      })
+      .map((drip) => ({ kind: 'drip' as const, ...drip })),
+  },
   { weight: 2, arbitrary: key.map((k) => ({ kind: 'usage' as const, key: k })) },
   { weight: 1, arbitrary: key.map((k) => ({ kind: 'unban' as const, key: k })) },
   { weight: 4, arbitrary: fc.integer({ min: 0, max: 20_000 }).map((ms) => ({ kind: 'advance' as const, ms })) },
@@ -55,6 +70,11 @@ const step: fc.Arbitrary<Step> = fc.oneof(
     arbitrary: fc
       .record({ window: fc.constantFrom('minute' as const, 'day' as const), offsetMs: fc.integer({ min: -2, max: 2 }) })
       .map((edge) => ({ kind: 'toEdge' as const, ...edge })),
+  },
+  // Up to half an hour before midnight: a drip from there spends the day's end and the next day's start.
+  {
+    weight: 1,
+    arbitrary: fc.integer({ min: -1_800_000, max: -1 }).map((offsetMs) => ({ kind: 'toEdge' as const, window: 'day' as const, offsetMs })),
   },
   { weight: 1, arbitrary: fc.record({ quota, ban }).map((plans) => ({ kind: 'reloadPlans' as const, ...plans })) },
   {
@@ -174,6 +194,21 @@ export const REGRESSIONS: Regression[] = [
       { kind: 'toEdge', window: 'day', offsetMs: 0 },
       { kind: 'request', key: 0 },
       { kind: 'request', key: 0 },
+    ],
+  },
+  {
+    // Issue 21: the day of a gcra plan was a cell rate too (burst perMinute, the rest spread over
+    // 24 h), so after its first minute's worth a key got one request every few hours, its day
+    // far from spent; both stores agreed. The day is now the UTC-day budget; replay checks it.
+    name: 'a gcra day spent by minutes across midnight (issue 21)',
+    startMs: Date.UTC(2026, 10, 22, 23, 50),
+    steps: [
+      {
+        kind: 'reloadPlans',
+        quota: { perMinute: 2, perDay: 12, algorithm: 'gcra', burst: 1 },
+        ban: { afterRejections: 100, window: 60, duration: 60 },
+      },
+      { kind: 'drip', key: 0, count: 40, everyMs: 30_000 },
     ],
   },
 ];

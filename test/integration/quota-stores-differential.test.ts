@@ -1,8 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
-import { rateLimitHeaders, retryAfterSeconds } from '../../src/quota/rate-limit-headers.js';
-import { DAY_MS, MINUTE_MS } from '../../src/quota/windows.js';
+import { gcraMinute } from '../../src/quota/gcra.js';
+import type { QuotaOutcome } from '../../src/quota/quota-state.js';
+import { rateLimitHeaders, retryAfterSeconds, windowsOf } from '../../src/quota/rate-limit-headers.js';
+import { DAY_MS, MINUTE_MS, windowEndMs, windowStartMs } from '../../src/quota/windows.js';
 import { MemoryQuotaStore } from '../../src/store/memory/memory-quota-store.js';
 import type { QuotaStore } from '../../src/store/quota-store.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
@@ -14,8 +16,38 @@ import { quotaHistory, REGRESSIONS, type Step } from './quota-stores-differentia
 // (which the Redis store decides per key in one script call), clock steps across minute and day
 // edges, bans, unbans, per-key quotas, shadow plans and plan reloads. Every answer must be
 // identical.
+//
+// Identical answers would not show a rule both stores break alike, so the replay also holds the
+// answers to the day's rule, which is the same for both algorithms: a budget of perDay units per
+// UTC day. It counts each key's admitted units per UTC day on its own (DayLedger) and requires the
+// stores' day count to match it, and every refusal with room left in that day to be the minute's.
+// (Issue 21: gcra once spread the day over 24 h, refusing with the day far from spent.)
 
 const redis = redisForFile();
+
+/** Units admitted to each key in the current UTC day, counted from the answers alone. */
+class DayLedger {
+  private readonly used = new Map<number, { dayStartMs: number; units: number }>();
+
+  check(key: number, quota: Quota, outcome: QuotaOutcome): void {
+    const dayStartMs = windowStartMs(outcome.nowMs, DAY_MS);
+    const known = this.used.get(key);
+    const before = known?.dayStartMs === dayStartMs ? known.units : 0;
+    const after = before + (outcome.verdict === 'allowed' ? outcome.cost : 0);
+    this.used.set(key, { dayStartMs, units: after });
+    expect(outcome.dayCount, 'the day counts the units admitted this UTC day').toBe(after);
+    if (outcome.verdict === 'allowed') expect(after).toBeLessThanOrEqual(quota.perDay);
+    // A refusal while banned says nothing about the windows; a gcra cost above the burst never fits.
+    if (outcome.verdict !== 'limited') return;
+    if (quota.algorithm === 'gcra' && outcome.cost > gcraMinute(quota).burst) return;
+    const [binding] = windowsOf(quota, outcome);
+    if (before + outcome.cost <= quota.perDay) {
+      expect(binding.name, 'a refusal with room left in the UTC day is the minute').toBe('minute');
+    } else {
+      expect(binding.resetAtMs, 'a refusal for the day waits for 00:00 UTC').toBeGreaterThanOrEqual(windowEndMs(outcome.nowMs, DAY_MS));
+    }
+  }
+}
 
 let run = 0;
 
@@ -31,6 +63,7 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
     ban: { afterRejections: 3, window: 60, duration: 120 },
   };
   const overrides = new Map<number, Quota>();
+  const ledger = new DayLedger();
   const transcripts: [string[], string[]] = [[], []];
   for (const step of steps) {
     switch (step.kind) {
@@ -57,9 +90,11 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
         continue;
     }
     // A request's outcome and what the client is told of it: headers with the resets, Retry-After.
+    // The memory store's answers go through the day ledger (Redis's must equal them).
     const request = async (store: QuotaStore, key: number, cost?: number) => {
       const quota = overrides.get(key) ?? plans.quota;
       const outcome = await store.consume(`${prefix}-k${key}`, quota, plans.ban, cost);
+      if (store === memory) ledger.check(key, quota, outcome);
       const retryAfter = outcome.verdict === 'allowed' ? null : retryAfterSeconds(quota, outcome);
       return JSON.stringify({ outcome, headers: rateLimitHeaders(quota, outcome), retryAfter });
     };
@@ -68,6 +103,14 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
       for (const [i, store] of [memory, shared].entries()) {
         const answers = await Promise.all(step.requests.map((r) => request(store, r.key, r.cost)));
         transcripts[i]!.push(`burst: ${answers.join(' | ')}`);
+      }
+      continue;
+    }
+    if (step.kind === 'drip') {
+      for (let i = 0; i < step.count; i++) {
+        if (i > 0) clock.nowMs += step.everyMs;
+        transcripts[0].push(`drip k${step.key}: ${await request(memory, step.key)}`);
+        transcripts[1].push(`drip k${step.key}: ${await request(shared, step.key)}`);
       }
       continue;
     }

@@ -21,7 +21,6 @@ const outcome = (verdict: QuotaOutcome['verdict'], minuteCount: number, dayCount
   bannedUntilMs,
   cost: 1,
   minuteTatUs: 0,
-  dayTatUs: 0,
 });
 
 /** X-RateLimit-Reset, RateLimit's t and (on a refusal) Retry-After must name one moment. */
@@ -68,6 +67,23 @@ describe('the binding window', () => {
     const headers = rateLimitHeaders({ perMinute: 10, perDay: 10 }, outcome('allowed', 4, 4));
     expect(headers.ratelimit).toMatch(/^"day";r=6;/);
     expectOneReset(headers, DAY_END_S);
+  });
+
+  it('is the UTC day under gcra too when it has fewer left (60/min, burst 60, minute free; 995 of 1000 today)', () => {
+    const smooth = { perMinute: 60, perDay: 1000, algorithm: 'gcra' as const, burst: 60 };
+    const headers = rateLimitHeaders(smooth, outcome('allowed', 10, 995));
+    expect(headers['x-ratelimit-limit']).toBe('1000');
+    expect(headers['x-ratelimit-remaining']).toBe('5');
+    expect(headers.ratelimit).toMatch(/^"day";r=5;/);
+    expectOneReset(headers, DAY_END_S);
+  });
+
+  it('is the UTC day under gcra once the day is spent, even with the minute free: Retry-After waits for 00:00 UTC', () => {
+    const smooth = { perMinute: 60, perDay: 1000, algorithm: 'gcra' as const };
+    const refused = outcome('limited', 10, 1000);
+    const headers = rateLimitHeaders(smooth, refused);
+    expect(headers.ratelimit).toMatch(/^"day";r=0;/);
+    expectOneReset(headers, DAY_END_S, retryAfterSeconds(smooth, refused));
   });
 
   it('ends with the ban while banned, whatever the windows say', () => {

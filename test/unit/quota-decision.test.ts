@@ -97,11 +97,24 @@ describe('quota decision', () => {
     expect((await memory.usage('k')).rejections).toBe(0);
     expect((await memory.consume('k', quota, ban)).verdict).toBe('limited');
   });
+
+  it('keeps the UTC-day budget under gcra in the memory store: 60 in each of minutes 2 and 3, not one per 92 s (issue 21)', async () => {
+    const smooth = { perMinute: 60, perDay: 1000, algorithm: 'gcra' as const };
+    const clock = { nowMs: T0 };
+    const memory = new MemoryQuotaStore(() => clock.nowMs);
+    const admitted = [0, 0, 0];
+    for (let second = 0; second < 180; second++) {
+      clock.nowMs = T0 + second * 1000;
+      if ((await memory.consume('k', smooth, ban)).verdict === 'allowed') admitted[Math.floor(second / 60)]! += 1;
+    }
+    expect(admitted).toEqual([60, 60, 60]);
+    expect(await memory.usage('k')).toMatchObject({ verdict: 'allowed', dayCount: 180 });
+  });
 });
 
 describe('rate-limit headers', () => {
   const at = (minuteCount: number, dayCount: number, nowMs = T0) =>
-    ({ verdict: 'allowed', minuteCount, dayCount, rejections: 0, nowMs, bannedUntilMs: 0, cost: 1, minuteTatUs: 0, dayTatUs: 0 }) as const;
+    ({ verdict: 'allowed', minuteCount, dayCount, rejections: 0, nowMs, bannedUntilMs: 0, cost: 1, minuteTatUs: 0 }) as const;
 
   it('report the minute window when it binds, with Reset in Unix seconds', () => {
     const headers = rateLimitHeaders({ perMinute: 60, perDay: 1000 }, at(48, 100));
@@ -139,7 +152,6 @@ describe('rate-limit headers', () => {
       bannedUntilMs: 0,
       cost: 1,
       minuteTatUs: 0,
-      dayTatUs: 0,
     } as const;
     expect(retryAfterSeconds(quota, outcome)).toBe(1);
     expect(rateLimitHeaders(quota, outcome).ratelimit).toBe('"minute";r=0;t=1');
@@ -155,7 +167,6 @@ describe('rate-limit headers', () => {
       bannedUntilMs: T0 + 600_000,
       cost: 1,
       minuteTatUs: 0,
-      dayTatUs: 0,
     } as const;
     const headers = rateLimitHeaders(quota, outcome);
     expect(headers['x-ratelimit-remaining']).toBe('0');

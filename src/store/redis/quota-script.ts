@@ -20,27 +20,27 @@ end
 -- current(): the stored state as of now; counters of ended windows read as zero. A state past
 -- its expiry ('ex', from expiresAtMs) reads as empty, as in the memory store: key expiry in Redis
 -- is only garbage collection, so an injected clock gives the same answers. (Hashes written
--- before 'ex' existed have none: Redis's own expiry still covers them.)
+-- before 'ex' existed have none: Redis's own expiry still covers them. A 'dt', the day's TAT of a
+-- gcra plan before its day became the UTC-day budget, is no longer read: expiry collects it.)
 local function current(now)
-  local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex', 'mt', 'dt')
-  local s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0, dt = 0 }
+  local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex', 'mt')
+  local s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0 }
   local ex = tonumber(h[8])
   if ex == nil or ex > now then
     s = { ms = tonumber(h[1]) or 0, mc = tonumber(h[2]) or 0, ds = tonumber(h[3]) or 0, dc = tonumber(h[4]) or 0,
           rs = tonumber(h[5]) or 0, rc = tonumber(h[6]) or 0, bu = tonumber(h[7]) or 0,
-          mt = tonumber(h[9]) or 0, dt = tonumber(h[10]) or 0 }
+          mt = tonumber(h[9]) or 0 }
   end
   local minuteStart, dayStart = now - (now % MINUTE_MS), now - (now % DAY_MS)
   if s.ms ~= minuteStart then s.ms = minuteStart; s.mc = 0 end
   if s.ds ~= dayStart then s.ds = dayStart; s.dc = 0 end
   if s.mt <= now * 1000 then s.mt = 0 end
-  if s.dt <= now * 1000 then s.dt = 0 end
   return s
 end
 local function reply(verdict, s, now, cost)
   local bannedUntil = 0
   if verdict == 2 then bannedUntil = s.bu end
-  return { verdict, s.mc, s.dc, s.rc, now, bannedUntil, cost, s.mt, s.dt }
+  return { verdict, s.mc, s.dc, s.rc, now, bannedUntil, cost, s.mt }
 end
 -- gcra.ts admitUs(): the TAT after admitting cost units, or nil when they do not fit.
 local function admit(tat, nowUs, cost, intervalUs, burst)
@@ -52,21 +52,21 @@ end
 
 // KEYS[1]  tg:quota:{id}
 // ARGV     perMinute, perDay, banAfterRejections, banWindowMs, banDurationMs, shadow (1 or 0),
-//          gcra (1 or 0), minute intervalUs, minute burst, day intervalUs, day burst (gcra.ts
-//          gcraWindows(), computed once in TS), nowMs ('' = Redis TIME), then the cost of each
-//          request to decide, one or more, in the order they arrived
-// Reply    per request, 9 numbers in a row: { verdict (0 allowed, 1 limited, 2 banned), minuteCount, dayCount,
-//            rejections, nowMs, bannedUntilMs, cost, minuteTatUs, dayTatUs }
+//          gcra (1 or 0), minute intervalUs, minute burst (gcra.ts gcraMinute(), computed once in
+//          TS), nowMs ('' = Redis TIME), then the cost of each request to decide, one or more, in
+//          the order they arrived
+// Reply    per request, 8 numbers in a row: { verdict (0 allowed, 1 limited, 2 banned), minuteCount, dayCount,
+//            rejections, nowMs, bannedUntilMs, cost, minuteTatUs }
 // Several requests of one key in one call (redis-quota-store.ts merges those of one event-loop
 // turn) are decided one after another on the state each left, at one `now`: exactly as the same
 // requests sent one at a time within that millisecond.
-// Numbers that may grow large (TATs in microseconds, a gcra day's expiry) are written with %.0f,
+// Numbers that may grow large (TATs in microseconds, expiries) are written with %.0f,
 // exact for every integer a double holds: Redis passes a Lua number on in its shortest form, which
 // for large round values is exponent notation ('8.64e+17'), which PEXPIRE refuses.
-export const QUOTA_ARGS_BEFORE_COSTS = 12;
-export const QUOTA_REPLY_LENGTH = 9;
+export const QUOTA_ARGS_BEFORE_COSTS = 10;
+export const QUOTA_REPLY_LENGTH = 8;
 export const QUOTA_SCRIPT = `${CLOCK}
-local now = clock(ARGV[12])
+local now = clock(ARGV[${QUOTA_ARGS_BEFORE_COSTS}])
 local perMinute, perDay = tonumber(ARGV[1]), tonumber(ARGV[2])
 local banAfter, banWindowMs, banDurationMs = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local shadow, gcra = ARGV[6] == '1', ARGV[7] == '1'
@@ -77,18 +77,19 @@ local changed = false
 local function decide(cost)
   if s.bu > now then return 2 end
   changed = true
-  local fits, minuteTat, dayTat
+  local dayFits = s.dc + cost <= perDay
+  local minuteFits
+  local minuteTat = nil
   if gcra then
     minuteTat = admit(s.mt, now * 1000, cost, tonumber(ARGV[8]), tonumber(ARGV[9]))
-    dayTat = admit(s.dt, now * 1000, cost, tonumber(ARGV[10]), tonumber(ARGV[11]))
-    fits = minuteTat ~= nil and dayTat ~= nil
+    minuteFits = minuteTat ~= nil
   else
-    fits = s.mc + cost <= perMinute and s.dc + cost <= perDay
+    minuteFits = s.mc + cost <= perMinute
   end
-  if fits then
+  if minuteFits and dayFits then
     s.mc = s.mc + cost
     s.dc = s.dc + cost
-    if gcra then s.mt = minuteTat; s.dt = dayTat end
+    if minuteTat ~= nil then s.mt = minuteTat end
     return 0
   end
   -- a shadow refusal is admitted by the gateway, so it counts towards no ban
@@ -105,7 +106,7 @@ local function decide(cost)
 end
 
 local replies = {}
-for i = 13, #ARGV do
+for i = ${QUOTA_ARGS_BEFORE_COSTS + 1}, #ARGV do
   local cost = tonumber(ARGV[i])
   local r = reply(decide(cost), s, now, cost)
   for j = 1, #r do replies[#replies + 1] = r[j] end
@@ -118,11 +119,11 @@ if not changed then return replies end
 -- 'ex' does, on Redis's clock or an injected one.
 local rejectionsEnd = 0
 if s.rc > 0 then rejectionsEnd = s.rs + banWindowMs end
-local ex = math.max(s.ds + DAY_MS, rejectionsEnd, s.bu, math.ceil(math.max(s.mt, s.dt) / 1000))
+local ex = math.max(s.ds + DAY_MS, rejectionsEnd, s.bu, math.ceil(s.mt / 1000))
 local exArg = string.format('%.0f', ex)
 if gcra then
   redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg,
-    'mt', string.format('%.0f', s.mt), 'dt', string.format('%.0f', s.dt))
+    'mt', string.format('%.0f', s.mt))
 else
   redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg)
 end

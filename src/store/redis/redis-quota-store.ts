@@ -6,7 +6,7 @@ import type { QuotaStore } from '../quota-store.js';
 import { QUOTA_REPLY_LENGTH, QUOTA_SCRIPT, UNBAN_SCRIPT, USAGE_SCRIPT } from './quota-script.js';
 import { quotaKey } from './redis-keys.js';
 import { TurnBatches } from './turn-batches.js';
-import { gcraWindows } from '../../quota/gcra.js';
+import { gcraMinute } from '../../quota/gcra.js';
 
 const VERDICTS: Verdict[] = ['allowed', 'limited', 'banned'];
 
@@ -156,11 +156,11 @@ function sameLimits(a: Request, b: Request): boolean {
   );
 }
 
-/** gcra flag and both windows' interval and burst, from the one definition (gcra.ts). */
+/** gcra flag and the minute's interval and burst, from the one definition (gcra.ts; the day is counted). */
 function gcraArgs(quota: Quota): number[] {
-  if (quota.algorithm !== 'gcra') return [0, 0, 0, 0, 0];
-  const { minute, day } = gcraWindows(quota);
-  return [1, minute.intervalUs, minute.burst, day.intervalUs, day.burst];
+  if (quota.algorithm !== 'gcra') return [0, 0, 0];
+  const minute = gcraMinute(quota);
+  return [1, minute.intervalUs, minute.burst];
 }
 
 /** The outcome of one request: the script's reply from `at` on (QUOTA_REPLY_LENGTH numbers). */
@@ -175,6 +175,5 @@ function toOutcome(reply: number[], at = 0): QuotaOutcome {
     bannedUntilMs: field(5, 0),
     cost: field(6, 1),
     minuteTatUs: field(7, 0),
-    dayTatUs: field(8, 0),
   };
 }
