@@ -5,6 +5,11 @@ import type { AdminApi } from './admin-api.js';
 export interface AdminChecks {
   /** Each named dependency's readiness; any false makes /readyz answer 503. */
   readiness(): Promise<Record<string, boolean>>;
+  /**
+   * Each upstream service's targets in rotation, shown on /readyz but never part of its status:
+   * one dead backend must not take every gateway replica out of its load balancer.
+   */
+  services?(): unknown;
   metrics?(): Promise<{ contentType: string; body: string }>;
 }
 
@@ -23,7 +28,11 @@ export function createAdminServer(checks: AdminChecks, adminApi?: AdminApi): Ser
       if (path === '/readyz') {
         const checksResult = await checks.readiness();
         const ready = Object.values(checksResult).every(Boolean);
-        return sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not ready', checks: checksResult });
+        return sendJson(res, ready ? 200 : 503, {
+          status: ready ? 'ready' : 'not ready',
+          checks: checksResult,
+          services: checks.services?.(),
+        });
       }
       if (path === '/metrics' && checks.metrics) {
         const { contentType, body } = await checks.metrics();

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { assertionSchema } from './assertion-schema.js';
 import { routesSchema } from './routes-schema.js';
+import { servicesSchema } from './services-schema.js';
 import { nodeEntryError } from './redis-target.js';
 
 // Schema of config/gateway.yaml. Environment variables override some fields (see settings.ts).
@@ -127,6 +128,8 @@ export const gatewayFileSchema = z.strictObject({
       maxEntries: z.number().int().min(1).max(10_000_000).default(100_000),
     })
     .prefault({}),
+  /** Upstream services routed by path prefix, each a pool of targets; hot, like `routes`. */
+  services: servicesSchema,
   /** Per-route rules (deprecation and sunset); hot: reloaded with the file, unlike the rest. */
   routes: routesSchema.prefault({}),
   /** The signed identity assertion for the upstream; the secret comes from the environment. */

@@ -44,6 +44,10 @@ export const ERRORS = {
   key_store_unavailable: { status: 503, message: 'The API key store is unavailable; retry shortly.' },
   rate_limit_store_unavailable: { status: 503, message: 'The rate-limit store is unavailable; retry shortly.' },
   service_unavailable: { status: 503, message: 'The service is shutting down or not ready.' },
+  upstream_unavailable: {
+    status: 503,
+    message: 'Every instance of the upstream service is out of rotation; retry after the time in Retry-After.',
+  },
   gateway_timeout: { status: 504, message: 'The upstream service did not answer in time.' },
 } as const satisfies Record<string, { status: number; message: string }>;
 

@@ -17,11 +17,13 @@ export function observeWhenDone(ctx: RequestContext, logger: Logger, metrics: Me
     metrics.requestSeconds.observe({ route: routeLabel }, ms / 1000);
     if (!logger.isLevelEnabled('info')) return;
     // The fields pino would write for { reqId, method, path, status, ms, keyId, plan, degraded,
-    // shadowRefusal, aborted } (undefined ones left out), in that order, as one string (measured: issue 14).
+    // shadowRefusal, service, target, tries, aborted } (undefined ones left out), in that order, as one string (measured: issue 14).
     let fields = `${text('reqId', ctx.requestId)}${text('method', req.method)},"path":${JSON.stringify(req.url ? req.url.split('?', 1)[0] : '')}`;
     fields += `,"status":${res.statusCode},"ms":${Math.round(ms * 100) / 100}${text('keyId', ctx.consumer?.id)}${text('plan', ctx.consumer?.plan)}`;
     if (ctx.degraded) fields += ',"degraded":true';
     if (ctx.shadowRefusal) fields += `,"shadowRefusal":"${ctx.shadowRefusal}"`;
+    if (ctx.upstream)
+      fields += `${text('service', ctx.upstream.service)}${text('target', ctx.upstream.target)},"tries":${ctx.upstream.tries}`;
     if (aborted) fields += ',"aborted":true';
     accessLineWriter(logger)(fields);
   });

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ErrorCode } from '../errors/registry.js';
 import type { KeyRecord } from '../keys/record.js';
+import type { Route } from '../upstream/service-routes.js';
 
 /** What the policies learn about one request as it passes the chain. */
 export interface RequestContext {
@@ -14,6 +15,10 @@ export interface RequestContext {
   degraded?: boolean;
   /** The code a shadow plan would have refused with; the request was admitted (README, "Shadow plans"). */
   shadowRefusal?: ErrorCode;
+  /** The service the path routes to and the path its targets receive (route-to-service.ts). */
+  route?: Route;
+  /** Where the request went upstream: the service, the target of the last try, and how many tries. */
+  upstream?: { service: string; target: string; tries: number };
 }
 
 /** A policy's verdict: go on, answer now with an Error body, or (rarely) answer now with a fixed body. */

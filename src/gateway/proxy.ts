@@ -1,23 +1,22 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { errors, type Dispatcher } from 'undici';
+import { errors, type Dispatcher, type Pool } from 'undici';
 import { sendError } from '../errors/render.js';
 import { discardRestOfBody } from '../http/discard-rest-of-body.js';
 import { forwardedValues } from '../http/forwarded-headers.js';
 import type { BodyFraming } from '../http/request-framing.js';
 import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
+import { ClientBody } from '../upstream/client-body.js';
+import { freshConnection } from '../upstream/connection-pool.js';
+import { failureOf, RETRYABLE_STATUS, shouldRetry, type Failure } from '../upstream/retry-policy.js';
+import type { Service } from '../upstream/service.js';
+import type { Route } from '../upstream/service-routes.js';
+import type { Target } from '../upstream/target.js';
+import type { Upstreams } from '../upstream/upstreams.js';
 import { AssertionRejections } from './assertion-rejections.js';
+import type { RequestContext } from './context.js';
 import { responseHeadersOf } from './upstream-response-fields.js';
 import { copyResponseHeaders } from './upstream-response-headers.js';
-import { ClientBody } from '../upstream/client-body.js';
-import { connectionPool, freshConnection } from '../upstream/connection-pool.js';
-import { mayResendOnFreshConnection } from '../upstream/stale-connection-retry.js';
-
-export interface UpstreamOptions {
-  url: string;
-  timeoutMs: number;
-  maxSockets: number;
-}
 
 /** What the edge decided about one request before the chain ran (server.ts). */
 export interface ForwardPlan {
@@ -33,59 +32,36 @@ const MAX_INTERIM_RESPONSES = 8;
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
 
 /**
- * Transport only, on undici's connection pool (not http-proxy: its passes rewrite framing —
+ * Transport only, on undici's connection pools (not http-proxy: its passes rewrite framing —
  * `content-length: 0` on DELETE/OPTIONS while still streaming the body —, copy the upstream's
  * `Connection` to the client and write an error after a response has ended; see docs/security.md;
  * and not node:http's client: the same exchange costs ~15 µs more CPU through its Agent and
- * ClientRequest, the largest single cost left on the request path, measured in README
- * "Performance"). Forwards a request that passed the policy chain over a keep-alive pool:
+ * ClientRequest, measured in README "Performance"). Forwards a request that passed the policy
+ * chain to the service its path routes to (upstream/service-routes.ts), on a target the service
+ * chooses (upstream/service.ts), tried again by the rule of upstream/retry-policy.ts:
  * - the body is framed by the gateway: exactly what the parser delimited, with the length or
  *   chunking the edge chose, never an unframed stream;
- * - refused or reset before the response → 502 bad_gateway; no response head within `timeoutMs`
- *   (or a body idle that long) → 504 gateway_timeout;
+ * - refused or reset before the response → 502 bad_gateway; no response head within the
+ *   service's time (or a body idle that long) → 504 gateway_timeout; no target in rotation → 503
+ *   upstream_unavailable;
  * - any error once the response has started destroys this one exchange and is counted; nothing
  *   is ever written to a response that has ended.
  */
-export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: number, logger: Logger, metrics: Metrics) {
-  const target = new URL(options.url);
-  const basePath = target.pathname === '/' ? '' : target.pathname.replace(/\/$/, '');
-  // Kept-alive connections, reused by the rule of connection-pool.ts.
-  const pool = connectionPool(target.origin, options);
+export function createUpstreamProxy(upstreams: Upstreams, trustedProxyHops: number, logger: Logger, metrics: Metrics) {
   const assertions = new AssertionRejections(logger, metrics);
-  const shared: Shared = {
-    options,
-    logger,
-    metrics,
-    assertions,
-    delivered: new WeakSet(),
-    // A request found a kept-alive connection closed under it: once more, on a new connection.
-    resend(dispatch, handler) {
-      metrics.upstreamRetries.inc({ reason: 'closed_connection' });
-      const client = freshConnection(target.origin, options);
-      client.dispatch(dispatch, handler);
-      // Closes once that one request is done.
-      client.close().catch(() => undefined);
-    },
-  };
+  const shared: Shared = { logger, metrics, assertions, delivered: new WeakSet() };
+  const fallbackHost = new URL(upstreams.fallback.targets[0]!.url).host;
 
-  // Bytes an upstream sends past a complete response frame nothing: undici drops that socket and
-  // no exchange hears of it (each already ended). Counted here, once, unless an exchange got it.
-  pool.on('disconnect', (_origin, _targets, err) => {
-    if (shared.delivered.has(err)) return;
-    if (err instanceof errors.HTTPParserError || (err instanceof errors.SocketError && err.message === 'bad response')) {
-      metrics.exchangeErrors.inc({ side: 'upstream' });
-      metrics.upstreamErrors.inc({ kind: 'after_response' });
-    }
-  });
-
-  function forward(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan): void {
+  function forward(ctx: RequestContext, plan: ForwardPlan): void {
+    const { req, res } = ctx;
     // The client left while the policy chain ran: its close event is past, so nothing below would
     // ever tear the upstream request down. Send none. A pipelined request queued behind another
     // has a response not yet bound to the socket (never destroyed with it): its request and
     // socket tell (else it went out for a gone client, with an empty X-Forwarded-For).
     if (res.destroyed || req.destroyed || req.socket.destroyed) return;
+    const route = ctx.route ?? upstreams.route(req.url ?? '/');
     const headers = req.headers;
-    const host = plan.host || target.host;
+    const host = plan.host || fallbackHost;
     Object.assign(headers, forwardedValues(req, trustedProxyHops, host));
     headers.host = host;
     const hasBody = plan.body.kind === 'chunked' || (plan.body.kind === 'length' && plan.body.bytes > 0);
@@ -94,42 +70,51 @@ export function createUpstreamProxy(options: UpstreamOptions, trustedProxyHops: 
     // forwarded (undici measures a body stream that has ended): framed once, either way.
     if (plan.body.kind === 'length' && hasBody) headers['content-length'] = String(plan.body.bytes);
 
-    const method = req.method ?? 'GET';
-    const dispatch = { method, path: basePath + (req.url ?? '/'), headers: fieldList(headers), body: hasBody ? new ClientBody(req) : null };
-    const exchange = new Exchange(shared, req, res, dispatch);
+    const exchange = new Exchange(shared, ctx, route, {
+      method: req.method ?? 'GET',
+      path: route.path,
+      headers: fieldList(headers),
+      body: hasBody ? new ClientBody(req) : null,
+    });
     req.on('error', exchange.clientBroke);
     res.on('close', exchange.clientClosed);
     if (!hasBody) req.resume();
-    // false: every connection is busy and the request may wait in the pool's queue, where no
-    // undici timeout runs (headersTimeout starts once it is written): bounded here instead.
-    if (!pool.dispatch(dispatch, exchange)) exchange.waitAtMost(options.timeoutMs);
+    exchange.start();
   }
 
   return {
     forward,
+    /** Counts what a target sends past a complete response (called for every target's pool). */
+    watchPool(pool: Pool): void {
+      // Bytes an upstream sends past a complete response frame nothing: undici drops that socket
+      // and no exchange hears of it (each already ended). Counted here, once, unless an exchange got it.
+      pool.on('disconnect', (_origin, _targets, err) => {
+        if (shared.delivered.has(err)) return;
+        if (err instanceof errors.HTTPParserError || (err instanceof errors.SocketError && err.message === 'bad response')) {
+          metrics.exchangeErrors.inc({ side: 'upstream' });
+          metrics.upstreamErrors.inc({ kind: 'after_response' });
+        }
+      });
+    },
     /** For /readyz: the upstream accepts the gateway's assertion (no rejection lately). */
     assertionAccepted: () => assertions.accepted(),
-    close(): void {
-      pool.destroy().catch(() => undefined);
-    },
   };
 }
 
 interface Shared {
-  options: UpstreamOptions;
   logger: Logger;
   metrics: Metrics;
   assertions: AssertionRejections;
   /** Errors an exchange was told of (the pool's disconnect event reports them again). */
   delivered: WeakSet<Error>;
-  resend(dispatch: UpstreamDispatch, handler: Exchange): void;
 }
 
-type UpstreamDispatch = Dispatcher.DispatchOptions & { body: ClientBody | null };
+type UpstreamDispatch = Dispatcher.DispatchOptions & { body: ClientBody | Buffer | null };
 
 /**
- * One client request and its upstream request, as undici's dispatch handler: its callbacks are
- * methods of one object per exchange, not a closure and a listener each.
+ * One client request and its tries upstream, as undici's dispatch handler: its callbacks are
+ * methods of one object per exchange, not a closure and a listener each. Tries run one after
+ * another, and a try is over (undici's onComplete or onError) before the next is sent.
  */
 class Exchange implements Dispatcher.DispatchHandler {
   private abortUpstream?: (err?: Error) => void;
@@ -144,15 +129,151 @@ class Exchange implements Dispatcher.DispatchHandler {
   private held?: { status: number; headers: IncomingHttpHeaders; chunks: Buffer[] };
   private resumeUpstream?: () => void;
   private queueTimer?: NodeJS.Timeout;
-  /** Sent a second time already (stale-connection-retry.ts). */
-  private resent = false;
+  private readonly service: Service;
+  private target!: Target;
+  private readonly tried = new Set<Target>();
+  private tries = 0;
+  private tryStartedMs = 0;
+  /** The current try is a retry (counted in the service's retries in flight). */
+  private retrying = false;
+  /** A retry went to a target already tried, on a new connection (at most once). */
+  private sameTargetAgain = false;
+  /** Reading a retryable 5xx answer to drop it; the next try follows its end. */
+  private dropping?: { backoffMs: number };
+  private backoffTimer?: NodeJS.Timeout;
+  private readonly deadlineMs: number;
 
   constructor(
     private readonly shared: Shared,
-    private readonly req: IncomingMessage,
-    private readonly res: ServerResponse,
+    private readonly ctx: RequestContext,
+    route: Route,
     private dispatch: UpstreamDispatch,
-  ) {}
+  ) {
+    this.service = route.service;
+    this.service.inFlight++;
+    this.deadlineMs = performance.now() + this.service.config.timeoutMs;
+  }
+
+  private get req(): IncomingMessage {
+    return this.ctx.req;
+  }
+
+  private get res(): ServerResponse {
+    return this.ctx.res;
+  }
+
+  start(): void {
+    this.send(false);
+  }
+
+  /** Sends the next try: to a target the service chooses, or (`again`) to the same one on a new connection. */
+  private send(again: boolean): void {
+    if (!again) {
+      const choice = this.service.choose(this.tried);
+      if ('unavailable' in choice) return this.unavailable(choice.retryAfterSeconds);
+      this.target = choice.target;
+    }
+    const { target, service } = this;
+    this.tried.add(target);
+    this.tries++;
+    this.ctx.upstream = { service: service.name, target: target.url, tries: this.tries };
+    target.inFlight++;
+    this.tryStartedMs = performance.now();
+    const dispatch = { ...this.dispatch, path: target.basePath + this.dispatch.path };
+    if (this.tries > 1) {
+      // A retry has what is left of the service's time.
+      const msLeft = Math.max(1, Math.round(this.deadlineMs - this.tryStartedMs));
+      dispatch.headersTimeout = Math.min(msLeft, service.config.tryTimeoutMs || msLeft);
+    }
+    if (again) {
+      const client = freshConnection(target.origin, { timeoutMs: service.config.timeoutMs, maxSockets: 1 });
+      client.dispatch(dispatch, this);
+      // Closes once that one request is done.
+      client.close().catch(() => undefined);
+      return;
+    }
+    // false: every connection is busy and the request may wait in the pool's queue, where no
+    // undici timeout runs (headersTimeout starts once it is written): bounded here instead.
+    if (!target.pool.dispatch(dispatch, this)) this.waitAtMost(Math.max(1, this.deadlineMs - this.tryStartedMs));
+  }
+
+  /**
+   * The current try is over: load, retry budget, passive health and metrics. A try the gateway
+   * abandoned (its client left, or it waited too long in the queue) says nothing of the target.
+   */
+  private endTry(outcome: 'ok' | 'status_5xx' | Failure | 'error' | 'abandoned'): void {
+    const { target, service, shared } = this;
+    target.inFlight--;
+    if (this.retrying) {
+      this.retrying = false;
+      service.retriesInFlight--;
+    }
+    if (outcome !== 'abandoned') service.report(target, outcome === 'ok');
+    shared.metrics.upstreamTries.inc({ service: service.name, target: target.url, outcome });
+    shared.metrics.upstreamTrySeconds.observe(
+      { service: service.name, target: target.url },
+      (performance.now() - this.tryStartedMs) / 1000,
+    );
+  }
+
+  /**
+   * Whether a failed try goes again (retry-policy.ts), and then after how long; the body is made
+   * ready for it here.
+   */
+  private retryAfter(failure: Failure): number | undefined {
+    if (this.clientGone || this.res.headersSent || this.settled || this.held || this.interim > 0) return undefined;
+    const { service, dispatch } = this;
+    // Another target, or this one again on a new connection once, after a closed connection.
+    const others = service.targets.length > 1;
+    if (!others && (failure !== 'closed' || this.sameTargetAgain)) return undefined;
+    const answer = shouldRetry({
+      service,
+      failure,
+      method: dispatch.method,
+      idempotencyKey: this.req.headers['idempotency-key'] !== undefined,
+      bodyReplayable: !(dispatch.body instanceof ClientBody) || dispatch.body.canReplay(),
+      triesSoFar: this.tries,
+      msLeft: this.deadlineMs - performance.now(),
+    });
+    if (!answer.retry) {
+      if (answer.budgetExhausted) this.shared.metrics.retryBudgetExhausted.inc({ service: service.name });
+      return undefined;
+    }
+    if (dispatch.body instanceof ClientBody) {
+      const body = dispatch.body.replay();
+      if (body === undefined) return undefined;
+      this.dispatch = { ...dispatch, body };
+    } else if (Buffer.isBuffer(dispatch.body)) {
+      this.dispatch = { ...dispatch };
+    }
+    this.shared.metrics.upstreamRetries.inc({ service: service.name, reason: failure });
+    return answer.backoffMs;
+  }
+
+  private retry(failure: Failure, backoffMs: number): void {
+    this.abortUpstream = undefined;
+    this.interim = 0;
+    this.service.retriesInFlight++;
+    this.retrying = true;
+    const again = failure === 'closed' && this.service.targets.length === 1;
+    if (again) this.sameTargetAgain = true;
+    if (backoffMs <= 0) return this.send(again);
+    this.backoffTimer = setTimeout(() => {
+      this.backoffTimer = undefined;
+      if (this.clientGone) {
+        this.retrying = false;
+        this.service.retriesInFlight--;
+        return;
+      }
+      this.send(again);
+    }, backoffMs);
+  }
+
+  private unavailable(retryAfterSeconds: number): void {
+    this.settled = true;
+    this.shared.metrics.upstreamErrors.inc({ kind: 'upstream_unavailable' });
+    sendError(this.res, 'upstream_unavailable', undefined, { 'retry-after': retryAfterSeconds });
+  }
 
   onConnect(abort: (err?: Error) => void): void {
     if (this.queueTimer) clearTimeout(this.queueTimer);
@@ -170,7 +291,11 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   private readonly queuedTooLong = (): void => {
-    if (!this.abortUpstream) this.onError(new errors.HeadersTimeoutError('queued for a connection longer than upstream.timeoutMs'));
+    if (this.abortUpstream) return;
+    // Still in the pool's queue: undici will refuse it at onConnect (this.failed) and say so in
+    // an onError that finds the exchange failed and the try already ended here.
+    this.endTry('abandoned');
+    this.fail(new errors.HeadersTimeoutError('queued for a connection longer than the service timeout'));
   };
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
@@ -179,6 +304,14 @@ class Exchange implements Dispatcher.DispatchHandler {
       if (++this.interim > MAX_INTERIM_RESPONSES)
         this.abortUpstream?.(new Error(`more than ${MAX_INTERIM_RESPONSES} interim (1xx) responses`));
       return true;
+    }
+    if (RETRYABLE_STATUS.has(statusCode)) {
+      // Read to its end and dropped when another try may follow (the connection stays reusable).
+      const backoffMs = this.retryAfter('status');
+      if (backoffMs !== undefined) {
+        this.dropping = { backoffMs };
+        return true;
+      }
     }
     const headers = responseHeadersOf(rawHeaders);
     if (AssertionRejections.mayBeRejection(statusCode, headers)) {
@@ -192,12 +325,14 @@ class Exchange implements Dispatcher.DispatchHandler {
       // a 200 would have had, §8.6): complete now. undici then still compares that length with
       // the 0 bytes it read and fails the exchange (UND_ERR_RES_CONTENT_LENGTH_MISMATCH).
       this.settled = true;
+      this.endTry(statusCode >= 500 ? 'status_5xx' : 'ok');
       this.res.end();
     }
     return true;
   }
 
   onData(chunk: Buffer): boolean {
+    if (this.dropping) return true;
     if (this.held) {
       this.held.chunks.push(chunk);
       return true;
@@ -209,9 +344,17 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onComplete(): void {
+    if (this.dropping) {
+      const { backoffMs } = this.dropping;
+      this.dropping = undefined;
+      this.endTry('status_5xx');
+      return this.retry('status', backoffMs);
+    }
     // Settled before its end only as a 204/304, answered with its head.
     if (this.settled) return;
     this.settled = true;
+    const status = this.held?.status ?? this.res.statusCode;
+    this.endTry(status >= 500 ? 'status_5xx' : 'ok');
     const held = this.held;
     if (!held) {
       this.res.end();
@@ -223,23 +366,41 @@ class Exchange implements Dispatcher.DispatchHandler {
       this.res.end(body);
       return;
     }
-    const { assertions, metrics, options } = this.shared;
-    assertions.record(options.url);
+    const { assertions, metrics } = this.shared;
+    assertions.record(this.target.url);
     metrics.upstreamErrors.inc({ kind: 'assertion_rejected' });
     sendError(this.res, 'bad_gateway', 'The upstream refused the gateway’s credentials: a gateway configuration fault, not yours.');
   }
 
   onError(err: Error): void {
-    const { res, shared } = this;
-    const { metrics } = shared;
+    const { shared } = this;
     shared.delivered.add(err);
     if (this.queueTimer) clearTimeout(this.queueTimer);
     if (this.failed) return;
-    if (this.mayResend(err)) return this.resend();
-    this.failed = true;
     // undici's length check on a 204/304 already relayed in full (the only response settled
     // before undici's end of it): not a fault of the upstream.
     if (this.settled && (err as NodeJS.ErrnoException).code === 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH') return;
+    const failure = failureOf(err);
+    if (this.dropping) {
+      // The dropped 5xx broke off: the retry it was read for goes ahead.
+      const { backoffMs } = this.dropping;
+      this.dropping = undefined;
+      this.endTry('status_5xx');
+      return this.retry('status', backoffMs);
+    }
+    if (!this.settled) this.endTry(this.clientGone ? 'abandoned' : (failure ?? 'error'));
+    if (failure && !this.clientGone) {
+      const backoffMs = this.retryAfter(failure);
+      if (backoffMs !== undefined) return this.retry(failure, backoffMs);
+    }
+    this.fail(err);
+  }
+
+  /** The exchange ends in failure: an Error body if nothing was sent yet, else a cut response. */
+  private fail(err: Error): void {
+    const { res, shared } = this;
+    const { metrics } = shared;
+    this.failed = true;
     // The client went away first (its close aborted the upstream request): nobody to answer.
     if (this.clientGone || (res.destroyed && !res.headersSent)) return;
     if (this.settled || res.headersSent) {
@@ -259,55 +420,52 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
     metrics.upstreamErrors.inc({ kind: 'bad_gateway' });
     shared.logger.warn(
-      { err: { code: (err as NodeJS.ErrnoException).code, message: err.message }, reqId: this.req.headers['x-request-id'] },
+      {
+        err: { code: (err as NodeJS.ErrnoException).code, message: err.message },
+        reqId: this.req.headers['x-request-id'],
+        service: this.service.name,
+        target: this.target?.url,
+        tries: this.tries,
+      },
       'upstream failed',
     );
     sendError(res, 'bad_gateway');
   }
 
-  private mayResend(error: Error): boolean {
-    if (this.clientGone || this.res.headersSent || this.settled || this.held) return false;
-    return mayResendOnFreshConnection({
-      method: this.dispatch.method,
-      error,
-      responseStarted: this.interim > 0,
-      bodyBytesTaken: this.dispatch.body?.takenBytes ?? 0,
-      retried: this.resent,
-    });
-  }
-
-  private resend(): void {
-    this.resent = true;
-    this.abortUpstream = undefined;
-    const { dispatch } = this;
-    dispatch.body?.destroy();
-    this.dispatch = { ...dispatch, body: dispatch.body && new ClientBody(this.req) };
-    this.shared.resend(this.dispatch, this);
-  }
-
   /**
-   * The response has ended (or the client left). A request body the upstream did not read to its
+   * The response has ended, or the client left. A request body the upstream did not read to its
    * end — it answered early (413, 401, …) or failed — is read and dropped, bounded, so the
    * client's next request on this connection is reached, not stuck behind it.
    */
   readonly clientClosed = (): void => {
+    this.service.inFlight--;
     if (this.res.writableFinished) {
       if (!this.req.complete) {
-        this.dispatch.body?.destroy();
+        if (this.dispatch.body instanceof ClientBody) this.dispatch.body.destroy();
         discardRestOfBody(this.req);
       }
       return;
     }
-    this.clientGone = true;
-    this.abortUpstream?.();
+    this.gone();
   };
 
   /** The client broke its request body: the upstream request goes too. */
   readonly clientBroke = (): void => {
     this.shared.metrics.exchangeErrors.inc({ side: 'client' });
-    this.clientGone = true;
-    this.abortUpstream?.();
+    this.gone();
   };
+
+  private gone(): void {
+    if (this.clientGone) return;
+    this.clientGone = true;
+    if (this.backoffTimer) {
+      clearTimeout(this.backoffTimer);
+      this.backoffTimer = undefined;
+      this.retrying = false;
+      this.service.retriesInFlight--;
+    }
+    this.abortUpstream?.();
+  }
 
   private relayHead(status: number, headers: IncomingHttpHeaders): void {
     this.res.statusCode = status;

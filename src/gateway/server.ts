@@ -59,7 +59,7 @@ export function createGatewayServer({ chain, route, proxy, logger, metrics, time
       const rejection = await runChain(ctx, chain);
       if (!rejection) {
         if (plan.expectsContinue) res.writeContinue();
-        return proxy.forward(req, res, plan);
+        return proxy.forward(ctx, plan);
       }
       if (isAnswer(rejection)) return sendAnswer(res, rejection);
       if (statusOf(rejection.code) === 401) metrics.authFailures.inc({ code: rejection.code });

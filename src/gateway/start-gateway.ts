@@ -5,7 +5,6 @@ import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
 import { GATEWAY_FILE, loadGatewayFile, loadPlans, PLANS_FILE } from '../config/load.js';
 import { Reloading } from '../config/reloading.js';
 import type { Settings } from '../config/settings.js';
-import { canConnect } from '../http/probe.js';
 import { closeGracefully, listen } from '../http/listen.js';
 import { assertionSecretsFromEnv, logSecretSource, type AssertionSecrets } from '../identity/assertion-secrets.js';
 import type { Logger } from '../observability/log.js';
@@ -28,6 +27,9 @@ import { serveUsage } from './policies/serve-usage.js';
 import { upstreamIdentity } from './policies/upstream-identity.js';
 import { loadOpenApiDocument, openApiRouteTemplates } from './openapi-document.js';
 import { createUpstreamProxy } from './proxy.js';
+import { routeToService } from './policies/route-to-service.js';
+import { Upstreams } from '../upstream/upstreams.js';
+import type { Pool } from 'undici';
 import { routeLabeler } from './route-label.js';
 import { RouteCosts } from './route-costs.js';
 import { RouteRules } from './route-rules.js';
@@ -55,12 +57,14 @@ export async function startGateway(
   const plans = new Reloading(join(settings.configDir, PLANS_FILE), () => loadPlans(settings.configDir), logger);
   let plansLoadedAt = new Date().toISOString();
   plans.onChange(() => (plansLoadedAt = new Date().toISOString()));
-  // Route rules are the hot part of gateway.yaml (listeners, upstream and the rest need a restart).
+  // Route rules and services are the hot part of gateway.yaml (listeners, upstream.url and the
+  // rest need a restart).
   const routes = new Reloading(
     join(settings.configDir, GATEWAY_FILE),
     () => {
-      const { deprecations, costs } = loadGatewayFile(settings.configDir).routes;
-      return { deprecations: new RouteRules(deprecations), costs: new RouteCosts(costs) };
+      const file = loadGatewayFile(settings.configDir);
+      const { deprecations, costs } = file.routes;
+      return { deprecations: new RouteRules(deprecations), costs: new RouteCosts(costs), services: file.services };
     },
     logger,
   );
@@ -86,7 +90,28 @@ export async function startGateway(
   ownStores.keys.onChange((id) => verdicts.forget(id));
 
   const failedAuth = failedAuthLimiter(settings.unauthenticated.perMinute, ownStores.redis, settings.gateway.trustProxyHops);
-  const proxy = createUpstreamProxy(settings.upstream, settings.gateway.trustProxyHops, logger, metrics);
+  const pools: Pool[] = [];
+  let watchPool: (pool: Pool) => void = (pool) => {
+    pools.push(pool);
+  };
+  const upstreams = new Upstreams(
+    settings.upstream,
+    routes.current().services,
+    {
+      ejected: (service, target, forMs) => {
+        metrics.ejections.inc({ service, target });
+        logger.warn({ service, target, forMs }, 'target ejected after consecutive failures');
+      },
+      panic: (service) => metrics.panics.inc({ service }),
+      pool: (pool) => watchPool(pool),
+    },
+    logger,
+  );
+  routes.onChange((next) => upstreams.apply(next.services));
+  const proxy = createUpstreamProxy(upstreams, settings.gateway.trustProxyHops, logger, metrics);
+  // Pools made before the proxy existed, and every later one.
+  for (const pool of pools) proxy.watchPool(pool);
+  watchPool = proxy.watchPool;
   // Metrics labels: the API's OpenAPI routes and the route rules at start; anything else is one label.
   const route = routeLabeler([
     ...openApiRouteTemplates(loadOpenApiDocument(settings.openapi.file, settings.configDir)),
@@ -99,6 +124,7 @@ export async function startGateway(
     serveOpenApi(settings.openapi, settings.configDir),
     failedAuth.wrap(authenticate(keys, failedAuth.blockedSeconds)),
     serveUsage(settings.usage.path, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
+    routeToService(upstreams),
     enforceQuota({
       store: ownStores.quotas,
       health,
@@ -124,10 +150,10 @@ export async function startGateway(
               () => false,
             )
           : true,
-        upstream: await canConnect(settings.upstream.url, 1000),
         // A backend refusing our assertions (secret mismatch) makes every proxied request a 502.
         upstreamAcceptsAssertion: proxy.assertionAccepted(),
       }),
+      services: () => upstreams.summary(),
     },
     adminTokens.configured
       ? createAdminApi(
@@ -161,7 +187,7 @@ export async function startGateway(
       routes.close();
       await closeGracefully(server, settings.gateway.shutdownGraceSeconds * 1000);
       await closeGracefully(admin, 0);
-      proxy.close();
+      upstreams.close();
       await ownStores.close();
     },
   };

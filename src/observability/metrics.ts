@@ -69,8 +69,39 @@ export function createMetrics() {
     }),
     upstreamRetries: new Counter({
       name: 'tollgate_upstream_retries_total',
-      help: 'Requests sent to the upstream a second time, by reason (closed_connection: a kept-alive connection closed under an idempotent request).',
-      labelNames: ['reason'] as const,
+      help: 'Tries after the first, by service and reason (connect, closed, timeout, status; src/upstream/retry-policy.ts).',
+      labelNames: ['service', 'reason'] as const,
+      registers: [registry],
+    }),
+    upstreamTries: new DeferredCounter({
+      name: 'tollgate_upstream_tries_total',
+      help: 'Tries sent to upstream targets, by service, target and outcome (ok, status_5xx, connect, closed, timeout, error).',
+      labelNames: ['service', 'target', 'outcome'] as const,
+      registers: [registry],
+    }),
+    upstreamTrySeconds: new PlainHistogram({
+      name: 'tollgate_upstream_try_duration_seconds',
+      help: 'Time from sending a try to its response head (or its failure), by service and target.',
+      labelNames: ['service', 'target'] as const,
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    }),
+    retryBudgetExhausted: new Counter({
+      name: 'tollgate_upstream_retry_budget_exhausted_total',
+      help: 'Retries not sent because the service had its budget of retries in flight.',
+      labelNames: ['service'] as const,
+      registers: [registry],
+    }),
+    ejections: new Counter({
+      name: 'tollgate_upstream_ejections_total',
+      help: 'Targets taken out of rotation after consecutive failures, by service and target.',
+      labelNames: ['service', 'target'] as const,
+      registers: [registry],
+    }),
+    panics: new Counter({
+      name: 'tollgate_upstream_panic_total',
+      help: 'Requests that found no target of their service in rotation (answered 503, or sent to all targets under panic: all).',
+      labelNames: ['service'] as const,
       registers: [registry],
     }),
     exchangeErrors: new Counter({

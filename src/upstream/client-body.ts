@@ -1,6 +1,9 @@
 import type { IncomingMessage } from 'node:http';
 import { Readable } from 'node:stream';
 
+/** A body up to this size is kept while it streams, so that a retry can send it again. */
+export const REPLAY_MAX_BYTES = 64 * 1024;
+
 /**
  * The client's request body as undici reads it, instead of the request itself, for two reasons:
  * - undici destroys the body stream it was given when it stops writing it (the upstream answered
@@ -8,11 +11,14 @@ import { Readable } from 'node:stream';
  *   read halfway and left paused keeps the client's next request stuck behind its unread body
  *   (the hang after an early 413). This stream is undici's to destroy; the request stays the
  *   gateway's, which drops its unread rest (http/discard-rest-of-body.ts).
- * - `takenBytes` says whether any of the body left the client's request: a body that has started
- *   can never be sent again (stale-connection-retry.ts).
+ * - a retry may send the body again only when none of it was taken yet, or all of it was kept:
+ *   bodies of at most REPLAY_MAX_BYTES are kept as they stream; a larger one is never replayed
+ *   (retry-policy.ts).
  */
 export class ClientBody extends Readable {
   takenBytes = 0;
+  private kept: Buffer[] | undefined = [];
+  private ended = false;
   private attached = true;
 
   constructor(private readonly req: IncomingMessage) {
@@ -22,10 +28,15 @@ export class ClientBody extends Readable {
 
   private readonly onData = (chunk: Buffer): void => {
     this.takenBytes += chunk.length;
+    if (this.kept) {
+      if (this.takenBytes <= REPLAY_MAX_BYTES) this.kept.push(chunk);
+      else this.kept = undefined;
+    }
     if (!this.push(chunk)) this.req.pause();
   };
 
   private readonly onEnd = (): void => {
+    this.ended = true;
     this.push(null);
   };
 
@@ -35,6 +46,24 @@ export class ClientBody extends Readable {
 
   override _read(): void {
     if (this.attached) this.req.resume();
+  }
+
+  /** Whether the body can go again (replay would give it). */
+  canReplay(): boolean {
+    return (this.takenBytes === 0 && !this.ended) || (this.ended && this.kept !== undefined);
+  }
+
+  /**
+   * The body for another try: the rest of the request when none of it was taken yet, the kept
+   * bytes when it arrived whole within REPLAY_MAX_BYTES, else undefined (it cannot go again).
+   */
+  replay(): ClientBody | Buffer | undefined {
+    if (this.takenBytes === 0 && !this.ended) {
+      this.destroy();
+      return new ClientBody(this.req);
+    }
+    if (this.ended && this.kept) return Buffer.concat(this.kept);
+    return undefined;
   }
 
   /** Lets go of the client's request, which stays paused where this left it. */

@@ -15,7 +15,7 @@ export interface PoolOptions {
  *   connection per request in front of the most common upstream;
  * - a server that announces nothing (nginx, Python, most proxies) is reused for
  *   IDLE_WITHOUT_ANNOUNCEMENT_MS: nginx's `keepalive_timeout` defaults to 75 s, but a shorter one
- *   is common and unannounced, and the stale-connection retry (stale-connection-retry.ts) covers
+ *   is common and unannounced, and the stale-connection retry (retry-policy.ts) covers
  *   a connection such a server closed first;
  * - a server that closes (HTTP/1.0 without keep-alive, `Connection: close`) is not reused;
  * - never longer than KEEP_ALIVE_MAX_MS, whatever is announced.
@@ -44,7 +44,7 @@ export function connectionPool(origin: string, options: PoolOptions): Pool {
 
 /**
  * One new connection for one request, closed once it is answered: where a request must not meet
- * another pooled connection that may have gone stale the same way (stale-connection-retry.ts).
+ * another pooled connection that may have gone stale the same way (retry-policy.ts).
  */
 export function freshConnection(origin: string, options: PoolOptions): Client {
   return new Client(origin, clientOptions(options));

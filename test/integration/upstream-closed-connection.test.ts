@@ -5,8 +5,8 @@ import { okResponder, type Responder } from '../helpers/recording-upstream.js';
 
 // A kept-alive upstream connection closed by the upstream just as a request is written to it (an
 // idle timeout racing the reuse, a restart) is the gateway's problem, not the client's: an
-// idempotent request whose body was not taken yet goes once more on a new connection
-// (src/upstream/stale-connection-retry.ts); anything else gets the 502 it always got, and is never
+// idempotent request whose body can go again (none, untouched, or kept whole) goes once more on a
+// new connection (src/upstream/retry-policy.ts); anything else gets the 502 it always got, and is never
 // delivered twice. The upstream here answers the first request of each connection and closes the
 // connection, unanswered, when a second one arrives on it: the race, made deterministic.
 
@@ -32,7 +32,7 @@ function closesReusedConnections(): Responder {
 }
 
 const retries = async () =>
-  Number(/^tollgate_upstream_retries_total\{reason="closed_connection"\} (\d+)/m.exec(await stack.metrics())?.[1] ?? 0);
+  Number(/^tollgate_upstream_retries_total\{service="default",reason="closed"\} (\d+)/m.exec(await stack.metrics())?.[1] ?? 0);
 
 /** One request on its own client connection; the gateway's pool keeps its upstream connection. */
 async function send(method: string, extra = '', body = '') {
@@ -67,8 +67,16 @@ describe('a reused upstream connection found closed', () => {
     expect(seen('PUT')).toBe(2);
   });
 
-  it('a PUT whose body had started is not sent again: 502, delivered once', async () => {
-    expect(await send('PUT', 'Content-Type: application/json\r\n', '{"name":"x"}')).toBe(502);
+  it('a PUT whose small body was kept whole goes once more, with that body', async () => {
+    expect(await send('PUT', 'Content-Type: application/json\r\n', '{"name":"x"}')).toBe(200);
+    expect(stack.upstream.requests.filter((r) => r.method === 'PUT').map((r) => r.body.toString())).toEqual([
+      '{"name":"x"}',
+      '{"name":"x"}',
+    ]);
+  });
+
+  it('a PUT whose body is larger than what is kept (64 KiB) is not sent again: 502, delivered once', async () => {
+    expect(await send('PUT', 'Content-Type: application/octet-stream\r\n', 'p'.repeat(64 * 1024 + 1))).toBe(502);
     expect(seen('PUT')).toBe(1);
   });
 

@@ -1,0 +1,103 @@
+import type { Pool } from 'undici';
+import type { ServiceConfig } from '../config/services-schema.js';
+import { targetsOf } from '../config/services-schema.js';
+import { pick } from './balancer.js';
+import { Target } from './target.js';
+
+/** What a try is given: a target, or the verdict that none may be tried now. */
+export type Choice = { target: Target } | { unavailable: true; retryAfterSeconds: number };
+
+export interface ServiceEvents {
+  ejected(service: string, target: string, forMs: number): void;
+  panic(service: string): void;
+  /** A new target's pool, for whoever watches pools. */
+  pool(pool: Pool): void;
+}
+
+/**
+ * One service: its targets, how a try chooses among them, and when a failing target is taken out.
+ * - In rotation: targets neither ejected nor held out by probes (target-health.ts).
+ * - Ejection is capped: at most ⌊maxEjectedPercent × targets⌋ ejected at once, a hard cap (Envoy
+ *   ejects one host whatever its cap, and users of Envoy, Kong and Istio report whole services
+ *   ejected). A target that fails past the cap stays in rotation, and retries go around it.
+ * - No target in rotation (all held out by probes, or ejected under a 100 % cap): `panic: fail`
+ *   answers 503 upstream_unavailable at once, with Retry-After at the next re-admission, and dials
+ *   nothing but probes; `panic: all` tries every target anyway.
+ * - A try never goes to a target the same request already tried, while another is left.
+ */
+export class Service {
+  targets: Target[];
+  config: ServiceConfig;
+  inFlight = 0;
+  retriesInFlight = 0;
+
+  constructor(
+    config: ServiceConfig,
+    private readonly now: () => number,
+    private readonly events: ServiceEvents,
+    reuse: ReadonlyMap<string, Target> = new Map(),
+  ) {
+    this.config = config;
+    this.targets = targetsOf(config).map((t) => {
+      const kept = reuse.get(t.url);
+      if (!kept) {
+        const target = new Target(t.url, t.weight, this.poolOptions(), config.ejection, now);
+        events.pool(target.pool);
+        return target;
+      }
+      kept.weight = t.weight;
+      kept.health.setPolicy(config.ejection);
+      return kept;
+    });
+  }
+
+  get name(): string {
+    return this.config.name;
+  }
+
+  private poolOptions() {
+    const { timeoutMs, tryTimeoutMs, maxSockets } = this.config;
+    return { timeoutMs: tryTimeoutMs || timeoutMs, maxSockets };
+  }
+
+  choose(tried: ReadonlySet<Target>): Choice {
+    const nowMs = this.now();
+    let inRotation = this.targets.filter((t) => t.health.inRotation(nowMs));
+    if (inRotation.length === 0) {
+      this.events.panic(this.name);
+      if (this.config.panic === 'fail') return { unavailable: true, retryAfterSeconds: this.secondsToReadmission(nowMs) };
+      inRotation = this.targets;
+    }
+    const untried = tried.size ? inRotation.filter((t) => !tried.has(t)) : inRotation;
+    const candidates = untried.length ? untried : inRotation;
+    return { target: pick(this.config.balance, candidates, nowMs, this.config.slowStartMs) };
+  }
+
+  /** A try's outcome, for passive health: ok, or a failure that counts against the target. */
+  report(target: Target, ok: boolean): void {
+    if (ok) return target.health.succeeded();
+    if (!target.health.failed()) return;
+    if (this.ejectedCount() + 1 > this.maxEjected()) return;
+    this.events.ejected(this.name, target.url, target.health.eject());
+  }
+
+  maxEjected(): number {
+    return Math.floor((this.config.ejection.maxEjectedPercent * this.targets.length) / 100);
+  }
+
+  ejectedCount(nowMs = this.now()): number {
+    let n = 0;
+    for (const t of this.targets) if (t.health.ejected(nowMs)) n++;
+    return n;
+  }
+
+  /** Whole seconds until some target may be back: the earliest re-admission, or the next probe. */
+  private secondsToReadmission(nowMs: number): number {
+    let soonest = Infinity;
+    for (const t of this.targets) {
+      if (t.health.readmitAtMs > nowMs) soonest = Math.min(soonest, t.health.readmitAtMs - nowMs);
+      if (!t.health.probeHealthy && this.config.healthCheck) soonest = Math.min(soonest, this.config.healthCheck.intervalMs);
+    }
+    return Number.isFinite(soonest) ? Math.max(1, Math.ceil(soonest / 1000)) : 1;
+  }
+}
