@@ -1,0 +1,13 @@
+import { describeInterop } from '../helpers/interop/suite.js';
+import { startFastify } from '../helpers/interop/node-upstreams.js';
+
+// Fastify 5 with its defaults (keepAliveTimeout 72 s), its bodyLimit 413 and stream replies. The
+// spaced requests use one with keepAliveTimeout 1 s.
+describeInterop({
+  server: 'Fastify',
+  keepAlive: true,
+  echoesDigest: true,
+  earlyAnswerPaths: ['/v1/interop/upload'],
+  start: (site) => startFastify(site),
+  startShortIdle: (site) => startFastify(site, { keepAliveTimeoutMs: 1000 }),
+});
