@@ -13,6 +13,7 @@ import type { AdminTokens } from './admin-tokens.js';
 import { auditRoutes } from './routes/audit-routes.js';
 import { keysRoutes } from './routes/keys-routes.js';
 import { plansRoutes } from './routes/plans-routes.js';
+import { servicesRoutes } from './routes/services-routes.js';
 
 export const ADMIN_BASE = '/admin/v1';
 /** The admin API's own OpenAPI document, at the package root beside openapi.yaml. */
@@ -39,7 +40,7 @@ interface CompiledRoute {
 export function createAdminApi(deps: AdminDeps, tokens: AdminTokens, logger: Logger): AdminApi {
   const authenticate = adminAuthenticator(tokens, logger);
   const document = loadOpenApiDocument(ADMIN_OPENAPI_FILE, '');
-  const routes = [...keysRoutes(deps), ...plansRoutes(deps), ...auditRoutes(deps)].map(compile);
+  const routes = [...keysRoutes(deps), ...plansRoutes(deps), ...servicesRoutes(deps), ...auditRoutes(deps)].map(compile);
 
   return {
     async handle(req, res, path) {

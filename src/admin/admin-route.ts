@@ -1,5 +1,6 @@
 import type { Caller, LifecycleDeps } from '../keys/lifecycle/deps.js';
 import type { PlansConfig } from '../config/plans-schema.js';
+import type { Upstreams } from '../upstream/upstreams.js';
 
 /** What a route handler gets: path parameters, the query, the body on demand, and who is calling. */
 export interface AdminRequest {
@@ -28,4 +29,6 @@ export interface AdminDeps {
   lifecycle: LifecycleDeps;
   /** The plans in force on this replica, and when they were loaded. */
   plans(): { config: PlansConfig; loadedAt: string };
+  /** The upstream services in force on this replica, with their targets' load and health. */
+  services(): ReturnType<Upstreams['describe']>;
 }

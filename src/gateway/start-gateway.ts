@@ -166,6 +166,7 @@ export async function startGateway(
               now: Date.now,
             },
             plans: () => ({ config: plans.current(), loadedAt: plansLoadedAt }),
+            services: () => upstreams.describe(),
           },
           adminTokens,
           logger,

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { checkNginxConfig, nginxBinary, nginxConfigFor } from '../helpers/nginx.js';
-import { REPO_ROOT } from '../helpers/processes.js';
+import { REPO_ROOT, runCli } from '../helpers/processes.js';
 
 // The deploy files checked with what runs without a Docker engine: Debian's docker-compose
 // validates and resolves docker-compose.yml (`config`), nginx lints the load balancer's config
@@ -21,6 +21,7 @@ if (!nginx) console.warn('SKIPPED nginx -t: nginx is not installed (apt-get inst
 const SECRET = 'compose-check-secret-0123456789abcdefghijklmnop';
 
 function compose(env: Record<string, string>, options: string[] = []) {
+  // Global options (`--profile`) go before the command.
   const result = spawnSync('docker-compose', ['-f', composeFile, ...options, 'config'], {
     cwd: REPO_ROOT,
     encoding: 'utf8',
@@ -95,6 +96,64 @@ describe.skipIf(!hasCompose)('docker-compose.yml (docker-compose config)', () =>
     }
     expect(services.backend!.environment).toMatchObject({ BACKEND_HOST: '0.0.0.0', TOLLGATE_ASSERTION_SECRET: SECRET });
     expect(services.backend!.healthcheck).toBeDefined();
+  });
+
+  describe('profile `services`: a gateway in front of two services of two instances each', () => {
+    const withProfile = () => {
+      const result = compose({ TOLLGATE_ASSERTION_SECRET: SECRET }, ['--profile', 'services']);
+      expect(result.code, result.stderr).toBe(0);
+      return (parseYaml(result.stdout) as { services: Record<string, Service> }).services;
+    };
+    /** The host directory mounted as the example gateway's config (docker-compose resolves it to an absolute path). */
+    const configDir = (gateway: Service) => {
+      const mount = (gateway.volumes as string[]).find((v) => typeof v === 'string' && v.split(':')[1] === '/app/config');
+      expect(mount, JSON.stringify(gateway.volumes)).toBeDefined();
+      return mount!.split(':')[0]!;
+    };
+
+    it('resolves, and its gateway is published on loopback only, trusts no forwarding hop and mounts its own config', () => {
+      const services = withProfile();
+      const gateway = services['gateway-services']!;
+      expect(gateway.profiles).toEqual(['services']);
+      expect(gateway.command).toEqual(['gateway']);
+      expect(gateway.ports).toEqual([expect.stringMatching(/^127\.0\.0\.1:8090:8080/)]);
+      expect(gateway.environment).toMatchObject({
+        REDIS_URL: 'redis://redis:6379',
+        UPSTREAM_URL: 'http://backend:8081',
+        TRUST_PROXY_HOPS: '0',
+      });
+      expect(gateway.healthcheck!.test.join(' ')).toContain('/readyz');
+      expect(configDir(gateway)).toBe(join(REPO_ROOT, 'examples/services'));
+    });
+
+    it('mounts a config that check-config accepts, whose services have two or more targets each, every one an instance of the profile', async () => {
+      const services = withProfile();
+      const dir = configDir(services['gateway-services']!);
+      const checked = await runCli(['check-config', dir], {});
+      expect(checked.code, checked.stderr).toBe(0);
+      expect(checked.stdout).toContain('config OK');
+
+      const file = parseYaml(readFileSync(join(dir, 'gateway.yaml'), 'utf8')) as {
+        services: Array<{ name: string; targets: Array<string | { url: string }> }>;
+      };
+      expect(file.services.length).toBeGreaterThanOrEqual(2);
+      for (const service of file.services) {
+        expect(service.targets.length, service.name).toBeGreaterThanOrEqual(2);
+        for (const target of service.targets) {
+          const url = new URL(typeof target === 'string' ? target : target.url);
+          const instance = services[url.hostname];
+          expect(instance, `${service.name}: ${url.href} names a compose service`).toBeDefined();
+          expect(instance!.profiles, url.hostname).toEqual(['services']);
+          expect(instance!.command).toEqual(['backend']);
+          expect(instance!.environment).toMatchObject({
+            BACKEND_HOST: '0.0.0.0',
+            BACKEND_PORT: url.port,
+            TOLLGATE_ASSERTION_SECRET: SECRET,
+          });
+          expect(services['gateway-services']!.depends_on).toHaveProperty(url.hostname);
+        }
+      }
+    });
   });
 });
 
