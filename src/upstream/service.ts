@@ -28,8 +28,10 @@ export interface ServiceEvents {
 export class Service {
   targets: Target[];
   config: ServiceConfig;
-  inFlight = 0;
-  retriesInFlight = 0;
+  /** Requests and retries in flight: one count shared by every generation of the service (replaceWith). */
+  private load = { inFlight: 0, retriesInFlight: 0 };
+  /** The generation a reload put in this one's place: tries of requests that began here are chosen there. */
+  private successor?: Service;
 
   constructor(
     config: ServiceConfig,
@@ -55,12 +57,40 @@ export class Service {
     return this.config.name;
   }
 
+  get inFlight(): number {
+    return this.load.inFlight;
+  }
+
+  set inFlight(n: number) {
+    this.load.inFlight = n;
+  }
+
+  get retriesInFlight(): number {
+    return this.load.retriesInFlight;
+  }
+
+  set retriesInFlight(n: number) {
+    this.load.retriesInFlight = n;
+  }
+
+  /**
+   * A reload built `next` from this service's config (upstreams.ts). Requests in flight here end
+   * on this object, so both count in one load (a copy would keep them forever in `next`'s count,
+   * and a few reloads during retries would use up the retry budget for good); and their next
+   * tries go to `next`'s targets, never to one the reload removed (its pool is closed).
+   */
+  replaceWith(next: Service): void {
+    next.load = this.load;
+    this.successor = next;
+  }
+
   private poolOptions() {
     const { timeoutMs, tryTimeoutMs, maxSockets } = this.config;
     return { timeoutMs: tryTimeoutMs || timeoutMs, maxSockets };
   }
 
   choose(tried: ReadonlySet<Target>): Choice {
+    if (this.successor) return this.successor.choose(tried);
     const nowMs = this.now();
     let inRotation = this.targets.filter((t) => t.health.inRotation(nowMs));
     if (inRotation.length === 0) {
@@ -75,6 +105,7 @@ export class Service {
 
   /** A try's outcome, for passive health: ok, or a failure that counts against the target. */
   report(target: Target, ok: boolean): void {
+    if (this.successor) return this.successor.report(target, ok);
     if (ok) return target.health.succeeded();
     if (!target.health.failed()) return;
     if (this.ejectedCount() + 1 > this.maxEjected()) return;

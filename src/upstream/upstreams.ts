@@ -58,11 +58,8 @@ export class Upstreams {
       const old = before.get(config.name);
       const reuse = new Map<string, Target>(old?.targets.map((t) => [t.url, t]) ?? []);
       const service = new Service(config, this.now, this.events, reuse);
-      if (old) {
-        // Requests in flight keep counting against the service they started in.
-        service.inFlight = old.inFlight;
-        service.retriesInFlight = old.retriesInFlight;
-      }
+      // Requests in flight keep counting in the service's load, and go on in the new one.
+      old?.replaceWith(service);
       return service;
     });
     const kept = new Set(next.flatMap((s) => s.targets));
