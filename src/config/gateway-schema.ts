@@ -54,6 +54,13 @@ export const gatewayFileSchema = z.strictObject({
       headersTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
       /** A client must send its whole request, body included, within this time; else 408. */
       requestTimeoutMs: z.number().int().min(100).max(3_600_000).default(60_000),
+      /**
+       * Open connections one client address may hold (the TCP peer, also behind a load balancer,
+       * so keep 0 there); over it a new connection is closed at once. 0: no cap.
+       */
+      maxConnectionsPerAddress: z.number().int().min(0).max(1_000_000).default(0),
+      /** A WebSocket tunnel with no byte either way for this long is closed (nginx's proxy_read_timeout is 60 s). */
+      webSocketIdleTimeoutMs: z.number().int().min(1000).max(86_400_000).default(60_000),
     })
     .prefault({}),
   admin: z

@@ -1,8 +1,10 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { statusOf } from '../errors/registry.js';
 import { sendError } from '../errors/render.js';
 import { canonicalTarget } from '../http/canonical-target.js';
 import { answerClientErrors } from '../http/client-errors.js';
+import type { ConnectionGuard } from '../http/connection-guard.js';
 import { requestFraming } from '../http/request-framing.js';
 import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -11,6 +13,7 @@ import { runChain } from './chain.js';
 import { isAnswer, type Policy, type RequestContext } from './context.js';
 import type { ForwardPlan, UpstreamProxy } from './proxy.js';
 import { sendAnswer } from './send-answer.js';
+import { isWebSocketHandshake, responseOnUpgradedSocket, type WebSocketTunnels } from './websocket-proxy.js';
 
 export interface GatewayServerParts {
   chain: readonly Policy[];
@@ -20,13 +23,17 @@ export interface GatewayServerParts {
   logger: Logger;
   metrics: Metrics;
   timeouts: { headersTimeoutMs: number; requestTimeoutMs: number };
+  /** Closes connections that send no request head in time, and caps them per address (connection-guard.ts). */
+  guard?: ConnectionGuard;
+  /** Where an admitted WebSocket handshake goes (websocket-proxy.ts); without it, upgrades are served as plain requests. */
+  tunnels?: WebSocketTunnels;
 }
 
 /**
  * The request lifecycle: policy chain, then either the rejection as an Error body or the proxy.
  * Faults thrown anywhere in the chain are answered here, once, as 500.
  */
-export function createGatewayServer({ chain, route, proxy, logger, metrics, timeouts }: GatewayServerParts): Server {
+export function createGatewayServer({ chain, route, proxy, logger, metrics, timeouts, guard, tunnels }: GatewayServerParts): Server {
   const server = createServer(
     {
       // Bounded header and body waits: a slow client cannot hold a socket forever (slowloris).
@@ -49,8 +56,18 @@ export function createGatewayServer({ chain, route, proxy, logger, metrics, time
   // (inviting the body of a request about to be refused); with it, `handle` sends 100 only once
   // the chain has passed (RFC 9110 §10.1.1 lets a proxy answer the expectation itself).
   server.on('checkContinue', (req, res) => void handle(req, res));
+  // A request with `Connection: upgrade` is handed over with its socket: a WebSocket handshake goes
+  // through the chain to a tunnel, any other upgrade (h2c, …) is served as a plain request; either
+  // way the connection carries nothing after it (websocket-proxy.ts).
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const res = responseOnUpgradedSocket(req, socket);
+    void handle(req, res, tunnels && isWebSocketHandshake(req) ? head : undefined);
+  });
+  guard?.attach(server, 'plain');
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /** `upgradeHead`: a WebSocket handshake, with the bytes the client sent after it. */
+  async function handle(req: IncomingMessage, res: ServerResponse, upgradeHead?: Buffer): Promise<void> {
+    guard?.spoke(req.socket);
     const ctx: RequestContext = { req, res, startedAtMs: performance.now(), requestId: '' };
     observeWhenDone(ctx, logger, metrics, route);
     const plan = edgeDecision(req, res);
@@ -58,6 +75,7 @@ export function createGatewayServer({ chain, route, proxy, logger, metrics, time
     try {
       const rejection = await runChain(ctx, chain);
       if (!rejection) {
+        if (upgradeHead) return tunnels!.forward(ctx, plan, upgradeHead);
         if (plan.expectsContinue) res.writeContinue();
         return proxy.forward(ctx, plan);
       }

@@ -34,6 +34,7 @@ import { routeLabeler } from './route-label.js';
 import { RouteCosts } from './route-costs.js';
 import { RouteRules } from './route-rules.js';
 import { createGatewayServer } from './server.js';
+import { edgeConnections } from './edge-connections.js';
 
 export interface RunningGateway {
   url: string;
@@ -139,7 +140,8 @@ export async function startGateway(
     upstreamIdentity(assertions),
   ];
 
-  const server = createGatewayServer({ chain, route, proxy, logger, metrics, timeouts: settings.gateway });
+  const { guard, tunnels } = edgeConnections(settings.gateway, upstreams, ownStores.keys, logger, metrics.registry);
+  const server = createGatewayServer({ chain, route, proxy, logger, metrics, timeouts: settings.gateway, guard, tunnels });
   const admin = createAdminServer(
     {
       metrics: async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
@@ -186,6 +188,8 @@ export async function startGateway(
     async close() {
       plans.close();
       routes.close();
+      // WebSocket tunnels are long-lived: cut at once, not waited for over the grace period.
+      tunnels.close();
       await closeGracefully(server, settings.gateway.shutdownGraceSeconds * 1000);
       await closeGracefully(admin, 0);
       upstreams.close();

@@ -1,3 +1,5 @@
+import { isHostValue } from './request-framing.js';
+
 /**
  * The one canonical form of a request target, computed once at the edge before any policy runs.
  * Route rules, route labels, logs and the upstream all see this string, so no two of them can read
@@ -27,7 +29,7 @@ export function canonicalTarget(raw: string): CanonicalTarget {
     const absolute = /^(https?):\/\/([^/?#]*)([/?][^#]*)?$/i.exec(target);
     if (!absolute) return refuse('the request target must be a path (origin-form) or an http(s) URL (absolute-form)');
     authority = absolute[2]!;
-    if (authority === '' || authority.includes('@')) return refuse('the absolute-form target has no usable authority');
+    if (authority === '' || !isHostValue(authority)) return refuse('the absolute-form target has no usable authority');
     target = absolute[3] ?? '/';
     if (target.startsWith('?')) target = '/' + target;
   }

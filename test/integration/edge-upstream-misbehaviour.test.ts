@@ -35,7 +35,11 @@ describe('an upstream that misbehaves before its response starts gives 502 bad_g
       (s) => s.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: evil\r\nConnection: upgrade\r\n\r\n'),
     ],
     ['two Content-Lengths', (s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}')],
-    // The gateway never sends Expect upstream (it answers a client's itself), so a 100 answers nothing it asked.
+    // RFC 9110 §8.6 would allow reading these as 2; undici's strict parser cannot (docs/security.md).
+    ['one length listed twice (2, 2)', (s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\n{}')],
+    ['two equal Content-Lengths', (s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}')],
+    // The gateway never sends Expect upstream (it answers a client's itself), so a 100 answers nothing
+    // it asked; RFC 9110 §15.2 would have it tolerated, undici destroys the connection (docs/security.md).
     ['an unrequested 100 Continue', (s) => s.write('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}')],
     [
       'Content-Length and Transfer-Encoding',
