@@ -40,9 +40,15 @@ class InteropStack {
     readonly key: string,
   ) {}
 
+  /** Owns `upstream` from here: stopped with the stack, or at once if the gateway does not start. */
   static async start(redis: TestRedis, upstream: InteropUpstream, key: string): Promise<InteropStack> {
-    const gateway = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: upstream.url });
-    return new InteropStack(upstream, gateway, key);
+    try {
+      const gateway = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: upstream.url });
+      return new InteropStack(upstream, gateway, key);
+    } catch (err) {
+      await upstream.stop();
+      throw err;
+    }
   }
 
   client(): GatewayClient {
