@@ -1,0 +1,73 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CountingTarget } from '../helpers/counting-targets.js';
+import { ServicesStack } from '../helpers/services-stack.js';
+
+// The retry budget (issue 22, item 4): a service whose every target answers 503 under concurrency
+// is not buried under its own retries. Retries in flight stay within max(3, 20 % of the requests
+// in flight), so most requests get their 503 relayed after one try, and the budget's refusals are
+// counted; without a budget, 30 GETs with `attempts: 5` would make 180 tries.
+
+const targets = [new CountingTarget('budget-a'), new CountingTarget('budget-b'), new CountingTarget('budget-c')];
+const CLIENTS = 30;
+const ATTEMPTS = 5;
+let stack: ServicesStack;
+
+/** Request ids seen by any target: a request id seen again is a retry. */
+const seen = new Set<string>();
+let retriesAtTargets = 0;
+let mostRetriesAtTargets = 0;
+
+beforeAll(async () => {
+  for (const t of targets) {
+    t.behaviour = (req, res) => {
+      const id = String(req.headers['x-request-id']);
+      const retry = seen.has(id);
+      seen.add(id);
+      if (retry) mostRetriesAtTargets = Math.max(mostRetriesAtTargets, ++retriesAtTargets);
+      // Slow enough that every client's first try is in flight together.
+      setTimeout(() => {
+        if (retry) retriesAtTargets--;
+        res.statusCode = 503;
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ target: t.name, status: 503 }));
+      }, 150);
+    };
+  }
+  stack = await ServicesStack.start(
+    [...targets],
+    () => `
+services:
+  - name: failing
+    paths: [/v1/failing]
+    targets: [${targets.map((t) => t.url).join(', ')}]
+    retries: { attempts: ${ATTEMPTS} }
+    ejection: { consecutiveFailures: 1000 }
+`,
+    'budget',
+  );
+});
+
+afterAll(() => stack?.close());
+
+describe('the retry budget under a failing service', () => {
+  it(`bounds the retries of ${CLIENTS} concurrent GETs to max(3, 20 % of those in flight)`, async () => {
+    const answers = await Promise.all(Array.from({ length: CLIENTS }, (_, i) => stack.request('GET', `/v1/failing/${i}`)));
+    // The targets' own 503, relayed once no retry may follow.
+    for (const a of answers) expect(a).toMatchObject({ status: 503, code: undefined });
+    expect(new Set(answers.map((a) => a.target)).size).toBeGreaterThan(0);
+
+    const tries = targets.reduce((n, t) => n + t.hits.length, 0);
+    const retries = await stack.metric('tollgate_upstream_retries_total', { service: 'failing' });
+    const exhausted = await stack.metric('tollgate_upstream_retry_budget_exhausted_total', { service: 'failing' });
+    console.log(
+      `retry budget: ${CLIENTS} GETs, ${tries} tries (${(tries / CLIENTS).toFixed(2)} a request, at most ${1 + ATTEMPTS} without a budget), ` +
+        `${retries} retries, at most ${mostRetriesAtTargets} at once at the targets, budget refusals ${exhausted}`,
+    );
+    expect(retries).toBe(tries - CLIENTS);
+    // At most 20 % of 30 in flight at once (the targets see a subset of the gateway's retries in flight).
+    expect(mostRetriesAtTargets).toBeLessThanOrEqual(Math.max(3, Math.floor(CLIENTS * 0.2)));
+    expect(exhausted).toBeGreaterThan(0);
+    // Well under 1 + attempts on average.
+    expect(tries / CLIENTS).toBeLessThan(3);
+  });
+});

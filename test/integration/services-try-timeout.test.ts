@@ -1,0 +1,68 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CountingTarget } from '../helpers/counting-targets.js';
+import { deliveries, echoAfter, ServicesStack, type Answer } from '../helpers/services-stack.js';
+
+// The per-try timeout (issue 22, item 4): with `tryTimeoutMs: 300`, a try to a target that sleeps
+// 2 s is given up after 300 ms and the GET goes to another target, within the service's total
+// `timeoutMs`; when every target is that slow, the client gets 504 gateway_timeout after its tries,
+// and a POST (not repeatable after a timeout) is tried once.
+
+const mixed = [new CountingTarget('mixed-slow'), new CountingTarget('mixed-a'), new CountingTarget('mixed-b')];
+const slow = [new CountingTarget('slow-a'), new CountingTarget('slow-b'), new CountingTarget('slow-c')];
+let stack: ServicesStack;
+
+beforeAll(async () => {
+  mixed[0]!.behaviour = echoAfter(mixed[0]!, 2000);
+  for (const t of slow) t.behaviour = echoAfter(t, 2000);
+  stack = await ServicesStack.start(
+    [...mixed, ...slow],
+    () => `
+services:
+  - name: mixed
+    paths: [/v1/mixed]
+    targets: [${mixed.map((t) => t.url).join(', ')}]
+    tryTimeoutMs: 300
+    timeoutMs: 5000
+    ejection: { consecutiveFailures: 1000 }
+  - name: slow
+    paths: [/v1/slow]
+    targets: [${slow.map((t) => t.url).join(', ')}]
+    tryTimeoutMs: 300
+    timeoutMs: 5000
+    ejection: { consecutiveFailures: 1000 }
+`,
+    'trytime',
+  );
+});
+
+afterAll(() => stack?.close());
+
+describe('per-try timeout', () => {
+  it('a GET whose first try meets the slow target is answered by another, within the total timeout', async () => {
+    const answers: Answer[] = [];
+    for (let i = 0; i < 6; i++) answers.push(await stack.request('GET', `/v1/mixed/${i}`));
+    // Never the slow target's answer: its try was given up, and another target answered.
+    for (const a of answers) expect(a.status).toBe(200);
+    expect(answers.filter((a) => a.target === 'mixed-slow')).toEqual([]);
+    // Round robin over three: two of six met the slow target first.
+    expect(mixed[0]!.hits.length).toBe(2);
+    const lines = await stack.accessLines(answers);
+    expect(answers.map((a) => lines.get(a.id)?.tries).sort()).toEqual([1, 1, 1, 1, 2, 2]);
+    expect(await stack.metric('tollgate_upstream_retries_total', { service: 'mixed', reason: 'timeout' })).toBe(2);
+  });
+
+  it('every target slow: 504 gateway_timeout after 1 + attempts tries, each to another target', async () => {
+    const get = await stack.request('GET', '/v1/slow/x');
+    expect(get).toMatchObject({ status: 504, code: 'gateway_timeout' });
+    const lines = await stack.accessLines([get]);
+    expect(lines.get(get.id)?.tries).toBe(3);
+    expect(slow.map((t) => t.hitsOf('GET').filter((h) => h.requestId === get.id).length)).toEqual([1, 1, 1]);
+  });
+
+  it('every target slow: a POST is tried once (it may have been acted on) and gets 504', async () => {
+    const post = await stack.request('POST', '/v1/slow', { body: '{"once":true}' });
+    expect(post).toMatchObject({ status: 504, code: 'gateway_timeout' });
+    expect((await stack.accessLines([post])).get(post.id)?.tries).toBe(1);
+    expect(deliveries(slow, 'POST').get(post.id)).toBe(1);
+  });
+});
