@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { assertionSchema } from './assertion-schema.js';
 import { routesSchema } from './routes-schema.js';
 import { servicesSchema } from './services-schema.js';
+import { upstreamTlsSchema } from '../upstream/upstream-tls.js';
 import { nodeEntryError } from './redis-target.js';
 
 // Schema of config/gateway.yaml. Environment variables override some fields (see settings.ts).
@@ -91,6 +92,8 @@ export const gatewayFileSchema = z.strictObject({
       timeoutMs: ms(1, 600_000).default(15_000),
       /** Keep-alive sockets kept open to the upstream. */
       maxSockets: z.number().int().min(1).max(65536).default(512),
+      /** For an https:// url: a private CA, a client certificate (mTLS), the server name (src/upstream/upstream-tls.ts). */
+      tls: upstreamTlsSchema,
     })
     .prefault({}),
   redis: z

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { upstreamTlsSchema } from '../upstream/upstream-tls.js';
 
 // Schema of the `services` section of gateway.yaml: the upstream services the gateway routes to by
 // path prefix, each a pool of targets. Hot: reloaded with the file (src/upstream/upstreams.ts).
@@ -85,6 +86,8 @@ export const serviceSchema = z.strictObject({
   slowStartMs: ms(0, 600_000).default(0),
   /** Keep-alive connections per target. */
   maxSockets: z.number().int().min(1).max(65536).default(512),
+  /** For https:// targets: a private CA, a client certificate (mTLS), the server name (src/upstream/upstream-tls.ts). */
+  tls: upstreamTlsSchema,
 });
 
 export type ServiceConfig = z.infer<typeof serviceSchema>;

@@ -186,7 +186,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       dispatch.headersTimeout = Math.min(msLeft, service.config.tryTimeoutMs || msLeft);
     }
     if (again) {
-      const client = freshConnection(target.origin, { timeoutMs: service.config.timeoutMs, maxSockets: 1 });
+      const client = freshConnection(target.origin, { timeoutMs: service.config.timeoutMs, maxSockets: 1, tls: service.config.tls });
       client.dispatch(dispatch, this);
       // Closes once that one request is done.
       client.close().catch(() => undefined);

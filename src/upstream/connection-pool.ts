@@ -1,8 +1,11 @@
 import { Client, Pool } from 'undici';
+import { tlsConnectOptions, type UpstreamTls } from './upstream-tls.js';
 
 export interface PoolOptions {
   timeoutMs: number;
   maxSockets: number;
+  /** For an https:// origin (upstream-tls.ts). */
+  tls?: UpstreamTls;
 }
 
 /**
@@ -24,8 +27,9 @@ export const KEEP_ALIVE_MARGIN_MS = 1_000;
 const IDLE_WITHOUT_ANNOUNCEMENT_MS = 4_000;
 const KEEP_ALIVE_MAX_MS = 60_000;
 
-function clientOptions(options: PoolOptions) {
+function clientOptions(origin: string, options: PoolOptions) {
   return {
+    connect: tlsConnectOptions(origin, options.tls),
     // One request at a time per connection: a pipelined upstream answer can never be misattributed.
     pipelining: 1,
     headersTimeout: options.timeoutMs,
@@ -39,7 +43,7 @@ function clientOptions(options: PoolOptions) {
 
 /** The keep-alive pool of one upstream origin. */
 export function connectionPool(origin: string, options: PoolOptions): Pool {
-  return new Pool(origin, { ...clientOptions(options), connections: options.maxSockets });
+  return new Pool(origin, { ...clientOptions(origin, options), connections: options.maxSockets });
 }
 
 /**
@@ -47,5 +51,5 @@ export function connectionPool(origin: string, options: PoolOptions): Pool {
  * another pooled connection that may have gone stale the same way (retry-policy.ts).
  */
 export function freshConnection(origin: string, options: PoolOptions): Client {
-  return new Client(origin, clientOptions(options));
+  return new Client(origin, clientOptions(origin, options));
 }

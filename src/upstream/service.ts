@@ -85,8 +85,8 @@ export class Service {
   }
 
   private poolOptions() {
-    const { timeoutMs, tryTimeoutMs, maxSockets } = this.config;
-    return { timeoutMs: tryTimeoutMs || timeoutMs, maxSockets };
+    const { timeoutMs, tryTimeoutMs, maxSockets, tls } = this.config;
+    return { timeoutMs: tryTimeoutMs || timeoutMs, maxSockets, tls };
   }
 
   choose(tried: ReadonlySet<Target>): Choice {

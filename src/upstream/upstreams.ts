@@ -1,5 +1,6 @@
 import { DEFAULT_SERVICE, serviceSchema, type ServiceConfig } from '../config/services-schema.js';
 import type { Logger } from '../observability/log.js';
+import type { UpstreamTls } from './upstream-tls.js';
 import { HealthProbes } from './health-probe.js';
 import { Service, type ServiceEvents } from './service.js';
 import { ServiceRoutes, type Route } from './service-routes.js';
@@ -9,6 +10,7 @@ export interface DefaultUpstream {
   url: string;
   timeoutMs: number;
   maxSockets: number;
+  tls?: UpstreamTls;
 }
 
 /**
@@ -123,5 +125,6 @@ function defaultServiceConfig(upstream: DefaultUpstream): ServiceConfig {
     targets: [upstream.url],
     timeoutMs: upstream.timeoutMs,
     maxSockets: upstream.maxSockets,
+    tls: upstream.tls,
   });
 }
