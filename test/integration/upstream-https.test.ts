@@ -1,10 +1,9 @@
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
-import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestRedis } from '../helpers/redis-server.js';
 import { configCopy, createKey, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
@@ -30,41 +29,15 @@ function openssl(dir: string, args: string[]): void {
 function makeCertificates(dir: string): void {
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   openssl(dir, ['req', '-x509', ...ec, '-keyout', 'ca-key.pem', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=tollgate test CA']);
+  // A key and a certificate `name`.pem for `subject`, signed by the CA, with `extensions` if any.
+  const issue = (name: string, subject: string, extensions: string[] = []) => {
+    openssl(dir, ['req', ...ec, '-keyout', `${name}-key.pem`, '-out', `${name}.csr`, '-subj', subject]);
+    const signing = ['-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-days', '2'];
+    openssl(dir, ['x509', '-req', '-in', `${name}.csr`, ...signing, '-out', `${name}.pem`, ...extensions]);
+  };
   writeFileSync(join(dir, 'server.ext'), 'subjectAltName=DNS:localhost\n');
-  openssl(dir, ['req', ...ec, '-keyout', 'server-key.pem', '-out', 'server.csr', '-subj', '/CN=localhost']);
-  openssl(dir, [
-    'x509',
-    '-req',
-    '-in',
-    'server.csr',
-    '-CA',
-    'ca.pem',
-    '-CAkey',
-    'ca-key.pem',
-    '-CAcreateserial',
-    '-out',
-    'server.pem',
-    '-days',
-    '2',
-    '-extfile',
-    'server.ext',
-  ]);
-  openssl(dir, ['req', ...ec, '-keyout', 'client-key.pem', '-out', 'client.csr', '-subj', '/CN=tollgate gateway']);
-  openssl(dir, [
-    'x509',
-    '-req',
-    '-in',
-    'client.csr',
-    '-CA',
-    'ca.pem',
-    '-CAkey',
-    'ca-key.pem',
-    '-CAcreateserial',
-    '-out',
-    'client.pem',
-    '-days',
-    '2',
-  ]);
+  issue('server', '/CN=localhost', ['-extfile', 'server.ext']);
+  issue('client', '/CN=tollgate gateway');
 }
 
 async function httpsUpstream(dir: string, requireClientCert: boolean): Promise<Server> {
