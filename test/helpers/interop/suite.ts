@@ -19,6 +19,14 @@ export interface InteropTarget {
   echoesDigest: boolean;
   /** Paths that answer 413 before reading a large POST body. */
   earlyAnswerPaths: string[];
+  /**
+   * Set when the server closes the connection with the body still unread right after its early
+   * answer, so the kernel resets it (RFC 9112 §9.6 asks for a lingering close instead): the reset
+   * can reach the gateway before the answer is read, and undici then reports the failed body write
+   * (EPIPE) rather than the 413 already in the socket. The client may get that as 502 bad_gateway;
+   * everything else (no hang, later requests answered) must hold. The reason, for the reader.
+   */
+  resetsAfterEarlyAnswer?: string;
   start(site: Site): Promise<InteropUpstream>;
   /**
    * The same server with a short idle timeout (about 1 s), for the spaced requests; unset: the one
@@ -195,7 +203,8 @@ export function describeInterop(target: InteropTarget): void {
           });
           const summary = { statuses: outcome.responses.map((r) => r.status), requestsSent: outcome.requestsSent, closed: outcome.closed };
           expect(outcome.hung, JSON.stringify(summary)).toBeUndefined();
-          expect(outcome.responses[0]?.status, JSON.stringify(summary)).toBe(413);
+          const firstAllowed = target.resetsAfterEarlyAnswer ? [413, 502] : [413];
+          expect(firstAllowed, JSON.stringify(summary)).toContain(outcome.responses[0]?.status);
           expect(outcome.responses.slice(1).filter((r) => r.status !== 200)).toEqual([]);
           expect(endedCleanly(outcome), JSON.stringify(summary)).toBe(true);
           // And the gateway serves the next client as before.
