@@ -3,7 +3,8 @@
 #   docker run --rm -e REDIS_URL=redis://redis:6379 -e TOLLGATE_ASSERTION_SECRET=… tollgate
 # See docker-compose.yml for the full topology and docs/operations.md for running it.
 
-ARG NODE_IMAGE=node:20-alpine
+# Node 24, the active LTS line the suite runs on in CI (.ci/run); Node 20 is end of life.
+ARG NODE_IMAGE=node:24-alpine
 
 # 1. Compile the TypeScript (needs the dev dependencies).
 FROM ${NODE_IMAGE} AS build
