@@ -100,10 +100,19 @@ export class NodeProcess {
     throw new Error(`${this.name}: no log "${msg}" (exit ${this.exitCode}); output:\n${this.outputTail()}`);
   }
 
-  /** Waits for the "<role> listening" log line and returns the base URL it names. */
-  async listening(role: string, timeoutMs = 10_000): Promise<string> {
-    const line = await this.waitForLog(`${role} listening`, timeoutMs);
-    return String(line.url);
+  /**
+   * Waits for the "<role> listening" log line and returns the base URL it names. A process that
+   * never gets there is killed, so a failed start leaves nothing running. The wait is long: on a
+   * loaded 2-core machine a start has been seen to take over 10 s.
+   */
+  async listening(role: string, timeoutMs = 25_000): Promise<string> {
+    try {
+      const line = await this.waitForLog(`${role} listening`, timeoutMs);
+      return String(line.url);
+    } catch (err) {
+      if (this.exitCode === null) this.child.kill('SIGKILL');
+      throw err;
+    }
   }
 
   /** Waits until the process accepts TCP connections on `port` (127.0.0.1): for a process that logs nothing. */
