@@ -38,6 +38,8 @@ COPY --from=build /app/dist ./dist
 COPY package.json openapi.yaml openapi-admin.yaml ./
 COPY bin ./bin
 COPY config ./config
+# The operator console's page, served by the admin listener under /admin/console.
+COPY console ./console
 USER node
 # 8080 public gateway, 8081 category backend, 9090 admin (/healthz, /readyz, /metrics: never publish it).
 EXPOSE 8080 8081 9090

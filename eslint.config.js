@@ -11,6 +11,8 @@ const FORBIDDEN = {
   'src/backend': ['gateway', 'admin', 'cli'],
   'src/gateway': ['backend', 'cli'],
   'src/admin': ['backend', 'cli'],
+  // The console's server side: a leaf the admin API mounts; it never reaches back into it.
+  'src/console': [...servers, 'quota', 'identity', 'keys', 'store'],
   'src/quota': servers,
   'src/identity': servers,
   'src/keys': servers,
@@ -72,6 +74,26 @@ export default tseslint.config(
     files: ['**/*.cjs'],
     languageOptions: { sourceType: 'commonjs', globals: { require: 'readonly', module: 'writable', __dirname: 'readonly' } },
     rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
+  // The operator console's page (plain ES modules served as they are): the browser's globals.
+  {
+    files: ['console/**/*.js'],
+    languageOptions: {
+      globals: Object.fromEntries(
+        [
+          'window',
+          'document',
+          'location',
+          'navigator',
+          'fetch',
+          'URLSearchParams',
+          'Node',
+          'HTMLElement',
+          'setInterval',
+          'clearInterval',
+        ].map((name) => [name, 'readonly']),
+      ),
+    },
   },
   // Tests read arbitrary JSON answers; typing each one buys nothing.
   { files: ['test/**/*.ts'], rules: { '@typescript-eslint/no-explicit-any': 'off' } },

@@ -1,5 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
+import { createConsole, isConsolePath } from '../console/console-handler.js';
+import { ConsoleSessions } from '../console/sessions.js';
 import { ERRORS } from '../errors/registry.js';
 import { sendError, sendJson } from '../errors/render.js';
 import { loadOpenApiDocument } from '../gateway/openapi-document.js';
@@ -14,6 +16,7 @@ import { auditRoutes } from './routes/audit-routes.js';
 import { keysRoutes } from './routes/keys-routes.js';
 import { plansRoutes } from './routes/plans-routes.js';
 import { servicesRoutes } from './routes/services-routes.js';
+import { trafficRoutes } from './routes/traffic-routes.js';
 
 export const ADMIN_BASE = '/admin/v1';
 /** The admin API's own OpenAPI document, at the package root beside openapi.yaml. */
@@ -38,12 +41,18 @@ interface CompiledRoute {
  * paths are public in that document anyway).
  */
 export function createAdminApi(deps: AdminDeps, tokens: AdminTokens, logger: Logger): AdminApi {
-  const authenticate = adminAuthenticator(tokens, logger);
+  // The console signs in with the same tokens and sends its session where a script sends its token.
+  const sessions = new ConsoleSessions();
+  const authenticate = adminAuthenticator(tokens, logger, undefined, sessions);
+  const operatorConsole = createConsole({ sessions, signIn: authenticate.signIn, logger });
   const document = loadOpenApiDocument(ADMIN_OPENAPI_FILE, '');
-  const routes = [...keysRoutes(deps), ...plansRoutes(deps), ...servicesRoutes(deps), ...auditRoutes(deps)].map(compile);
+  const routes = [...keysRoutes(deps), ...plansRoutes(deps), ...servicesRoutes(deps), ...auditRoutes(deps), ...trafficRoutes(deps)].map(
+    compile,
+  );
 
   return {
     async handle(req, res, path) {
+      if (isConsolePath(path)) return operatorConsole.handle(req, res, path);
       const subpath = path.startsWith(`${ADMIN_BASE}/`) ? path.slice(ADMIN_BASE.length) : '';
       if (subpath === '/openapi.json') {
         if (req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, 'method_not_allowed', undefined, { allow: 'GET, HEAD' });
@@ -54,7 +63,7 @@ export function createAdminApi(deps: AdminDeps, tokens: AdminTokens, logger: Log
       const matches = routes.map((r) => ({ route: r.route, params: match(r, subpath) })).filter((m) => m.params !== null);
       if (matches.length === 0) return sendError(res, 'not_found');
       const auth = await authenticate(req);
-      if ('code' in auth) return sendError(res, auth.code, undefined, auth.headers);
+      if ('code' in auth) return sendError(res, auth.code, auth.message, auth.headers);
       const chosen = matches.find((m) => m.route.method === req.method);
       if (!chosen) {
         const allow = matches.map((m) => m.route.method).join(', ');

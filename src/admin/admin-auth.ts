@@ -1,11 +1,18 @@
 import type { IncomingMessage } from 'node:http';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import type { ConsoleSessions } from '../console/sessions.js';
 import type { ErrorCode } from '../errors/registry.js';
 import { clientAddressOf } from '../http/client-address.js';
 import type { Logger } from '../observability/log.js';
 import type { AdminTokens } from './admin-tokens.js';
 
-export type AdminAuthResult = { actor: string } | { code: ErrorCode; headers: Record<string, string | number> };
+export type AdminAuthResult = { actor: string } | { code: ErrorCode; message?: string; headers: Record<string, string | number> };
+
+export interface AdminAuthenticator {
+  (req: IncomingMessage): Promise<AdminAuthResult>;
+  /** The console's sign-in: `token` (from the sign-in form) → its label, under the same failure limit. */
+  signIn(req: IncomingMessage, token: string): Promise<AdminAuthResult>;
+}
 
 const BEARER = /^[ \t]*bearer[ \t]+([^ \t]+)[ \t]*$/i;
 const CHALLENGE = 'Bearer realm="tollgate-admin"';
@@ -16,8 +23,18 @@ const WINDOW_SECONDS = 60;
  * logged (address and cause, never what was sent) and limited per client address: past
  * `failuresPerMinute` the address gets 429 until the window ends, without its tokens being checked.
  * The limit is per process: the admin listener is reached on one replica at a time, from inside.
+ *
+ * With `sessions` (the console), a request without Authorization may instead carry a console
+ * session cookie: its actor is the label of the token signed in with, and a change must carry the
+ * session's CSRF token (console/sessions.ts). An ended session is refused without counting as a
+ * failure (a page left open would otherwise lock its operator out); its id is not guessable.
  */
-export function adminAuthenticator(tokens: AdminTokens, logger: Logger, failuresPerMinute = 10) {
+export function adminAuthenticator(
+  tokens: AdminTokens,
+  logger: Logger,
+  failuresPerMinute = 10,
+  sessions?: ConsoleSessions,
+): AdminAuthenticator {
   const failures = new RateLimiterMemory({ points: failuresPerMinute, duration: WINDOW_SECONDS, keyPrefix: 'tg-admin-auth' });
 
   const refuse = async (address: string, code: ErrorCode): Promise<AdminAuthResult> => {
@@ -31,16 +48,49 @@ export function adminAuthenticator(tokens: AdminTokens, logger: Logger, failures
     return { code, headers: { 'www-authenticate': code === 'missing_admin_token' ? CHALLENGE : `${CHALLENGE}, error="invalid_token"` } };
   };
 
-  return async (req: IncomingMessage): Promise<AdminAuthResult> => {
-    const address = clientAddressOf(req, 0);
+  const blocked = async (address: string): Promise<AdminAuthResult | undefined> => {
     const state = await failures.get(address);
-    if (state && state.consumedPoints >= failuresPerMinute) return tooMany(state);
+    return state && state.consumedPoints >= failuresPerMinute ? tooMany(state) : undefined;
+  };
+
+  const viaSession = (req: IncomingMessage, address: string): Promise<AdminAuthResult> | AdminAuthResult => {
+    const check = sessions!.check(req);
+    if ('actor' in check) return check;
+    if (check.refused === 'no_session') return refuse(address, 'missing_admin_token');
+    if (check.refused === 'expired')
+      return {
+        code: 'invalid_admin_token',
+        message: 'The console session has ended; sign in again.',
+        headers: { 'www-authenticate': CHALLENGE },
+      };
+    logger.warn({ address, cause: check.refused }, 'console change refused');
+    return {
+      code: 'invalid_csrf_token',
+      message: check.refused === 'csrf' ? undefined : 'The request comes from another origin than the console.',
+      headers: {},
+    };
+  };
+
+  const authenticate = async (req: IncomingMessage): Promise<AdminAuthResult> => {
+    const address = clientAddressOf(req, 0);
+    const limited = await blocked(address);
+    if (limited) return limited;
     const header = req.headers.authorization;
-    if (!header) return refuse(address, 'missing_admin_token');
+    if (!header) return sessions && req.headers.cookie ? viaSession(req, address) : refuse(address, 'missing_admin_token');
     const token = header.length <= 1024 ? BEARER.exec(header)?.[1] : undefined;
     const actor = token === undefined ? null : tokens.labelOf(token);
     return actor === null ? refuse(address, 'invalid_admin_token') : { actor };
   };
+
+  return Object.assign(authenticate, {
+    async signIn(req: IncomingMessage, token: string): Promise<AdminAuthResult> {
+      const address = clientAddressOf(req, 0);
+      const limited = await blocked(address);
+      if (limited) return limited;
+      const actor = token.length <= 1024 ? tokens.labelOf(token) : null;
+      return actor === null ? refuse(address, token ? 'invalid_admin_token' : 'missing_admin_token') : { actor };
+    },
+  });
 }
 
 function tooMany(state: RateLimiterRes): AdminAuthResult {

@@ -1,5 +1,6 @@
 import type { Caller, LifecycleDeps } from '../keys/lifecycle/deps.js';
 import type { PlansConfig } from '../config/plans-schema.js';
+import type { TrafficCounters } from '../observability/traffic.js';
 import type { Upstreams } from '../upstream/upstreams.js';
 
 /** What a route handler gets: path parameters, the query, the body on demand, and who is calling. */
@@ -31,4 +32,6 @@ export interface AdminDeps {
   plans(): { config: PlansConfig; loadedAt: string };
   /** The upstream services in force on this replica, with their targets' load and health. */
   services(): ReturnType<Upstreams['describe']>;
+  /** This replica's traffic counters, for GET /traffic and /bans (console); none, no such routes. */
+  traffic?: TrafficCounters;
 }

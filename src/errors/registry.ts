@@ -17,6 +17,11 @@ export const ERRORS = {
   missing_admin_token: { status: 401, message: 'An admin token is required: send `Authorization: Bearer <admin token>`.' },
   invalid_admin_token: { status: 401, message: 'The admin token is not valid.' },
   invalid_gateway_assertion: { status: 401, message: 'The request does not carry a valid gateway assertion.' },
+  // 403: the caller is known but may not do this
+  invalid_csrf_token: {
+    status: 403,
+    message: 'A console change must carry the X-CSRF-Token of its session, from the console page itself.',
+  },
   // 404/405/410/413/415: the resource or representation is wrong
   not_found: { status: 404, message: 'No such resource.' },
   key_not_found: { status: 404, message: 'No API key has this id.' },

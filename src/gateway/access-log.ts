@@ -1,5 +1,7 @@
 import { infoLineWriter, type Logger } from '../observability/log.js';
+import type { ErrorCode } from '../errors/registry.js';
 import type { Metrics } from '../observability/metrics.js';
+import { DECISION_INDEX } from '../observability/traffic.js';
 import type { RequestContext } from './context.js';
 
 /**
@@ -15,6 +17,7 @@ export function observeWhenDone(ctx: RequestContext, logger: Logger, metrics: Me
     const aborted = !res.writableFinished;
     metrics.requests.inc({ route: routeLabel, method: req.method ?? '', status: aborted ? 'aborted' : String(res.statusCode) });
     metrics.requestSeconds.observe({ route: routeLabel }, ms / 1000);
+    metrics.traffic.record(ctx.consumer?.id, decisionOf(ctx));
     if (!logger.isLevelEnabled('info')) return;
     // The fields pino would write for { reqId, method, path, status, ms, keyId, plan, degraded,
     // shadowRefusal, service, target, tries, aborted } (undefined ones left out), in that order, as one string (measured: issue 14).
@@ -27,6 +30,28 @@ export function observeWhenDone(ctx: RequestContext, logger: Logger, metrics: Me
     if (aborted) fields += ',"aborted":true';
     accessLineWriter(logger)(fields);
   });
+}
+
+/** Refusals that the console counts as `unauthenticated`: no key, a bad one, or an address over its failed-authentication limit. */
+const UNAUTHENTICATED: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'missing_api_key',
+  'malformed_api_key',
+  'invalid_api_key',
+  'revoked_api_key',
+  'api_key_expired',
+  'too_many_unauthenticated_requests',
+]);
+
+/** The console's decision for a request (traffic.ts): what the policy chain made of it. */
+function decisionOf(ctx: RequestContext): number {
+  const { refusal } = ctx;
+  if (refusal === undefined) {
+    if (ctx.consumer === undefined) return DECISION_INDEX.other;
+    return ctx.shadowRefusal ? DECISION_INDEX.shadow_limited : DECISION_INDEX.admitted;
+  }
+  if (refusal === 'rate_limit_exceeded') return DECISION_INDEX.limited;
+  if (refusal === 'api_key_banned') return DECISION_INDEX.banned;
+  return UNAUTHENTICATED.has(refusal) ? DECISION_INDEX.unauthenticated : DECISION_INDEX.other;
 }
 
 const writers = new WeakMap<Logger, (fields: string) => void>();

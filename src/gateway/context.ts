@@ -15,6 +15,8 @@ export interface RequestContext {
   degraded?: boolean;
   /** The code a shadow plan would have refused with; the request was admitted (README, "Shadow plans"). */
   shadowRefusal?: ErrorCode;
+  /** The code of the policy rejection this request was answered with (server.ts), for the console's traffic counters. */
+  refusal?: ErrorCode;
   /** The service the path routes to and the path its targets receive (route-to-service.ts). */
   route?: Route;
   /** Where the request went upstream: the service, the target of the last try, and how many tries. */

@@ -80,6 +80,7 @@ export function createGatewayServer({ chain, route, proxy, logger, metrics, time
         return proxy.forward(ctx, plan);
       }
       if (isAnswer(rejection)) return sendAnswer(res, rejection);
+      ctx.refusal = rejection.code;
       if (statusOf(rejection.code) === 401) metrics.authFailures.inc({ code: rejection.code });
       sendError(res, rejection.code, rejection.message, rejection.headers);
     } catch (err) {

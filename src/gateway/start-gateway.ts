@@ -169,6 +169,7 @@ export async function startGateway(
             },
             plans: () => ({ config: plans.current(), loadedAt: plansLoadedAt }),
             services: () => upstreams.describe(),
+            traffic: metrics.traffic,
           },
           adminTokens,
           logger,

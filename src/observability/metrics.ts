@@ -1,5 +1,6 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { DeferredCounter, PlainHistogram } from './deferred-metrics.js';
+import { TrafficCounters } from './traffic.js';
 
 /**
  * The gateway's Prometheus metrics, on their own registry (served on the admin port). Labels are
@@ -120,6 +121,8 @@ export function createMetrics() {
       help: 'Upstream 401 invalid_gateway_assertion answers (gateway and backend secrets differ), answered 502.',
       registers: [registry],
     }),
+    /** Not Prometheus: the console's per-second and per-key view of this replica (traffic.ts). */
+    traffic: new TrafficCounters(),
   };
   return metrics;
 }

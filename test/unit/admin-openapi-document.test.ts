@@ -8,6 +8,7 @@ import { auditRoutes } from '../../src/admin/routes/audit-routes.js';
 import { keysRoutes } from '../../src/admin/routes/keys-routes.js';
 import { plansRoutes } from '../../src/admin/routes/plans-routes.js';
 import { servicesRoutes } from '../../src/admin/routes/services-routes.js';
+import { trafficRoutes } from '../../src/admin/routes/traffic-routes.js';
 import { ERRORS } from '../../src/errors/registry.js';
 
 // openapi-admin.yaml itself: valid OpenAPI 3.1, and the same operations as the admin router.
@@ -26,9 +27,13 @@ describe('openapi-admin.yaml', () => {
 
   it('documents exactly the routes the admin API serves, and its own document needs no token', () => {
     const deps = {} as AdminDeps; // the routes are only listed here, never called
-    const served = [...keysRoutes(deps), ...plansRoutes(deps), ...servicesRoutes(deps), ...auditRoutes(deps)].map(
-      (r) => `${r.method} ${r.path}`,
-    );
+    const served = [
+      ...keysRoutes(deps),
+      ...plansRoutes(deps),
+      ...servicesRoutes(deps),
+      ...auditRoutes(deps),
+      ...trafficRoutes({ traffic: {} } as AdminDeps),
+    ].map((r) => `${r.method} ${r.path}`);
     const documented = Object.entries(document.paths).flatMap(([path, item]) =>
       Object.keys(item)
         .filter((k) => k !== 'parameters')

@@ -69,11 +69,16 @@ export const listKeysQuery = z.strictObject({
   limit: pageLimit.optional(),
   plan: z.string().optional(),
   status: z.enum(['active', 'revoked', 'expired'], { error: 'must be active, revoked or expired' }).optional(),
+  /** Part of the id, name or owner, any case (the console's search). */
+  q: z.string().max(200).optional(),
 });
 
 export const auditQuery = z.strictObject({
   cursor: z.string().optional(),
   limit: pageLimit.optional(),
+  keyId: z.string().max(64).optional(),
+  actor: z.string().max(64).optional(),
+  action: z.enum(['key.create', 'key.update', 'key.revoke', 'key.rotate', 'key.unban'], { error: 'must be an audit action' }).optional(),
 });
 
 /** Validates `input` or throws a LifecycleError naming the first bad field in the caller's terms. */

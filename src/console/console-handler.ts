@@ -1,0 +1,146 @@
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { ErrorCode } from '../errors/registry.js';
+import { sendError, sendJson } from '../errors/render.js';
+import { readJsonBody } from '../http/read-json-body.js';
+import type { Logger } from '../observability/log.js';
+import { ConsoleSessions, MAX_AGE_MS, SESSION_COOKIE, sameOrigin, sessionIdOf, type Session } from './sessions.js';
+
+export const CONSOLE_BASE = '/admin/console';
+/** The page's files, at the package root (console/), shipped in the npm package and the image. */
+export const CONSOLE_ASSETS_DIR = fileURLToPath(new URL('../../console/', import.meta.url));
+
+/**
+ * Every console answer: scripts and styles only from this origin (no inline script or style, so
+ * an injected string cannot run), no framing (clickjacking), no sniffing, no referrer.
+ */
+const SECURITY_HEADERS: Readonly<Record<string, string>> = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cross-origin-opener-policy': 'same-origin',
+  'cross-origin-resource-policy': 'same-origin',
+};
+
+const TYPES: Readonly<Record<string, string>> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml',
+};
+
+interface Asset {
+  body: Buffer;
+  type: string;
+  etag: string;
+}
+
+export interface ConsoleParts {
+  sessions: ConsoleSessions;
+  /** The admin token of the sign-in form → its label, under the admin API's failure limit. */
+  signIn(
+    req: IncomingMessage,
+    token: string,
+  ): Promise<{ actor: string } | { code: ErrorCode; message?: string; headers: Record<string, string | number> }>;
+  logger: Logger;
+  assetsDir?: string;
+}
+
+export function isConsolePath(path: string): boolean {
+  return path === CONSOLE_BASE || path.startsWith(`${CONSOLE_BASE}/`);
+}
+
+/**
+ * The operator console under /admin/console: its static files (read once, at start) and its
+ * session: POST /admin/console/session exchanges an admin token for an HttpOnly, SameSite=Strict
+ * cookie and a CSRF token; GET tells the page who is signed in (and the CSRF token again, after a
+ * reload); DELETE signs out. Everything else the page does goes through the admin API.
+ */
+export function createConsole({ sessions, signIn, logger, assetsDir = CONSOLE_ASSETS_DIR }: ConsoleParts) {
+  const assets = loadAssets(assetsDir);
+
+  async function session(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const id = sessionIdOf(req.headers.cookie);
+    if (req.method === 'GET') {
+      const live = sessions.touch(id);
+      if (!live) return sendError(res, 'missing_admin_token', 'Not signed in.', { 'www-authenticate': 'Bearer realm="tollgate-admin"' });
+      return sendJson(res, 200, view(live));
+    }
+    if (req.method === 'POST') {
+      if (!sameOrigin(req)) return sendError(res, 'invalid_csrf_token', 'The request comes from another origin than the console.');
+      const body = await readJsonBody(req, 4096);
+      if (!body.ok) return sendError(res, body.code, body.message);
+      const token = (body.value as { token?: unknown } | null)?.token;
+      if (typeof token !== 'string' || Object.keys(body.value as object).length !== 1)
+        return sendError(res, 'invalid_body', 'The body must be {"token": "<admin token>"}.');
+      const result = await signIn(req, token);
+      if ('code' in result) return sendError(res, result.code, result.message, result.headers);
+      sessions.end(id);
+      const created = sessions.create(result.actor);
+      res.setHeader('set-cookie', cookie(req, created.id, MAX_AGE_MS / 1000));
+      logger.info({ actor: result.actor }, 'console sign-in');
+      return sendJson(res, 201, view(created.session));
+    }
+    if (req.method === 'DELETE') {
+      const check = sessions.check(req);
+      if (!('actor' in check) && (check.refused === 'csrf' || check.refused === 'cross_origin'))
+        return sendError(res, 'invalid_csrf_token');
+      sessions.end(id);
+      res.setHeader('set-cookie', cookie(req, '', 0));
+      if ('actor' in check) logger.info({ actor: check.actor }, 'console sign-out');
+      res.statusCode = 204;
+      return void res.end();
+    }
+    sendError(res, 'method_not_allowed', undefined, { allow: 'GET, POST, DELETE' });
+  }
+
+  return {
+    async handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+      for (const name in SECURITY_HEADERS) res.setHeader(name, SECURITY_HEADERS[name]!);
+      const subpath = path.slice(CONSOLE_BASE.length) || '/';
+      if (subpath === '/session') return session(req, res);
+      const asset = assets.get(subpath === '/' ? '/index.html' : subpath);
+      if (!asset) return sendError(res, 'not_found');
+      if (req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, 'method_not_allowed', undefined, { allow: 'GET, HEAD' });
+      res.setHeader('content-type', asset.type);
+      res.setHeader('etag', asset.etag);
+      // Revalidated on each load: a new version of tollgate serves its own page at once.
+      res.setHeader('cache-control', 'no-cache');
+      if (req.headers['if-none-match'] === asset.etag) {
+        res.statusCode = 304;
+        return void res.end();
+      }
+      res.setHeader('content-length', asset.body.length);
+      res.end(req.method === 'HEAD' ? undefined : asset.body);
+    },
+  };
+}
+
+function view(session: Session) {
+  return { actor: session.actor, csrf: session.csrf, expiresAt: new Date(session.expiresAtMs).toISOString() };
+}
+
+/**
+ * Path=/admin: sent to the console and the admin API only. Secure when the request came over TLS
+ * (directly or by a proxy that says so); the admin listener itself speaks plain HTTP on 127.0.0.1.
+ */
+function cookie(req: IncomingMessage, value: string, maxAgeSeconds: number): string {
+  const tls = 'encrypted' in req.socket || req.headers['x-forwarded-proto'] === 'https';
+  return `${SESSION_COOKIE}=${value}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${tls ? '; Secure' : ''}`;
+}
+
+function loadAssets(dir: string): Map<string, Asset> {
+  const assets = new Map<string, Asset>();
+  for (const name of readdirSync(dir)) {
+    const type = TYPES[name.slice(name.lastIndexOf('.'))];
+    if (!type) continue;
+    const body = readFileSync(join(dir, name));
+    assets.set(`/${name}`, { body, type, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"` });
+  }
+  return assets;
+}

@@ -1,0 +1,285 @@
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ADMIN_TOKENS, OPS_TOKEN } from '../helpers/admin-client.js';
+import { EchoUpstream } from '../helpers/echo-upstream.js';
+import { TestRedis } from '../helpers/redis-server.js';
+import { bearer, configCopy, slackRedisTimeout, startGateway, testPlans, type GatewayHandle } from '../helpers/stack.js';
+import { awayFromDayEdge } from '../helpers/windows.js';
+import { REPO_ROOT } from '../harness/tollgate.js';
+
+// The operator console in a real browser (Debian's Chromium, driven by playwright-core; no
+// browser download): an operator signs in with an admin token, creates a key, watches the gateway
+// count its use, exhausts it, lifts its ban, changes it, rotates and revokes it, finds every change
+// in the audit, and signs out. The main flows are done with the keyboard only; every page passes
+// axe-core without a serious or critical finding; each page is saved as a screenshot.
+
+const CHROMIUM = '/usr/bin/chromium';
+const SHOTS = join(REPO_ROOT, 'test-results', 'console');
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+if (!existsSync(CHROMIUM))
+  console.warn(`SKIPPED console browser test: ${CHROMIUM} is missing (apt-get install chromium; .ci/run installs it)`);
+
+describe.skipIf(!existsSync(CHROMIUM))('the operator console in Chromium', () => {
+  let redis: TestRedis;
+  let upstream: EchoUpstream;
+  let gateway: GatewayHandle;
+  let browser: BrowserContext;
+  let page: Page;
+  let profile: string;
+  let consoleUrl: string;
+  let id = '';
+  let key = '';
+
+  beforeAll(async () => {
+    redis = await TestRedis.start();
+    upstream = await new EchoUpstream().start();
+    // `tiny`: 2 requests a minute (and a day), banned after 3 refusals.
+    const configDir = configCopy({
+      'plans.yaml': () => testPlans(2, { afterRejections: 3, window: 60, duration: 600 }),
+      'gateway.yaml': slackRedisTimeout,
+    });
+    gateway = await startGateway({
+      REDIS_URL: redis.url,
+      UPSTREAM_URL: upstream.url,
+      TOLLGATE_CONFIG_DIR: configDir,
+      TOLLGATE_ADMIN_TOKENS: ADMIN_TOKENS,
+    });
+    consoleUrl = `${gateway.adminUrl}/admin/console`;
+    mkdirSync(SHOTS, { recursive: true });
+    profile = mkdtempSync(join(tmpdir(), 'tollgate-chromium-'));
+    // Playwright passes the fresh profile as --user-data-dir itself.
+    const context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      viewport: { width: 1280, height: 900 },
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    });
+    browser = context;
+    page = context.pages()[0] ?? (await context.newPage());
+    page.on('pageerror', (err) => console.error('page error:', err.message));
+    await awayFromDayEdge();
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    if (profile) rmSync(profile, { recursive: true, force: true });
+    await gateway?.process.stop();
+    await upstream?.stop();
+    await redis?.stop();
+  });
+
+  /** Presses Tab until `selector` has the focus (keyboard only: no click, no programmatic focus). */
+  async function tabTo(selector: string, presses = 80): Promise<void> {
+    const target = page.locator(selector).first();
+    for (let i = 0; i < presses; i++) {
+      await page.keyboard.press('Tab');
+      if (await target.evaluate((el) => el === document.activeElement).catch(() => false)) return;
+    }
+    throw new Error(`Tab never reached ${selector}`);
+  }
+
+  async function screenshot(name: string): Promise<void> {
+    await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+  }
+
+  async function expectAccessible(name: string): Promise<void> {
+    // Evaluated over the DevTools protocol: the page's CSP (no inline script) rightly refuses a <script> tag.
+    if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE_SOURCE);
+    const violations = await page.evaluate(async () => {
+      const result = await (
+        window as unknown as { axe: { run(): Promise<{ violations: Array<{ id: string; impact: string; nodes: unknown[] }> }> } }
+      ).axe.run();
+      return result.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length }));
+    });
+    expect(
+      violations.filter((v) => v.impact === 'serious' || v.impact === 'critical'),
+      `axe on ${name}`,
+    ).toEqual([]);
+  }
+
+  const use = async (apiKey: string) => {
+    const response = await fetch(`${gateway.url}/v1/categories`, { headers: bearer(apiKey) });
+    const body = (await response.json()) as { code?: string };
+    return { status: response.status, code: body.code };
+  };
+  const status = () => page.locator('#status').innerText();
+
+  it('refuses a wrong token, then signs in with the keyboard only (the token in no browser storage)', async () => {
+    await page.goto(consoleUrl);
+    await expect.poll(() => page.locator('h1').innerText()).toBe('Sign in');
+    await screenshot('sign-in');
+    await expectAccessible('sign-in');
+    await page.keyboard.type('not-a-token-but-long-enough-0123456789');
+    await page.keyboard.press('Enter');
+    await expect.poll(status).toContain('not valid');
+
+    await tabTo('input[name=token]');
+    await page.keyboard.type(OPS_TOKEN);
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.locator('h1').innerText()).toBe('Overview');
+    await expect(page.locator('#who').innerText()).resolves.toContain('Signed in as ops');
+
+    const [cookie] = await page.context().cookies();
+    expect(cookie).toMatchObject({ name: 'tg_console', httpOnly: true, sameSite: 'Strict', path: '/admin' });
+    const stored = await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }) + document.cookie);
+    expect(stored).not.toContain(OPS_TOKEN);
+    expect(stored).not.toContain(cookie!.value); // HttpOnly: the page's scripts cannot read it
+  });
+
+  it('creates a key with the keyboard; the secret is shown once in a dialog with a copy button', async () => {
+    await tabTo('#nav a[href="#/keys"]');
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.locator('h1').innerText()).toBe('Keys');
+    await tabTo('form[aria-labelledby=create-h] select');
+    await page.keyboard.type('tiny'); // a select picks the option typed
+    await page.keyboard.press('Tab');
+    await page.keyboard.type('console e2e');
+    await page.keyboard.press('Tab');
+    await page.keyboard.type('acme');
+    await tabTo('form[aria-labelledby=create-h] button[type=submit]');
+    await page.keyboard.press('Enter');
+    const secret = page.locator('dialog[open] input.secret');
+    await expect.poll(() => secret.inputValue()).toMatch(/^tg_[0-9a-z]{12}_/);
+    key = await secret.inputValue();
+    id = key.slice(3, 15);
+    await expect(page.locator('dialog[open] button', { hasText: 'Copy' }).count()).resolves.toBe(1);
+    await screenshot('key-created');
+    await expectAccessible('secret dialog');
+    await tabTo('dialog[open] button[value=done]');
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.locator('table').first().innerText()).toContain(id);
+    await screenshot('keys');
+    await expectAccessible('keys');
+    // Search by owner finds it.
+    await page.locator('input[type=search]').fill('acme');
+    await page.locator('form[role=search] button').click();
+    await expect.poll(() => page.locator('table').first().innerText()).toContain('console e2e');
+  });
+
+  it('counts the key’s use on the overview, then its refusals and its ban', async () => {
+    expect(await use(key)).toEqual({ status: 200, code: undefined });
+    expect((await use(key)).status).toBe(200);
+    await page.goto(`${consoleUrl}#/overview`);
+    const totals = page.locator('main p.muted');
+    await expect.poll(() => totals.innerText(), { timeout: 10_000 }).toMatch(/admitted [2-9]/);
+    await expect.poll(() => page.locator('main').innerText()).toContain(id);
+
+    const refusals: string[] = [];
+    for (let i = 0; i < 6; i++) refusals.push((await use(key)).code ?? '');
+    expect(refusals).toContain('rate_limit_exceeded');
+    expect(refusals).toContain('api_key_banned');
+    await expect.poll(() => totals.innerText(), { timeout: 10_000 }).toMatch(/limited [1-9].*banned [1-9]/);
+    await expect.poll(() => page.locator('table', { hasText: 'Current bans' }).innerText(), { timeout: 10_000 }).toContain(id);
+    await screenshot('overview');
+    await expectAccessible('overview');
+  });
+
+  it('shows the key’s windows, ban and refusals, and lifts the ban after a confirmation', async () => {
+    await page.goto(`${consoleUrl}#/keys/${id}`);
+    await expect.poll(() => page.locator('h1').innerText()).toBe(`Key ${id}`);
+    await expect(page.locator('main').innerText()).resolves.toMatch(/This minute: 2 \/ 2 used/);
+    await expect(page.locator('#ban-state').innerText()).resolves.toContain('Banned until');
+    await expect(page.locator('#refusals').innerText()).resolves.toMatch(/[1-9]\d* refused/);
+    await screenshot('key-detail-banned');
+    await expectAccessible('key detail');
+
+    await tabTo('main button:has-text("Lift ban")');
+    await page.keyboard.press('Enter');
+    // The confirmation opens on Cancel (the safe choice); Tab moves to the action.
+    await expect.poll(() => page.evaluate(() => document.activeElement?.textContent)).toBe('Cancel');
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Enter');
+    await expect.poll(status).toContain('lifted');
+    await expect.poll(() => page.locator('#ban-state').innerText()).toBe('Not banned.');
+    expect((await use(key)).code).toBe('rate_limit_exceeded'); // the quota is still spent; the ban is gone
+  });
+
+  it('changes the plan, sets and clears an expiry, rotates with grace, and revokes', async () => {
+    await page.locator('form[aria-label="Change plan"] select').selectOption('free');
+    await page.locator('form[aria-label="Change plan"] button[type=submit]').click();
+    await expect.poll(status).toContain('is now free');
+    await expect.poll(async () => (await use(key)).status).toBe(200);
+
+    await page.locator('form[aria-label="Set expiry"] input').fill('2099-01-31T12:00');
+    await page.locator('form[aria-label="Set expiry"] button[type=submit]').click();
+    await expect.poll(status).toContain('Expiry set');
+    await page.locator('form[aria-label="Set expiry"] button', { hasText: 'Clear expiry' }).click();
+    await expect.poll(status).toContain('Expiry cleared');
+
+    await page.locator('form[aria-label="Rotate"] input').fill('60');
+    await page.locator('form[aria-label="Rotate"] button[type=submit]').click();
+    await page.locator('dialog[open] button[value=yes]').click();
+    const secret = page.locator('dialog[open] input.secret');
+    await expect.poll(() => secret.inputValue()).toMatch(/^tg_/);
+    const rotated = await secret.inputValue();
+    expect(rotated).not.toBe(key);
+    await page.locator('dialog[open] button[value=done]').click();
+    expect((await use(rotated)).status).toBe(200);
+    expect((await use(key)).status).toBe(200); // within its grace
+
+    // Revoke, keyboard only.
+    await tabTo('main button:has-text("Revoke key")');
+    await page.keyboard.press('Enter');
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Enter');
+    await expect.poll(status).toContain('revoked');
+    await expect.poll(async () => (await use(rotated)).code).toBe('revoked_api_key');
+    await screenshot('key-detail-revoked');
+  });
+
+  it('finds every change in the audit under the token’s label, filtered by key, actor and action', async () => {
+    await page.goto(`${consoleUrl}#/audit`);
+    await expect.poll(() => page.locator('h1').innerText()).toBe('Audit');
+    await page.getByLabel('Key id').fill(id);
+    await page.getByLabel('Actor').fill('ops');
+    await page.locator('form[role=search] button').click();
+    const rows = page.locator('tbody tr');
+    await expect.poll(() => page.locator('tbody').innerText()).toContain('key.revoke');
+    const text = await page.locator('tbody').innerText();
+    for (const action of ['key.create', 'key.unban', 'key.update', 'key.rotate', 'key.revoke']) expect(text).toContain(action);
+    expect(await rows.count()).toBe(7); // create, unban, plan, expiry set, expiry cleared, rotate, revoke
+    expect(text).not.toContain('cli');
+    await screenshot('audit');
+    await expectAccessible('audit');
+    await page.getByLabel('Action').selectOption('key.rotate');
+    await page.locator('form[role=search] button').click();
+    await expect.poll(() => rows.count()).toBe(1);
+  });
+
+  it('shows the plans read-only', async () => {
+    await page.goto(`${consoleUrl}#/plans`);
+    await expect.poll(() => page.locator('table').innerText()).toContain('tiny');
+    await expect(page.locator('main input, main form').count()).resolves.toBe(0);
+    await screenshot('plans');
+    await expectAccessible('plans');
+  });
+
+  it('refuses a change without the CSRF token, even with the session cookie', async () => {
+    const answer = await page.evaluate(async (keyId) => {
+      const response = await fetch(`/admin/v1/keys/${keyId}/ban`, { method: 'DELETE' });
+      return { status: response.status, body: await response.json() };
+    }, id);
+    expect(answer).toMatchObject({ status: 403, body: { code: 'invalid_csrf_token' } });
+  });
+
+  it('signs out: the session cookie no longer opens the admin API', async () => {
+    await page.goto(`${consoleUrl}#/overview`);
+    await page.locator('#who button', { hasText: 'Sign out' }).click();
+    await expect.poll(() => page.locator('h1').innerText()).toBe('Sign in');
+    const answer = await page.evaluate(async () => (await fetch('/admin/v1/keys')).status);
+    expect(answer).toBe(401);
+  });
+});
