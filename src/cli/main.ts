@@ -3,6 +3,7 @@ import { startBackend } from '../backend/start-backend.js';
 import { assertionVerifier } from '../backend/verify-assertion.js';
 import { ConfigError } from '../config/config-error.js';
 import { loadPlans } from '../config/load.js';
+import { plansWithKnownServices } from '../config/plan-services.js';
 import { configDirFrom, loadSettings } from '../config/settings.js';
 import { loadOpenApiDocument } from '../gateway/openapi-document.js';
 import { startGateway } from '../gateway/start-gateway.js';
@@ -64,7 +65,7 @@ async function main(argv: string[]): Promise<void> {
     case 'check-config': {
       const dir = rest[0] ?? configDirFrom(env);
       const settings = loadSettings({ ...env, TOLLGATE_CONFIG_DIR: dir });
-      const plans = loadPlans(settings.configDir);
+      const plans = plansWithKnownServices(loadPlans(settings.configDir), settings.services);
       AdminTokens.parse(env[ADMIN_TOKENS_ENV]);
       if (settings.openapi.path) loadOpenApiDocument(settings.openapi.file, settings.configDir);
       const secrets = assertionSecretsFromEnv(env, { allowDevelopment: true });

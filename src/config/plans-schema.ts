@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { SERVICE_NAME } from './services-schema.js';
 
 // Schema of config/plans.yaml. Every field is documented in the shipped file; bounds keep a
 // typo (an extra zero, a negative number) from becoming a policy.
@@ -29,6 +30,16 @@ const planFields = {
     .optional()
     .describe('owner: all keys of one owner share one set of windows and one ban state (a key without an owner keeps its own)'),
   burst: count('burst').optional().describe('gcra only: units that may arrive at once (1..perMinute; default 1)'),
+  services: z
+    .array(z.string({ error: 'services must list service names' }).regex(SERVICE_NAME, 'a service name is 1-32 of a-z 0-9 _ -'), {
+      error: 'services must be a list of service names, e.g. [categories, default]',
+    })
+    .min(1, 'services must name at least one service (leave it out to allow every service)')
+    .refine((names) => new Set(names).size === names.length, 'services lists a service twice')
+    .optional()
+    .describe(
+      'the services of gateway.yaml its keys may call (`default`: upstream.url); another one answers 403 service_not_in_plan; none listed: all',
+    ),
 };
 
 /** gcra's emission interval is whole microseconds: beyond this a minute's interval would round far up. */

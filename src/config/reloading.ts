@@ -54,6 +54,14 @@ export class Reloading<T> {
     return true;
   }
 
+  /**
+   * Loads the file again if its last reload was refused: for a file checked against another one
+   * (plan-services.ts), whose change may have made this file's refused content valid.
+   */
+  retryRefused(reason: string): boolean {
+    return this.lastError !== '' && this.reload(reason);
+  }
+
   close(): void {
     // Only this watcher: another Reloading may follow the same file.
     unwatchFile(this.path, this.onStat);

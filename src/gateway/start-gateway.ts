@@ -3,6 +3,8 @@ import { createAdminApi } from '../admin/admin-api.js';
 import { createAdminServer } from '../admin/admin-server.js';
 import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
 import { GATEWAY_FILE, loadGatewayFile, loadPlans, PLANS_FILE } from '../config/load.js';
+import { plansWithKnownServices, servicesKeepingPlanned } from '../config/plan-services.js';
+import type { PlansConfig } from '../config/plans-schema.js';
 import { Reloading } from '../config/reloading.js';
 import type { Settings } from '../config/settings.js';
 import { closeGracefully, listen } from '../http/listen.js';
@@ -55,20 +57,33 @@ export async function startGateway(
 ): Promise<RunningGateway> {
   const adminTokens = AdminTokens.parse(process.env[ADMIN_TOKENS_ENV]);
   const ownStores = stores ?? (await openStores(settings.redis, settings.redis.commandTimeoutMs, logger, settings.admin.auditMaxEntries));
-  const plans = new Reloading(join(settings.configDir, PLANS_FILE), () => loadPlans(settings.configDir), logger);
-  let plansLoadedAt = new Date().toISOString();
-  plans.onChange(() => (plansLoadedAt = new Date().toISOString()));
   // Route rules and services are the hot part of gateway.yaml (listeners, upstream.url and the
-  // rest need a restart).
+  // rest need a restart). It loads first: plans.yaml is checked against its services, and each
+  // later reload of either file against the other one in force (plan-services.ts).
+  // Set once plans.yaml is loaded, just below: the first gateway.yaml load has no plans to check.
+  const inForce: { plans?: () => PlansConfig } = {};
   const routes = new Reloading(
     join(settings.configDir, GATEWAY_FILE),
     () => {
       const file = loadGatewayFile(settings.configDir);
       const { deprecations, costs } = file.routes;
-      return { deprecations: new RouteRules(deprecations), costs: new RouteCosts(costs), services: file.services };
+      const services = inForce.plans ? servicesKeepingPlanned(file.services, inForce.plans()) : file.services;
+      return { deprecations: new RouteRules(deprecations), costs: new RouteCosts(costs), services };
     },
     logger,
   );
+  const plans = new Reloading(
+    join(settings.configDir, PLANS_FILE),
+    () => plansWithKnownServices(loadPlans(settings.configDir), routes.current().services),
+    logger,
+  );
+  inForce.plans = () => plans.current();
+  let plansLoadedAt = new Date().toISOString();
+  plans.onChange(() => (plansLoadedAt = new Date().toISOString()));
+  // Both files edited at once (a service added and a plan naming it, or both dropped): whichever
+  // reload came first was refused, and is tried again once the other one is in force.
+  routes.onChange(() => plans.retryRefused('gateway.yaml reloaded'));
+  plans.onChange(() => routes.retryRefused('plans.yaml reloaded'));
   const assertionSecrets = secrets ?? assertionSecretsFromEnv(process.env);
   if (!secrets) logSecretSource(assertionSecrets, logger, 'gateway');
   const assertions = new AssertionSigner(assertionSecrets.current, settings.assertion, settings.keyCache.maxEntries);
@@ -125,7 +140,7 @@ export async function startGateway(
     serveOpenApi(settings.openapi, settings.configDir),
     failedAuth.wrap(authenticate(keys, failedAuth.blockedSeconds)),
     serveUsage(settings.usage.path, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
-    routeToService(upstreams),
+    routeToService(upstreams, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
     enforceQuota({
       store: ownStores.quotas,
       health,

@@ -85,8 +85,11 @@ function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: Quot
   if (quota.shadow) {
     // A shadow plan refuses nobody: the would-be refusal is counted, logged and told, then admitted.
     deps.metrics.quotaDecisions.inc({ plan, decision: 'shadow_limited', source });
-    ctx.res.setHeader('x-ratelimit-shadow', code);
-    ctx.shadowRefusal = code;
+    // The first refusal is the one the plan would have given (route-to-service.ts may have one).
+    if (!ctx.shadowRefusal) {
+      ctx.res.setHeader('x-ratelimit-shadow', code);
+      ctx.shadowRefusal = code;
+    }
     return CONTINUE;
   }
   deps.metrics.quotaDecisions.inc({ plan, decision: outcome.verdict, source });
