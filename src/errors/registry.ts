@@ -22,7 +22,6 @@ export const ERRORS = {
     status: 403,
     message: 'A console change must carry the X-CSRF-Token of its session, from the console page itself.',
   },
-  // 403: the caller is known but may not do this
   service_not_in_plan: {
     status: 403,
     message: "The API key's plan does not include the service this path belongs to; no quota was consumed.",
