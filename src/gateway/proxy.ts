@@ -251,6 +251,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   private retry(failure: Failure, backoffMs: number): void {
+    // The client left while the failed try was being read: nobody to retry for.
+    if (this.clientGone) return this.fail(new errors.RequestAbortedError());
     this.abortUpstream = undefined;
     this.interim = 0;
     this.service.retriesInFlight++;
