@@ -19,6 +19,9 @@ export const ENV_OVERRIDES: readonly EnvOverride[] = [
   { name: 'LOG_FORMAT', path: ['log', 'format'], kind: 'string' },
   { name: 'GATEWAY_PORT', path: ['gateway', 'port'], kind: 'integer' },
   { name: 'TRUST_PROXY_HOPS', path: ['gateway', 'trustProxyHops'], kind: 'integer' },
+  // PEM paths; relative ones are read from the working directory (settings.ts).
+  { name: 'GATEWAY_TLS_CERT', path: ['gateway', 'tls', 'cert'], kind: 'string' },
+  { name: 'GATEWAY_TLS_KEY', path: ['gateway', 'tls', 'key'], kind: 'string' },
   // In a container the admin and backend listeners must bind 0.0.0.0.
   { name: 'ADMIN_HOST', path: ['admin', 'host'], kind: 'string' },
   { name: 'ADMIN_PORT', path: ['admin', 'port'], kind: 'integer' },

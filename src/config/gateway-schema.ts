@@ -29,6 +29,37 @@ function oneRedisTopology(redis: { url: string; clusterNodes: string[]; sentinel
     });
 }
 
+/** A PEM file: relative to the config directory, or absolute. */
+const pemPath = z.string().min(1);
+
+/**
+ * TLS on the public listener (src/http/tls-context.ts): a certificate chain and its key, reloaded
+ * when either file changes or on SIGHUP; more pairs chosen by the client's SNI server name.
+ * GATEWAY_TLS_CERT / GATEWAY_TLS_KEY override `cert` and `key`, so that both or neither are set is
+ * checked once the environment is laid over the file (settings.ts), not here.
+ */
+const tlsSchema = z
+  .strictObject({
+    /** PEM certificate chain (leaf first); "" with `key` "": no TLS. */
+    cert: z.string().default(''),
+    /** PEM private key of `cert`. */
+    key: z.string().default(''),
+    /** More certificates, chosen by the server name the client asks for (SNI); `cert` serves every other name. */
+    sni: z
+      .array(
+        z.strictObject({
+          /** A host name, or `*.example.com` for one level of subdomains. */
+          serverName: z
+            .string()
+            .regex(/^(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*$/, 'must be a host name like api.example.com or *.example.com'),
+          cert: pemPath,
+          key: pemPath,
+        }),
+      )
+      .default([]),
+  })
+  .prefault({});
+
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 export const gatewayFileSchema = z.strictObject({
@@ -62,6 +93,8 @@ export const gatewayFileSchema = z.strictObject({
       maxConnectionsPerAddress: z.number().int().min(0).max(1_000_000).default(0),
       /** A WebSocket tunnel with no byte either way for this long is closed (nginx's proxy_read_timeout is 60 s). */
       webSocketIdleTimeoutMs: z.number().int().min(1000).max(86_400_000).default(60_000),
+      /** TLS on this listener (HTTPS, and HTTP/2 by ALPN); off by default (plain HTTP behind a balancer). */
+      tls: tlsSchema,
     })
     .prefault({}),
   admin: z

@@ -28,5 +28,30 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
     const value = env[source.name] ?? '';
     return new ConfigError('environment', source.name, source.secret ? reason : `${reason} (got "${value}")`);
   });
-  return Object.freeze({ ...file, configDir, logLevel: file.log.level });
+  const gateway = { ...file.gateway, tls: absoluteTlsPaths(file.gateway.tls, configDir, sources) };
+  return Object.freeze({ ...file, gateway, configDir, logLevel: file.log.level });
+}
+
+/**
+ * The PEM paths made absolute: a path from gateway.yaml is relative to the config directory, one
+ * from GATEWAY_TLS_CERT / GATEWAY_TLS_KEY to the working directory (as a shell user expects).
+ */
+function absoluteTlsPaths(tls: GatewayFile['gateway']['tls'], configDir: string, sources: Parameters<typeof overrideAt>[0]) {
+  const fromEnv = (field: 'cert' | 'key') => overrideAt(sources, ['gateway', 'tls', field]) !== undefined;
+  const where = (field: 'cert' | 'key') =>
+    fromEnv(field) ? `GATEWAY_TLS_${field.toUpperCase()}` : `${GATEWAY_FILE}: gateway.tls.${field}`;
+  if (Boolean(tls.cert) !== Boolean(tls.key))
+    throw new ConfigError(
+      where(tls.cert ? 'cert' : 'key'),
+      '',
+      `is set without ${tls.cert ? 'a key' : 'a certificate'}: set both, or neither`,
+    );
+  if (!tls.cert && tls.sni.length > 0)
+    throw new ConfigError(GATEWAY_FILE, 'gateway.tls.sni', 'needs gateway.tls.cert and gateway.tls.key (the default certificate)');
+  const path = (value: string, env = false) => (value === '' ? '' : resolve(env ? '.' : configDir, value));
+  return {
+    cert: path(tls.cert, fromEnv('cert')),
+    key: path(tls.key, fromEnv('key')),
+    sni: tls.sni.map((entry) => ({ ...entry, cert: path(entry.cert), key: path(entry.key) })),
+  };
 }

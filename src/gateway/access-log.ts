@@ -1,3 +1,5 @@
+import type { TLSSocket } from 'node:tls';
+import { responseCompleted } from '../http/response-completed.js';
 import { infoLineWriter, type Logger } from '../observability/log.js';
 import type { ErrorCode } from '../errors/registry.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -11,17 +13,24 @@ import type { RequestContext } from './context.js';
  */
 export function observeWhenDone(ctx: RequestContext, logger: Logger, metrics: Metrics, route: (url: string | undefined) => string): void {
   const { req, res } = ctx;
+  // Read now: an HTTP/2 request's socket is gone once its stream has closed. Only a TLS listener
+  // writes them (http/tls-listener.ts): `"scheme":"https"`, and `"http":"2"` for an HTTP/2 stream.
+  const tls = (req.socket as TLSSocket | undefined)?.encrypted
+    ? req.httpVersionMajor === 2
+      ? ',"scheme":"https","http":"2"'
+      : ',"scheme":"https"'
+    : '';
   res.once('close', () => {
     const ms = performance.now() - ctx.startedAtMs;
     const routeLabel = route(req.url);
-    const aborted = !res.writableFinished;
+    const aborted = !responseCompleted(res);
     metrics.requests.inc({ route: routeLabel, method: req.method ?? '', status: aborted ? 'aborted' : String(res.statusCode) });
     metrics.requestSeconds.observe({ route: routeLabel }, ms / 1000);
     metrics.traffic.record(ctx.consumer?.id, decisionOf(ctx));
     if (!logger.isLevelEnabled('info')) return;
-    // The fields pino would write for { reqId, method, path, status, ms, keyId, plan, degraded,
+    // The fields pino would write for { reqId, method, path, scheme, http, status, ms, keyId, plan, degraded,
     // shadowRefusal, service, target, tries, aborted } (undefined ones left out), in that order, as one string (measured: issue 14).
-    let fields = `${text('reqId', ctx.requestId)}${text('method', req.method)},"path":${JSON.stringify(req.url ? req.url.split('?', 1)[0] : '')}`;
+    let fields = `${text('reqId', ctx.requestId)}${text('method', req.method)},"path":${JSON.stringify(req.url ? req.url.split('?', 1)[0] : '')}${tls}`;
     fields += `,"status":${res.statusCode},"ms":${Math.round(ms * 100) / 100}${text('keyId', ctx.consumer?.id)}${text('plan', ctx.consumer?.plan)}`;
     if (ctx.degraded) fields += ',"degraded":true';
     if (ctx.shadowRefusal) fields += `,"shadowRefusal":"${ctx.shadowRefusal}"`;

@@ -3,6 +3,7 @@ import { errors, type Dispatcher, type Pool } from 'undici';
 import { sendError } from '../errors/render.js';
 import { discardRestOfBody } from '../http/discard-rest-of-body.js';
 import { forwardedValues } from '../http/forwarded-headers.js';
+import { responseCompleted } from '../http/response-completed.js';
 import type { BodyFraming } from '../http/request-framing.js';
 import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -251,8 +252,6 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   private retry(failure: Failure, backoffMs: number): void {
-    // The client left while the failed try was being read: nobody to retry for.
-    if (this.clientGone) return this.fail(new errors.RequestAbortedError());
     this.abortUpstream = undefined;
     this.interim = 0;
     this.service.retriesInFlight++;
@@ -441,7 +440,7 @@ class Exchange implements Dispatcher.DispatchHandler {
    */
   readonly clientClosed = (): void => {
     this.service.inFlight--;
-    if (this.res.writableFinished) {
+    if (responseCompleted(this.res)) {
       if (!this.req.complete) {
         if (this.dispatch.body instanceof ClientBody) this.dispatch.body.destroy();
         discardRestOfBody(this.req);

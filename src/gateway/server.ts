@@ -1,11 +1,15 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Http2SecureServer, Http2ServerRequest } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { statusOf } from '../errors/registry.js';
 import { sendError } from '../errors/render.js';
 import { canonicalTarget } from '../http/canonical-target.js';
 import { answerClientErrors } from '../http/client-errors.js';
 import type { ConnectionGuard } from '../http/connection-guard.js';
+import { h2RequestFraming } from '../http/h2-request.js';
 import { requestFraming } from '../http/request-framing.js';
+import type { TlsFiles } from '../http/tls-context.js';
+import { createTlsListener, type AnyRequest, type AnyResponse } from '../http/tls-listener.js';
 import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
 import { observeWhenDone } from './access-log.js';
@@ -27,35 +31,46 @@ export interface GatewayServerParts {
   guard?: ConnectionGuard;
   /** Where an admitted WebSocket handshake goes (websocket-proxy.ts); without it, upgrades are served as plain requests. */
   tunnels?: WebSocketTunnels;
+  /** HTTPS, and HTTP/2 by ALPN, on this listener (http/tls-listener.ts); absent: plain HTTP/1.1. */
+  tls?: TlsFiles;
 }
 
 /**
  * The request lifecycle: policy chain, then either the rejection as an Error body or the proxy.
  * Faults thrown anywhere in the chain are answered here, once, as 500.
  */
-export function createGatewayServer({ chain, route, proxy, logger, metrics, timeouts, guard, tunnels }: GatewayServerParts): Server {
-  const server = createServer(
-    {
-      // Bounded header and body waits: a slow client cannot hold a socket forever (slowloris).
-      headersTimeout: timeouts.headersTimeoutMs,
-      requestTimeout: timeouts.requestTimeoutMs,
-      // Node checks those timeouts on this period (30 s by default, far coarser than them).
-      connectionsCheckingInterval: Math.min(1000, timeouts.headersTimeoutMs),
-      keepAliveTimeout: 65_000,
-      maxHeaderSize: 16 * 1024,
-    },
-    (req, res) => void handle(req, res),
-  );
-  // No count limit in Node itself: with one, Node stops collecting fields (in batches) once it
-  // holds that many and drops the rest silently, so whether a count over the limit is even seen
-  // would depend on how the head was split. Every field is kept instead, request-framing.ts counts
-  // them all and refuses more than its MAX_HEADER_FIELDS with 431, and `maxHeaderSize` (16 KiB)
-  // bounds what one head can allocate.
-  server.maxHeadersCount = 0;
+export function createGatewayServer(parts: GatewayServerParts): Server | Http2SecureServer {
+  const { chain, route, proxy, logger, metrics, timeouts, guard, tunnels, tls } = parts;
+  // HTTP/2 streams arrive as Http2ServerRequest/Response, which h2-request.ts makes read like
+  // IncomingMessage/ServerResponse (headers without pseudo-fields, Host from :authority), and every
+  // HTTP/1-only call below is guarded: one handler, typed as HTTP/1.1, serves both.
+  const onRequest = (req: AnyRequest, res: AnyResponse) => void handle(req as IncomingMessage, res as ServerResponse);
+  const server = tls ? createTlsListener({ files: tls, timeouts, logger }, onRequest).server : plainServer();
+  function plainServer(): Server {
+    const plain = createServer(
+      {
+        // Bounded header and body waits: a slow client cannot hold a socket forever (slowloris).
+        headersTimeout: timeouts.headersTimeoutMs,
+        requestTimeout: timeouts.requestTimeoutMs,
+        // Node checks those timeouts on this period (30 s by default, far coarser than them).
+        connectionsCheckingInterval: Math.min(1000, timeouts.headersTimeoutMs),
+        keepAliveTimeout: 65_000,
+        maxHeaderSize: 16 * 1024,
+      },
+      onRequest,
+    );
+    // No count limit in Node itself: with one, Node stops collecting fields (in batches) once it
+    // holds that many and drops the rest silently, so whether a count over the limit is even seen
+    // would depend on how the head was split. Every field is kept instead, request-framing.ts counts
+    // them all and refuses more than its MAX_HEADER_FIELDS with 431, and `maxHeaderSize` (16 KiB)
+    // bounds what one head can allocate.
+    plain.maxHeadersCount = 0;
+    return plain;
+  }
   // Without this listener Node answers `Expect: 100-continue` with 100 before any policy ran
   // (inviting the body of a request about to be refused); with it, `handle` sends 100 only once
   // the chain has passed (RFC 9110 §10.1.1 lets a proxy answer the expectation itself).
-  server.on('checkContinue', (req, res) => void handle(req, res));
+  server.on('checkContinue', onRequest);
   // A request with `Connection: upgrade` is handed over with its socket: a WebSocket handshake goes
   // through the chain to a tunnel, any other upgrade (h2c, …) is served as a plain request; either
   // way the connection carries nothing after it (websocket-proxy.ts).
@@ -63,7 +78,7 @@ export function createGatewayServer({ chain, route, proxy, logger, metrics, time
     const res = responseOnUpgradedSocket(req, socket);
     void handle(req, res, tunnels && isWebSocketHandshake(req) ? head : undefined);
   });
-  guard?.attach(server, 'plain');
+  guard?.attach(server, tls ? 'tls' : 'plain');
 
   /** `upgradeHead`: a WebSocket handshake, with the bytes the client sent after it. */
   async function handle(req: IncomingMessage, res: ServerResponse, upgradeHead?: Buffer): Promise<void> {
@@ -99,10 +114,12 @@ export function createGatewayServer({ chain, route, proxy, logger, metrics, time
  * metric label and the upstream read the same path. Undefined once an Error body was sent.
  */
 function edgeDecision(req: IncomingMessage, res: ServerResponse): (ForwardPlan & { expectsContinue: boolean }) | undefined {
-  const framing = requestFraming(req);
+  const h2 = req.httpVersionMajor === 2;
+  const framing = h2 ? h2RequestFraming(req as unknown as Http2ServerRequest) : requestFraming(req);
   if (!framing.ok) {
-    // The rest of the connection cannot be trusted to hold message boundaries: close it after this.
-    res.shouldKeepAlive = false;
+    // The rest of the connection cannot be trusted to hold message boundaries: close it after this
+    // (HTTP/2 frames each stream itself: only this stream is refused).
+    if (!h2) res.shouldKeepAlive = false;
     sendError(res, framing.code, framing.message);
     return undefined;
   }
@@ -115,6 +132,6 @@ function edgeDecision(req: IncomingMessage, res: ServerResponse): (ForwardPlan &
   const host = target.authority ?? req.headers.host ?? '';
   if (target.authority !== undefined) req.headers.host = target.authority;
   // RFC 9110 §10.1.1: a 100-continue expectation in an HTTP/1.0 request is ignored.
-  const expect = req.httpVersionMinor >= 1 ? req.headers.expect : undefined;
+  const expect = h2 || req.httpVersionMinor >= 1 ? req.headers.expect : undefined;
   return { body: framing.body, host, expectsContinue: typeof expect === 'string' && expect.toLowerCase() === '100-continue' };
 }

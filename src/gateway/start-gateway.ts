@@ -156,7 +156,9 @@ export async function startGateway(
   ];
 
   const { guard, tunnels } = edgeConnections(settings.gateway, upstreams, ownStores.keys, logger, metrics.registry);
-  const server = createGatewayServer({ chain, route, proxy, logger, metrics, timeouts: settings.gateway, guard, tunnels });
+  // gateway.tls set: HTTPS, and HTTP/2 by ALPN, on the same port (http/tls-listener.ts).
+  const tls = settings.gateway.tls.cert ? settings.gateway.tls : undefined;
+  const server = createGatewayServer({ chain, route, proxy, logger, metrics, timeouts: settings.gateway, guard, tunnels, tls });
   const admin = createAdminServer(
     {
       metrics: async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),

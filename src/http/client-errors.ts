@@ -1,12 +1,14 @@
 import type { Server } from 'node:http';
+import type { Http2SecureServer } from 'node:http2';
 import { rawErrorResponse } from '../errors/render.js';
 
 /**
  * Malformed HTTP, oversized headers and header timeouts never reach a request handler; Node would
  * answer them with an empty 400. Answer them with an Error body instead, then close.
  */
-export function answerClientErrors(server: Server): void {
-  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+export function answerClientErrors(server: Server | Http2SecureServer): void {
+  // The HTTP/1.1 side of a TLS listener (tls-listener.ts) emits it too.
+  (server as Server).on('clientError', (err: NodeJS.ErrnoException, socket) => {
     // Never write while an earlier pipelined request on this socket still awaits its response: the
     // client would read our 400 as that request's answer (Node's default handler only checks that
     // the response has not started). And there is no one to answer after a reset.

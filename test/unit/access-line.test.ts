@@ -23,7 +23,11 @@ function requestEnding(fields: {
   degraded?: boolean;
   requestId: string;
 }) {
-  const res = Object.assign(new EventEmitter(), { statusCode: fields.status, writableFinished: fields.finished });
+  const res = Object.assign(new EventEmitter(), {
+    statusCode: fields.status,
+    writableEnded: fields.finished,
+    writableFinished: fields.finished,
+  });
   const req = { method: fields.method, url: fields.url };
   const ctx: RequestContext = {
     req: req as IncomingMessage,
