@@ -10,8 +10,7 @@ export interface AdminChecks {
    * one dead backend must not take every gateway replica out of its load balancer.
    */
   services?(): unknown;
-  /** The metrics page; `accept` is the scraper's Accept (OpenMetrics, with exemplars, when it asks: observability/scrape.ts). */
-  metrics?(accept?: string): Promise<{ contentType: string; body: string }>;
+  metrics?(): Promise<{ contentType: string; body: string }>;
 }
 
 /**
@@ -36,7 +35,7 @@ export function createAdminServer(checks: AdminChecks, adminApi?: AdminApi): Ser
         });
       }
       if (path === '/metrics' && checks.metrics) {
-        const { contentType, body } = await checks.metrics(req.headers.accept);
+        const { contentType, body } = await checks.metrics();
         res.setHeader('content-type', contentType);
         return res.end(body);
       }

@@ -1,4 +1,6 @@
+import { execFile } from 'node:child_process';
 import { connect, type ClientHttp2Session, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
+import { promisify } from 'node:util';
 
 export interface H2Response {
   status: number;
@@ -36,4 +38,20 @@ export function h2Request(session: ClientHttp2Session, headers: OutgoingHttpHead
       stream.end();
     }
   });
+}
+
+/** `curl` with `args` (protocol and trust flags) for GET `url` with `key`: "<http_version> <status>", e.g. "2 200". */
+export async function curlVersionAndStatus(args: string[], url: string, key: string): Promise<string> {
+  const { stdout } = await promisify(execFile)('curl', [
+    '-sS',
+    ...args,
+    '-o',
+    '/dev/null',
+    '-w',
+    '%{http_version} %{http_code}',
+    '-H',
+    `Authorization: Bearer ${key}`,
+    url,
+  ]);
+  return stdout;
 }

@@ -4,7 +4,7 @@ import type { Socket } from 'node:net';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { EdgeStack } from '../helpers/edge-stack.js';
-import { h2Request, h2Session } from '../helpers/h2-client.js';
+import { curlVersionAndStatus, h2Request, h2Session } from '../helpers/h2-client.js';
 import { FLAG, FRAME, getRequest, H2_ERROR, headerBlock, RawH2 } from '../helpers/raw-h2.js';
 import { TestCerts } from '../helpers/tls-certs.js';
 
@@ -236,18 +236,7 @@ describe('the rules of HTTP/2 (RFC 9113 §8.2.2, §8.3.1)', () => {
 
 describe('real clients', () => {
   it('curl --http2 and nghttp are served over h2; h2load runs 200 requests on 4 connections, all 2xx', async () => {
-    const { stdout: curl } = await run('curl', [
-      '-sS',
-      '-k',
-      '--http2',
-      '-o',
-      '/dev/null',
-      '-w',
-      '%{http_version} %{http_code}',
-      '-H',
-      `Authorization: Bearer ${stack.key.key}`,
-      `${stack.gateway.url}/v1/categories`,
-    ]);
+    const curl = await curlVersionAndStatus(['-k', '--http2'], `${stack.gateway.url}/v1/categories`, stack.key.key);
     expect(curl).toBe('2 200');
     const { stdout: nghttp } = await run('nghttp', [
       '-v',

@@ -1,16 +1,14 @@
-import { execFile, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { promisify } from 'node:util';
 import { connect as tlsConnect } from 'node:tls';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { EdgeStack } from '../helpers/edge-stack.js';
-import { h2Request, h2Session } from '../helpers/h2-client.js';
+import { curlVersionAndStatus, h2Request, h2Session } from '../helpers/h2-client.js';
 import { TestCerts, type TestCert } from '../helpers/tls-certs.js';
 
 // TLS on the public listener (issue 23, item 1), checked with the clients people use: curl,
 // `openssl s_client`, Node's tls and http2 clients. Certificates are made here, in a temp dir.
 
-const run = promisify(execFile);
 let certs: TestCerts;
 let served: TestCert;
 let stack: EdgeStack;
@@ -90,21 +88,12 @@ describe('protocol and ciphers (openssl s_client)', () => {
 describe('HTTPS over HTTP/1.1', () => {
   it('curl --tlsv1.2 --http1.1 --cacert: 200; X-Forwarded-Proto and the access line say https', async () => {
     // Not spawnSync: the recording upstream lives in this process and must keep answering.
-    const result = await run('curl', [
-      '-sS',
-      '--http1.1',
-      '--tlsv1.2',
-      '--cacert',
-      served.cert,
-      '-o',
-      '/dev/null',
-      '-w',
-      '%{http_version} %{http_code}',
-      '-H',
-      `Authorization: Bearer ${stack.key.key}`,
+    const versionAndStatus = await curlVersionAndStatus(
+      ['--http1.1', '--tlsv1.2', '--cacert', served.cert],
       `https://localhost:${stack.port}/v1/categories`,
-    ]);
-    expect(result.stdout).toBe('1.1 200');
+      stack.key.key,
+    );
+    expect(versionAndStatus).toBe('1.1 200');
     expect(stack.upstream.header(stack.upstream.requests[0]!, 'x-forwarded-proto')).toEqual(['https']);
     const line = await stack.gateway.process.waitForLog(
       'request',
