@@ -5,7 +5,8 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 // The import graph flows one way: cli → gateway | admin | backend → quota, identity, keys,
-// upstream → store → config, errors, observability, http. Each folder lists what it may never import.
+// upstream → store → config, errors, observability, http. tracing (OpenTelemetry) sits beside
+// observability, imported by gateway and backend. Each folder lists what it may never import.
 const servers = ['gateway', 'admin', 'backend', 'cli'];
 const FORBIDDEN = {
   'src/backend': ['gateway', 'admin', 'cli'],
@@ -22,6 +23,7 @@ const FORBIDDEN = {
   'src/errors': [...servers, 'quota', 'identity', 'keys', 'store', 'config'],
   'src/observability': [...servers, 'quota', 'identity', 'keys', 'store'],
   'src/http': [...servers, 'quota', 'identity', 'keys', 'store'],
+  'src/tracing': [...servers, 'quota', 'identity', 'keys', 'upstream', 'store', 'config'],
 };
 
 // One config object per folder: flat config lets a later object replace a rule, not add to it.

@@ -10,7 +10,8 @@ export interface AdminChecks {
    * one dead backend must not take every gateway replica out of its load balancer.
    */
   services?(): unknown;
-  metrics?(): Promise<{ contentType: string; body: string }>;
+  /** The metrics page; `accept` is the scraper's Accept (OpenMetrics, with exemplars, when it asks: observability/scrape.ts). */
+  metrics?(accept?: string): Promise<{ contentType: string; body: string }>;
 }
 
 /**
@@ -35,7 +36,7 @@ export function createAdminServer(checks: AdminChecks, adminApi?: AdminApi): Ser
         });
       }
       if (path === '/metrics' && checks.metrics) {
-        const { contentType, body } = await checks.metrics();
+        const { contentType, body } = await checks.metrics(req.headers.accept);
         res.setHeader('content-type', contentType);
         return res.end(body);
       }

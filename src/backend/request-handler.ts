@@ -5,7 +5,7 @@ import { sendError } from '../errors/render.js';
 import type { BackendDeps } from './backend-deps.js';
 import { discardRestOfBody } from '../http/discard-rest-of-body.js';
 import { errorReply, writeReply, type Reply } from './reply.js';
-import { matchRoute } from './routes.js';
+import { matchRoute, routeTemplate } from './routes.js';
 
 /** Decides whether a request may be served; an error code refuses it (e.g. no gateway assertion). */
 export type VerifyRequest = (req: IncomingMessage) => Promise<ErrorCode | null>;
@@ -21,7 +21,10 @@ export function createRequestHandler(deps: BackendDeps, verifyRequest?: VerifyRe
     const method = req.method ?? 'GET';
     // Query strings play no part in routing; they are also left out of logs (they may hold secrets).
     const path = (req.url ?? '/').split('?', 1)[0]!;
+    // Its parent is the gateway's try span (the traceparent the gateway sent).
+    const trace = deps.tracing?.serverRequest(req, 'http');
     res.once('close', () => {
+      trace?.end({ route: routeTemplate(path), status: res.writableFinished ? res.statusCode : undefined });
       // Method, path, status and time only: headers (Authorization above all) are never logged.
       // A client that left before any answer has no status (null) and completed: false.
       const ms = Math.round((performance.now() - startedAt) * 10) / 10;

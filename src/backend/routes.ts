@@ -8,15 +8,17 @@ import { errorReply, type Reply } from './reply.js';
 export type Handler = (req: IncomingMessage, params: string[], deps: BackendDeps) => Promise<Reply>;
 
 interface Route {
+  /** As openapi.yaml writes it: the trace's http.route, never the path as sent. */
+  template: string;
   path: RegExp;
   handlers: Readonly<Record<string, Handler>>;
 }
 
 // Every route of the service, base path /v1 (openapi.yaml). Paths match exactly: no trailing slash.
 const ROUTES: readonly Route[] = [
-  { path: /^\/v1\/categories$/, handlers: { GET: listCategories, POST: createCategory } },
-  { path: /^\/v1\/pets\/([^/]+)$/, handlers: { GET: showPetPlaceholder } },
-  { path: /^\/v1\/store\/orders$/, handlers: { GET: listOrdersPlaceholder } },
+  { template: '/v1/categories', path: /^\/v1\/categories$/, handlers: { GET: listCategories, POST: createCategory } },
+  { template: '/v1/pets/{petId}', path: /^\/v1\/pets\/([^/]+)$/, handlers: { GET: showPetPlaceholder } },
+  { template: '/v1/store/orders', path: /^\/v1\/store\/orders$/, handlers: { GET: listOrdersPlaceholder } },
 ];
 
 export type RouteMatch = { handler: Handler; params: string[] } | { reply: Reply };
@@ -32,6 +34,11 @@ export function matchRoute(method: string, path: string): RouteMatch {
     return { reply: errorReply('method_not_allowed', `${method} is not allowed on ${path}.`, { allow: allowedMethods(route) }) };
   }
   return { reply: errorReply('not_found', `No resource at ${path}.`) };
+}
+
+/** The route template a path matches, or undefined. */
+export function routeTemplate(path: string): string | undefined {
+  return ROUTES.find((route) => route.path.test(path))?.template;
 }
 
 // Own properties only: a method name must never reach Object.prototype.

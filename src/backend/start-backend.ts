@@ -7,6 +7,7 @@ import type { Logger } from '../observability/log.js';
 import type { RedisTarget } from '../config/redis-target.js';
 import { openCategoryStore } from './open-category-store.js';
 import { createRequestHandler } from './request-handler.js';
+import { tracingFromEnv } from '../tracing/tracing-from-env.js';
 
 export interface BackendOptions {
   settings: Settings;
@@ -34,8 +35,9 @@ const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 export async function startBackend(opts: BackendOptions): Promise<RunningBackend> {
   const { settings, logger } = opts;
   const store = await openCategoryStore(opts.redisUrl, settings.redis.commandTimeoutMs, logger);
+  const tracing = tracingFromEnv(process.env, { defaultServiceName: 'tollgate-backend', logger });
   const server = http.createServer(
-    createRequestHandler({ store, logger, maxBodyBytes: settings.backend.maxBodyBytes }, opts.verifyRequest),
+    createRequestHandler({ store, logger, maxBodyBytes: settings.backend.maxBodyBytes, tracing }, opts.verifyRequest),
   );
   server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   answerClientErrors(server);
@@ -54,6 +56,7 @@ export async function startBackend(opts: BackendOptions): Promise<RunningBackend
       // The process's shutdown grace (gateway.shutdownGraceSeconds) bounds in-flight requests here too.
       await closeGracefully(server, settings.gateway.shutdownGraceSeconds * 1000);
       await store.close();
+      await tracing?.shutdown();
     })());
   return { url, server, close };
 }

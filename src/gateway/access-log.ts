@@ -1,10 +1,13 @@
 import type { TLSSocket } from 'node:tls';
+import type { Attributes } from '@opentelemetry/api';
 import { responseCompleted } from '../http/response-completed.js';
 import { infoLineWriter, type Logger } from '../observability/log.js';
 import type { ErrorCode } from '../errors/registry.js';
 import type { Metrics } from '../observability/metrics.js';
-import { DECISION_INDEX } from '../observability/traffic.js';
+import { DECISION_INDEX, DECISIONS } from '../observability/traffic.js';
+import type { ServerOutcome } from '../tracing/server-trace.js';
 import type { RequestContext } from './context.js';
+import { UNMATCHED_ROUTE } from './route-label.js';
 
 /**
  * Once the response is done (or the client went away): one log line and the request metrics. Who
@@ -25,12 +28,15 @@ export function observeWhenDone(ctx: RequestContext, logger: Logger, metrics: Me
     const routeLabel = route(req.url);
     const aborted = !responseCompleted(res);
     metrics.requests.inc({ route: routeLabel, method: req.method ?? '', status: aborted ? 'aborted' : String(res.statusCode) });
-    metrics.requestSeconds.observe({ route: routeLabel }, ms / 1000);
-    metrics.traffic.record(ctx.consumer?.id, decisionOf(ctx));
+    metrics.requestSeconds.observe({ route: routeLabel }, ms / 1000, ctx.trace?.sampledTraceId);
+    const decision = decisionOf(ctx);
+    metrics.traffic.record(ctx.consumer?.id, decision);
+    ctx.trace?.end(serverOutcome(ctx, routeLabel, aborted, DECISIONS[decision]));
     if (!logger.isLevelEnabled('info')) return;
-    // The fields pino would write for { reqId, method, path, scheme, http, status, ms, keyId, plan, degraded,
+    // The fields pino would write for { reqId, traceId, method, path, scheme, http, status, ms, keyId, plan, degraded,
     // shadowRefusal, service, target, tries, aborted } (undefined ones left out), in that order, as one string (measured: issue 14).
-    let fields = `${text('reqId', ctx.requestId)}${text('method', req.method)},"path":${JSON.stringify(req.url ? req.url.split('?', 1)[0] : '')}${tls}`;
+    // traceId is the gateway's (tracing on), never a client's traceparent as sent: an invalid one was dropped.
+    let fields = `${text('reqId', ctx.requestId)}${text('traceId', ctx.trace?.traceId)}${text('method', req.method)},"path":${JSON.stringify(req.url ? req.url.split('?', 1)[0] : '')}${tls}`;
     fields += `,"status":${res.statusCode},"ms":${Math.round(ms * 100) / 100}${text('keyId', ctx.consumer?.id)}${text('plan', ctx.consumer?.plan)}`;
     if (ctx.degraded) fields += ',"degraded":true';
     if (ctx.shadowRefusal) fields += `,"shadowRefusal":"${ctx.shadowRefusal}"`;
@@ -61,6 +67,24 @@ function decisionOf(ctx: RequestContext): number {
   if (refusal === 'rate_limit_exceeded') return DECISION_INDEX.limited;
   if (refusal === 'api_key_banned') return DECISION_INDEX.banned;
   return UNAUTHENTICATED.has(refusal) ? DECISION_INDEX.unauthenticated : DECISION_INDEX.other;
+}
+
+/** The server span's route, status and tollgate.* attributes: ids, plan, decision and refusal code, never the key. */
+function serverOutcome(ctx: RequestContext, routeLabel: string, aborted: boolean, decision?: string): ServerOutcome {
+  const attributes: Attributes = {};
+  if (decision) attributes['tollgate.decision'] = decision;
+  if (ctx.consumer) {
+    attributes['tollgate.key_id'] = ctx.consumer.id;
+    attributes['tollgate.plan'] = ctx.consumer.plan;
+  }
+  if (ctx.refusal) attributes['tollgate.refusal'] = ctx.refusal;
+  if (ctx.shadowRefusal) attributes['tollgate.shadow_refusal'] = ctx.shadowRefusal;
+  if (ctx.degraded) attributes['tollgate.degraded'] = true;
+  if (ctx.upstream) {
+    attributes['tollgate.service'] = ctx.upstream.service;
+    attributes['tollgate.tries'] = ctx.upstream.tries;
+  }
+  return { route: routeLabel === UNMATCHED_ROUTE ? undefined : routeLabel, status: aborted ? undefined : ctx.res.statusCode, attributes };
 }
 
 const writers = new WeakMap<Logger, (fields: string) => void>();

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ErrorCode } from '../errors/registry.js';
 import type { KeyRecord } from '../keys/record.js';
+import type { GatewayTrace } from '../tracing/gateway-trace.js';
 import type { Route } from '../upstream/service-routes.js';
 
 /** What the policies learn about one request as it passes the chain. */
@@ -21,6 +22,8 @@ export interface RequestContext {
   route?: Route;
   /** Where the request went upstream: the service, the target of the last try, and how many tries. */
   upstream?: { service: string; target: string; tries: number };
+  /** This request's spans, when tracing is on (README, "Tracing"); undefined otherwise: callers use `?.`. */
+  trace?: GatewayTrace;
 }
 
 /** A policy's verdict: go on, answer now with an Error body, or (rarely) answer now with a fixed body. */

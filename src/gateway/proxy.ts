@@ -181,6 +181,10 @@ class Exchange implements Dispatcher.DispatchHandler {
     target.inFlight++;
     this.tryStartedMs = performance.now();
     const dispatch = { ...this.dispatch, path: target.basePath + this.dispatch.path };
+    // Tracing on: this try's span, and its traceparent in the fields the target receives.
+    const trace = this.ctx.trace;
+    if (trace)
+      dispatch.headers = trace.startTry(this.dispatch.headers as string[], dispatch.method, service.name, target.url, this.tries - 1);
     if (this.tries > 1) {
       // A retry has what is left of the service's time.
       const msLeft = Math.max(1, Math.round(this.deadlineMs - this.tryStartedMs));
@@ -204,6 +208,7 @@ class Exchange implements Dispatcher.DispatchHandler {
    */
   private endTry(outcome: 'ok' | 'status_5xx' | Failure | 'error' | 'abandoned'): void {
     const { target, service, shared } = this;
+    this.ctx.trace?.endTry(outcome);
     target.inFlight--;
     if (this.retrying) {
       this.retrying = false;
@@ -300,6 +305,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   };
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    this.ctx.trace?.tryStatus(statusCode);
     if (statusCode < 200) {
       // 1xx are not relayed (the gateway answered any Expect itself); a flood of them ends it.
       if (++this.interim > MAX_INTERIM_RESPONSES)

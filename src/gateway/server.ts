@@ -12,6 +12,7 @@ import type { TlsFiles } from '../http/tls-context.js';
 import { createTlsListener, type AnyRequest, type AnyResponse } from '../http/tls-listener.js';
 import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { Tracing } from '../tracing/tracing.js';
 import { observeWhenDone } from './access-log.js';
 import { runChain } from './chain.js';
 import { isAnswer, type Policy, type RequestContext } from './context.js';
@@ -33,6 +34,8 @@ export interface GatewayServerParts {
   tunnels?: WebSocketTunnels;
   /** HTTPS, and HTTP/2 by ALPN, on this listener (http/tls-listener.ts); absent: plain HTTP/1.1. */
   tls?: TlsFiles;
+  /** OpenTelemetry tracing (tracing/tracing-from-env.ts); absent: no span, no trace header, no cost. */
+  tracing?: Tracing;
 }
 
 /**
@@ -40,7 +43,7 @@ export interface GatewayServerParts {
  * Faults thrown anywhere in the chain are answered here, once, as 500.
  */
 export function createGatewayServer(parts: GatewayServerParts): Server | Http2SecureServer {
-  const { chain, route, proxy, logger, metrics, timeouts, guard, tunnels, tls } = parts;
+  const { chain, route, proxy, logger, metrics, timeouts, guard, tunnels, tls, tracing } = parts;
   // HTTP/2 streams arrive as Http2ServerRequest/Response, which h2-request.ts makes read like
   // IncomingMessage/ServerResponse (headers without pseudo-fields, Host from :authority), and every
   // HTTP/1-only call below is guarded: one handler, typed as HTTP/1.1, serves both.
@@ -84,6 +87,12 @@ export function createGatewayServer(parts: GatewayServerParts): Server | Http2Se
   async function handle(req: IncomingMessage, res: ServerResponse, upgradeHead?: Buffer): Promise<void> {
     guard?.spoke(req.socket);
     const ctx: RequestContext = { req, res, startedAtMs: performance.now(), requestId: '' };
+    if (tracing) {
+      // W3C Trace Context Level 2: the response names the trace and the gateway's span, on
+      // answers and Error bodies alike (an upstream's own traceresponse does not replace it).
+      ctx.trace = tracing.gatewayRequest(req, tls ? 'https' : 'http');
+      res.setHeader('traceresponse', ctx.trace.traceresponse());
+    }
     observeWhenDone(ctx, logger, metrics, route);
     const plan = edgeDecision(req, res);
     if (!plan) return;

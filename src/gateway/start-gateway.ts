@@ -11,7 +11,9 @@ import { closeGracefully, listen } from '../http/listen.js';
 import { assertionSecretsFromEnv, logSecretSource, type AssertionSecrets } from '../identity/assertion-secrets.js';
 import type { Logger } from '../observability/log.js';
 import { createMetrics } from '../observability/metrics.js';
+import { scraper } from '../observability/scrape.js';
 import { guardProcess } from '../observability/process-guard.js';
+import { tracingFromEnv } from '../tracing/tracing-from-env.js';
 import { StoreHealth } from '../store/store-health.js';
 import { MemoryQuotaStore } from '../store/memory/memory-quota-store.js';
 import { openStores, type Stores } from '../store/open-stores.js';
@@ -89,6 +91,12 @@ export async function startGateway(
   const assertions = new AssertionSigner(assertionSecrets.current, settings.assertion, settings.keyCache.maxEntries);
 
   const metrics = createMetrics();
+  // OTEL_* set (an OTLP endpoint above all): spans per request; unset: undefined, and no cost.
+  const tracing = tracingFromEnv(process.env, {
+    defaultServiceName: 'tollgate-gateway',
+    logger,
+    dropped: (spans, reason) => metrics.traceSpansDropped.inc({ reason }, spans),
+  });
   guardProcess(logger, () => metrics.uncaughtErrors.inc());
   // One breaker for the shared store: once a command fails, requests stop waiting on Redis and
   // use their fallbacks at once, while one probe every half second finds out when it is back.
@@ -158,10 +166,10 @@ export async function startGateway(
   const { guard, tunnels } = edgeConnections(settings.gateway, upstreams, ownStores.keys, logger, metrics.registry);
   // gateway.tls set: HTTPS, and HTTP/2 by ALPN, on the same port (http/tls-listener.ts).
   const tls = settings.gateway.tls.cert ? settings.gateway.tls : undefined;
-  const server = createGatewayServer({ chain, route, proxy, logger, metrics, timeouts: settings.gateway, guard, tunnels, tls });
+  const server = createGatewayServer({ chain, route, proxy, logger, metrics, timeouts: settings.gateway, guard, tunnels, tls, tracing });
   const admin = createAdminServer(
     {
-      metrics: async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
+      metrics: scraper(metrics.registry),
       readiness: async () => ({
         redis: ownStores.redis
           ? await ownStores.redis.ping().then(
@@ -212,6 +220,7 @@ export async function startGateway(
       await closeGracefully(admin, 0);
       upstreams.close();
       await ownStores.close();
+      await tracing?.shutdown();
     },
   };
 }

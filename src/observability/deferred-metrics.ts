@@ -46,13 +46,24 @@ interface Series {
   buckets: number[];
   sum: number;
   count: number;
+  /** The last sampled trace seen in each bucket (the +Inf bucket last), when any. */
+  exemplars?: Array<Exemplar | undefined>;
+}
+
+/** An OpenMetrics exemplar: the trace of one observation, and when it was made (seconds). */
+interface Exemplar {
+  labelSet: { trace_id: string };
+  value: number;
+  timestamp: number;
 }
 
 /**
  * A histogram kept in plain arrays and served to the registry in prom-client's own form (what
  * its Histogram's `get()` returns: `_bucket` series with `le` first, then `_sum` and `_count`),
  * so /metrics prints it exactly as a prom-client Histogram would. Sums are added in the order
- * of observation, as prom-client adds them.
+ * of observation, as prom-client adds them. An observation may name its trace: the last one per
+ * bucket is kept and printed as the bucket's exemplar when the scrape is OpenMetrics (prom-client
+ * prints exemplars only in that format), so a latency spike in a dashboard links to a trace.
  */
 export class PlainHistogram<L extends string> {
   readonly type = 'histogram';
@@ -69,7 +80,7 @@ export class PlainHistogram<L extends string> {
     for (const registry of config.registers) registry.registerMetric(this as unknown as Parameters<Registry['registerMetric']>[0]);
   }
 
-  observe(labels: Labels<L>, value: number): void {
+  observe(labels: Labels<L>, value: number, traceId?: string): void {
     const key = keyOf(labels);
     let series = this.series.get(key);
     if (!series) {
@@ -82,17 +93,22 @@ export class PlainHistogram<L extends string> {
     if (i < bounds.length) series.buckets[i]!++;
     series.sum += value;
     series.count++;
+    if (traceId !== undefined) {
+      series.exemplars ??= new Array<Exemplar | undefined>(bounds.length + 1);
+      series.exemplars[i] = { labelSet: { trace_id: traceId }, value, timestamp: Date.now() / 1000 };
+    }
   }
 
   async get() {
-    const values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> = [];
-    for (const { labels, buckets, sum, count } of this.series.values()) {
+    const values: Array<{ labels: Record<string, string | number>; value: number; metricName: string; exemplar?: Exemplar }> = [];
+    for (const { labels, buckets, sum, count, exemplars } of this.series.values()) {
       let cumulative = 0;
       this.upperBounds.forEach((le, i) => {
         cumulative += buckets[i]!;
-        values.push({ labels: { le, ...labels }, value: cumulative, metricName: `${this.name}_bucket` });
+        values.push({ labels: { le, ...labels }, value: cumulative, metricName: `${this.name}_bucket`, exemplar: exemplars?.[i] });
       });
-      values.push({ labels: { le: '+Inf', ...labels }, value: count, metricName: `${this.name}_bucket` });
+      const inf = exemplars?.[this.upperBounds.length];
+      values.push({ labels: { le: '+Inf', ...labels }, value: count, metricName: `${this.name}_bucket`, exemplar: inf });
       values.push({ labels: { ...labels }, value: sum, metricName: `${this.name}_sum` });
       values.push({ labels: { ...labels }, value: count, metricName: `${this.name}_count` });
     }

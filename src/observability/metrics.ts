@@ -57,6 +57,12 @@ export function createMetrics() {
       buckets: [0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5],
       registers: [registry],
     }),
+    traceSpansDropped: new Counter({
+      name: 'tollgate_trace_spans_dropped_total',
+      help: 'Trace spans lost before export: the export queue was full (queue_full), or an export failed or timed out (export_failed).',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
     degraded: new Gauge({
       name: 'tollgate_degraded',
       help: '1 while the shared store is unavailable and the gateway runs in its configured failure mode.',

@@ -6,8 +6,12 @@ import type { QuotaOutcome } from '../quota/quota-state.js';
  * the rules of src/quota/quota-state.ts; a store only keeps the state.
  */
 export interface QuotaStore {
-  /** One atomic decision for one request of `cost` units: ban check, both windows, rejection counting. */
-  consume(keyId: string, quota: Quota, ban: BanPolicy, cost?: number): Promise<QuotaOutcome>;
+  /**
+   * One atomic decision for one request of `cost` units: ban check, both windows, rejection counting.
+   * `batched`, when given, hears how many requests the store decided in the same call (Redis: one
+   * key's requests of one event-loop turn; a trace attribute); the memory store never calls it.
+   */
+  consume(keyId: string, quota: Quota, ban: BanPolicy, cost?: number, batched?: (requests: number) => void): Promise<QuotaOutcome>;
   /** Current use without consuming anything. */
   usage(keyId: string): Promise<QuotaOutcome>;
   /** Lifts a ban and forgets counted rejections; false if the key was not banned. */

@@ -1,5 +1,6 @@
 import { hashApiKey, parseApiKey, sameHash } from '../../keys/format.js';
 import type { KeyRecord } from '../../keys/record.js';
+import { endSpan } from '../../tracing/gateway-trace.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
 import type { KeyCache, KeyLookup } from '../key-cache.js';
 
@@ -34,7 +35,13 @@ export function authenticate(keys: KeyCache, blockedSeconds: (ctx: RequestContex
     const id = parseApiKey(token);
     if (id === null) return reject('malformed_api_key', undefined, INVALID_TOKEN);
     const lookup = keys.cached(id) ?? keys.lookup(id);
-    return lookup instanceof Promise ? lookup.then((l) => judge(ctx, token, l, blockedSeconds)) : judge(ctx, token, lookup, blockedSeconds);
+    if (!(lookup instanceof Promise)) return judge(ctx, token, lookup, blockedSeconds);
+    // The lookup reaches the store (or waits on a read already under way for this id).
+    const span = ctx.trace?.storeCall('tollgate key lookup', id);
+    return lookup.then((l) => {
+      endSpan(span, { 'tollgate.lookup': 'unavailable' in l ? 'unavailable' : l.found ? 'found' : 'unknown' });
+      return judge(ctx, token, l, blockedSeconds);
+    });
   };
 }
 

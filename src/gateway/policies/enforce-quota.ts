@@ -7,6 +7,7 @@ import type { QuotaOutcome } from '../../quota/quota-state.js';
 import { rateLimitHeaders, retryAfterSeconds } from '../../quota/rate-limit-headers.js';
 import type { QuotaStore } from '../../store/quota-store.js';
 import type { StoreHealth } from '../../store/store-health.js';
+import { endSpan } from '../../tracing/gateway-trace.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
 import type { LocalVerdicts } from '../local-verdicts.js';
 import type { RouteCosts } from '../route-costs.js';
@@ -54,8 +55,11 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     if (!health.shouldTry()) return degrade(ctx, deps, quota, plans.ban, subject, cost);
 
     const startedMs = performance.now();
-    return store.consume(subject, quota, plans.ban, cost).then(
+    const span = ctx.trace?.storeCall('tollgate quota decision', key.id);
+    const batched = span && ((requests: number) => span.setAttribute('tollgate.quota.batch_size', requests));
+    return store.consume(subject, quota, plans.ban, cost, batched).then(
       (outcome) => {
+        endSpan(span, { 'tollgate.quota.verdict': outcome.verdict, 'tollgate.quota.cost': cost });
         metrics.redisSeconds.observe({ operation: 'quota' }, (performance.now() - startedMs) / 1000);
         health.succeeded();
         local.remember(subject, outcome);
@@ -65,6 +69,7 @@ export function enforceQuota(deps: QuotaDeps): Policy {
         return judge(ctx, deps, quota, outcome, 'store');
       },
       (err: unknown) => {
+        endSpan(span, { 'tollgate.quota.cost': cost }, 'store_unavailable');
         metrics.redisErrors.inc({ operation: 'quota' });
         health.failed(err);
         return degrade(ctx, deps, quota, plans.ban, subject, cost);

@@ -29,6 +29,7 @@ interface Request {
   quota: Quota;
   ban: BanPolicy;
   cost: number;
+  batched?: (requests: number) => void;
 }
 
 /**
@@ -59,9 +60,9 @@ export class RedisQuotaStore implements QuotaStore {
     this.commands = redis as unknown as QuotaCommands;
   }
 
-  consume(keyId: string, quota: Quota, ban: BanPolicy, cost = 1): Promise<QuotaOutcome> {
+  consume(keyId: string, quota: Quota, ban: BanPolicy, cost = 1, batched?: (requests: number) => void): Promise<QuotaOutcome> {
     const redisKey = quotaKey(keyId);
-    return this.batches.add(redisKey, { redisKey, quota, ban, cost });
+    return this.batches.add(redisKey, { redisKey, quota, ban, cost, batched });
   }
 
   /**
@@ -84,6 +85,7 @@ export class RedisQuotaStore implements QuotaStore {
 
   private async call({ redisKey, quota, ban }: Request, run: Request[]): Promise<QuotaOutcome[]> {
     const costs = run.map((request) => request.cost);
+    for (const request of run) request.batched?.(run.length);
     const reply = await this.quotaCall(
       redisKey,
       quota.perMinute,
