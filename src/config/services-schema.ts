@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { canonicalPath } from '../http/canonical-target.js';
 import { upstreamTlsSchema } from '../upstream/upstream-tls.js';
 
 // Schema of the `services` section of gateway.yaml: the upstream services the gateway routes to by
@@ -9,9 +10,14 @@ export const SERVICE_NAME = /^[a-z0-9_-]{1,32}$/;
 /** The name of the service made of `upstream.url`; plans may list it like any other. */
 export const DEFAULT_SERVICE = 'default';
 
-const targetUrl = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).refine((u) => !/[?#]/.test(u), {
-  message: 'must not carry a query or fragment',
-});
+const targetUrl = z
+  .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
+  .refine((u) => !/[?#]/.test(u), {
+    message: 'must not carry a query or fragment',
+  })
+  // Never sent (a target is reached at its origin), yet shown wherever the URL names the target:
+  // the admin API, metrics labels, logs.
+  .refine((u) => !/^[a-z]+:\/\/[^/]*@/i.test(u), { message: 'must not carry credentials (user:password@)' });
 
 const target = z.union([
   targetUrl,
@@ -27,6 +33,10 @@ const prefix = z.string().superRefine((value, ctx) => {
   if (!/^\/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*$/.test(value)) ctx.addIssue({ code: 'custom', message: 'must be a path like /v1/categories' });
   else if (value.length > 1 && value.endsWith('/')) ctx.addIssue({ code: 'custom', message: 'must not end with "/"' });
   else if (/\/\/|\/\.\.?(\/|$)/.test(value)) ctx.addIssue({ code: 'custom', message: 'must be canonical (no "//", "." or ".." segments)' });
+  // Matched against canonical paths (canonical-target.ts): a prefix in another form (`%41`, a
+  // lower-case escape, an encoded slash) would claim nothing, and its paths would go to `default`.
+  else if (canonicalPath(value) !== value)
+    ctx.addIssue({ code: 'custom', message: 'must be canonical (unreserved characters unescaped, escapes upper-case, no %2F)' });
 });
 
 const ms = (min: number, max: number) => z.number().int().min(min).max(max);

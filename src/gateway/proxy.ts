@@ -26,6 +26,14 @@ export interface ForwardPlan {
   host: string;
 }
 
+/**
+ * A retryable 5xx is read to its end to keep its connection, but no further than this: past it the
+ * try is cut (its connection closed) and the retry goes ahead. It is also cut at the service's
+ * deadline. Else an endless 503 body held the client and the retry for ever (each byte resets
+ * undici's idle bodyTimeout).
+ */
+const DROP_MAX_BYTES = 64 * 1024;
+
 /** More interim (1xx) responses than this before the final one is an upstream flooding us. */
 const MAX_INTERIM_RESPONSES = 8;
 
@@ -140,7 +148,10 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** A retry went to a target already tried, on a new connection (at most once). */
   private sameTargetAgain = false;
   /** Reading a retryable 5xx answer to drop it; the next try follows its end. */
-  private dropping?: { backoffMs: number };
+  private dropping?: { backoffMs: number; bytes: number };
+  private dropTimer?: NodeJS.Timeout;
+  /** A final response head was taken for the client: the target answered, and no retry may follow. */
+  private answered = false;
   private backoffTimer?: NodeJS.Timeout;
   private readonly deadlineMs: number;
 
@@ -227,10 +238,12 @@ class Exchange implements Dispatcher.DispatchHandler {
    * ready for it here.
    */
   private retryAfter(failure: Failure): number | undefined {
-    if (this.clientGone || this.res.headersSent || this.settled || this.held || this.interim > 0) return undefined;
+    if (this.clientGone || this.res.headersSent || this.settled || this.held || this.answered || this.interim > 0) return undefined;
     const { service, dispatch } = this;
-    // Another target, or this one again on a new connection once, after a closed connection.
-    const others = service.targets.length > 1;
+    // Another target, or this one again on a new connection once, after a closed connection; a
+    // retry goes to the service as the latest reload left it (service.ts, replaceWith).
+    const targets = service.current.targets;
+    const others = targets.length > 1 || !targets.includes(this.target);
     if (!others && (failure !== 'closed' || this.sameTargetAgain)) return undefined;
     const answer = shouldRetry({
       service,
@@ -257,11 +270,17 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   private retry(failure: Failure, backoffMs: number): void {
+    // The client left while the failed try was being read: nobody to retry for.
+    if (this.clientGone) return this.fail(new errors.RequestAbortedError());
+    // The dropped answer took what was left of the service's time: 504, no try doomed to time out.
+    if (performance.now() + backoffMs >= this.deadlineMs)
+      return this.fail(new errors.HeadersTimeoutError('the service timeout passed before the retry'));
     this.abortUpstream = undefined;
     this.interim = 0;
     this.service.retriesInFlight++;
     this.retrying = true;
-    const again = failure === 'closed' && this.service.targets.length === 1;
+    const targets = this.service.current.targets;
+    const again = failure === 'closed' && targets.length === 1 && targets[0] === this.target;
     if (again) this.sameTargetAgain = true;
     if (backoffMs <= 0) return this.send(again);
     this.backoffTimer = setTimeout(() => {
@@ -277,6 +296,11 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   private unavailable(retryAfterSeconds: number): void {
     this.settled = true;
+    // A retry that found no target in rotation: it leaves the retry budget (no endTry follows).
+    if (this.retrying) {
+      this.retrying = false;
+      this.service.retriesInFlight--;
+    }
     this.shared.metrics.upstreamErrors.inc({ kind: 'upstream_unavailable' });
     sendError(this.res, 'upstream_unavailable', undefined, { 'retry-after': retryAfterSeconds });
   }
@@ -316,7 +340,8 @@ class Exchange implements Dispatcher.DispatchHandler {
       // Read to its end and dropped when another try may follow (the connection stays reusable).
       const backoffMs = this.retryAfter('status');
       if (backoffMs !== undefined) {
-        this.dropping = { backoffMs };
+        this.dropping = { backoffMs, bytes: 0 };
+        this.dropTimer = setTimeout(this.dropTooLong, Math.max(1, this.deadlineMs - performance.now()));
         return true;
       }
     }
@@ -339,7 +364,10 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onData(chunk: Buffer): boolean {
-    if (this.dropping) return true;
+    if (this.dropping) {
+      if ((this.dropping.bytes += chunk.length) > DROP_MAX_BYTES) this.dropTooLong();
+      return true;
+    }
     if (this.held) {
       this.held.chunks.push(chunk);
       return true;
@@ -354,6 +382,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.dropping) {
       const { backoffMs } = this.dropping;
       this.dropping = undefined;
+      clearTimeout(this.dropTimer);
       this.endTry('status_5xx');
       return this.retry('status', backoffMs);
     }
@@ -389,9 +418,10 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.settled && (err as NodeJS.ErrnoException).code === 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH') return;
     const failure = failureOf(err);
     if (this.dropping) {
-      // The dropped 5xx broke off: the retry it was read for goes ahead.
+      // The dropped 5xx broke off (or was cut): the retry it was read for goes ahead.
       const { backoffMs } = this.dropping;
       this.dropping = undefined;
+      clearTimeout(this.dropTimer);
       this.endTry('status_5xx');
       return this.retry('status', backoffMs);
     }
@@ -474,7 +504,13 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.abortUpstream?.();
   }
 
+  /** The dropped 5xx is too long or too slow: its try is cut, and onError goes on to the retry. */
+  private readonly dropTooLong = (): void => {
+    this.abortUpstream?.(new Error('retryable 5xx body too long or too slow to drop'));
+  };
+
   private relayHead(status: number, headers: IncomingHttpHeaders): void {
+    this.answered = true;
     this.res.statusCode = status;
     this.copied = copyResponseHeaders(headers, this.res);
   }

@@ -11,6 +11,12 @@ import type { Target } from './target.js';
  */
 export class HealthProbes {
   private timers: NodeJS.Timeout[] = [];
+  /**
+   * Targets whose probe has not ended: not probed again until it does. Else a target that never
+   * answers had a probe more every interval, each holding a connection of the pool client
+   * requests use, up to timeoutMs ÷ intervalMs of them.
+   */
+  private readonly probing = new Set<Target>();
 
   constructor(private readonly logger: Logger) {}
 
@@ -21,7 +27,7 @@ export class HealthProbes {
       const check = service.config.healthCheck;
       if (!check) continue;
       const timer = setInterval(() => {
-        for (const target of service.targets) void this.probe(service, target);
+        for (const target of service.targets) if (!this.probing.has(target)) void this.probe(service, target);
       }, check.intervalMs);
       timer.unref();
       this.timers.push(timer);
@@ -31,6 +37,7 @@ export class HealthProbes {
   private async probe(service: Service, target: Target): Promise<void> {
     const check = service.config.healthCheck!;
     let ok: boolean;
+    this.probing.add(target);
     try {
       const res = await request(target.origin + target.basePath + check.path, {
         dispatcher: target.pool,
@@ -42,6 +49,8 @@ export class HealthProbes {
       ok = res.statusCode >= 200 && res.statusCode < 400;
     } catch {
       ok = false;
+    } finally {
+      this.probing.delete(target);
     }
     const changed = target.health.probed(ok, { healthy: check.healthyThreshold, unhealthy: check.unhealthyThreshold });
     if (changed)

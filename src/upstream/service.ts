@@ -84,6 +84,11 @@ export class Service {
     this.successor = next;
   }
 
+  /** The generation in force: this one, or the latest a reload put in its place. */
+  get current(): Service {
+    return this.successor ? this.successor.current : this;
+  }
+
   private poolOptions() {
     const { timeoutMs, tryTimeoutMs, maxSockets, tls } = this.config;
     return { timeoutMs: tryTimeoutMs || timeoutMs, maxSockets, tls };

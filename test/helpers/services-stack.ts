@@ -47,12 +47,17 @@ export class ServicesStack {
    * Starts `targets` and a fallback (upstream.url, which no test here reaches), then the gateway
    * with the `services:` section `servicesYaml` writes once the targets have their ports.
    */
-  static async start(targets: readonly CountingTarget[], servicesYaml: () => string, idPrefix: string): Promise<ServicesStack> {
+  static async start(
+    targets: readonly CountingTarget[],
+    servicesYaml: () => string,
+    idPrefix: string,
+    env: Record<string, string> = {},
+  ): Promise<ServicesStack> {
     const all = [new CountingTarget('fallback'), ...targets];
     await Promise.all(all.map((t) => t.start()));
     const redis = await TestRedis.start();
     const configDir = configCopy({ 'gateway.yaml': (t) => withServices(t, servicesYaml()) });
-    const gateway = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: all[0]!.url, TOLLGATE_CONFIG_DIR: configDir });
+    const gateway = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: all[0]!.url, TOLLGATE_CONFIG_DIR: configDir, ...env });
     // Own quotas far above anything a test sends: no test here is about quotas.
     const key = await createKey(redis, ['--plan', 'enterprise', '--per-minute', '1000000', '--per-day', '10000000']);
     return new ServicesStack(redis, gateway, key.key, configDir, idPrefix, all);
