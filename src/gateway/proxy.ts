@@ -9,7 +9,7 @@ import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
 import { ClientBody } from '../upstream/client-body.js';
 import { freshConnection } from '../upstream/connection-pool.js';
-import { failureOf, RETRYABLE_STATUS, shouldRetry, type Failure } from '../upstream/retry-policy.js';
+import { failureOf, isRepeatable, RETRYABLE_STATUS, shouldRetry, type Failure } from '../upstream/retry-policy.js';
 import type { Service } from '../upstream/service.js';
 import type { Route } from '../upstream/service-routes.js';
 import type { Target } from '../upstream/target.js';
@@ -79,11 +79,14 @@ export function createUpstreamProxy(upstreams: Upstreams, trustedProxyHops: numb
     // forwarded (undici measures a body stream that has ended): framed once, either way.
     if (plan.body.kind === 'length' && hasBody) headers['content-length'] = String(plan.body.bytes);
 
+    const method = req.method ?? 'GET';
+    // A body is kept for a replay only where one could follow its sending (bounded, client-body.ts).
+    const keep = hasBody && isRepeatable(method, headers['idempotency-key'] !== undefined, route.service.config.retries);
     const exchange = new Exchange(shared, ctx, route, {
-      method: req.method ?? 'GET',
+      method,
       path: route.path,
       headers: fieldList(headers),
-      body: hasBody ? new ClientBody(req) : null,
+      body: hasBody ? new ClientBody(req, keep) : null,
     });
     req.on('error', exchange.clientBroke);
     res.on('close', exchange.clientClosed);

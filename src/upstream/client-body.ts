@@ -17,13 +17,22 @@ export const REPLAY_MAX_BYTES = 64 * 1024;
  */
 export class ClientBody extends Readable {
   takenBytes = 0;
-  private kept: Buffer[] | undefined = [];
+  private kept: Buffer[] | undefined;
   private ended = false;
-  private attached = true;
+  /** Reading the client's request: from undici's first read (not before: nothing is taken while a try connects) until detached. */
+  private attached = false;
+  private detached = false;
 
-  constructor(private readonly req: IncomingMessage) {
+  /**
+   * `keep`: the request may be repeated once its body has gone (retry-policy.ts isRepeatable), so
+   * a small body is worth keeping; any other body is only ever sent again untouched.
+   */
+  constructor(
+    private readonly req: IncomingMessage,
+    keep = true,
+  ) {
     super();
-    req.on('data', this.onData).once('end', this.onEnd).once('error', this.onError);
+    if (keep) this.kept = [];
   }
 
   private readonly onData = (chunk: Buffer): void => {
@@ -45,7 +54,12 @@ export class ClientBody extends Readable {
   };
 
   override _read(): void {
-    if (this.attached) this.req.resume();
+    if (this.detached) return;
+    if (!this.attached) {
+      this.attached = true;
+      this.req.on('data', this.onData).once('end', this.onEnd).once('error', this.onError);
+    }
+    this.req.resume();
   }
 
   /** Whether the body can go again (replay would give it). */
@@ -60,7 +74,7 @@ export class ClientBody extends Readable {
   replay(): ClientBody | Buffer | undefined {
     if (this.takenBytes === 0 && !this.ended) {
       this.destroy();
-      return new ClientBody(this.req);
+      return new ClientBody(this.req, this.kept !== undefined);
     }
     if (this.ended && this.kept) return Buffer.concat(this.kept);
     return undefined;
@@ -68,8 +82,9 @@ export class ClientBody extends Readable {
 
   /** Lets go of the client's request, which stays paused where this left it. */
   detach(): void {
+    if (this.detached) return;
+    this.detached = true;
     if (!this.attached) return;
-    this.attached = false;
     this.req.off('data', this.onData).off('end', this.onEnd).off('error', this.onError);
     if (!this.req.complete) this.req.pause();
   }

@@ -56,13 +56,16 @@ export interface RetryQuestion {
 
 export type RetryAnswer = { retry: true; backoffMs: number } | { retry: false; budgetExhausted?: boolean };
 
+/** Whether a request may be repeated after it may have reached the application (rule 2 above). */
+export function isRepeatable(method: string, idempotencyKey: boolean, retries: { idempotencyKey: boolean }): boolean {
+  return IDEMPOTENT.has(method) || (idempotencyKey && retries.idempotencyKey && (method === 'POST' || method === 'PATCH'));
+}
+
 export function shouldRetry(q: RetryQuestion, random = Math.random): RetryAnswer {
   const { config } = q.service;
   if (q.triesSoFar > config.retries.attempts) return { retry: false };
   if (!q.bodyReplayable) return { retry: false };
-  const repeatable =
-    IDEMPOTENT.has(q.method) || (q.idempotencyKey && config.retries.idempotencyKey && (q.method === 'POST' || q.method === 'PATCH'));
-  if (q.failure !== 'connect' && !repeatable) return { retry: false };
+  if (q.failure !== 'connect' && !isRepeatable(q.method, q.idempotencyKey, config.retries)) return { retry: false };
   const budget = Math.max(3, Math.floor((config.retries.budgetPercent * q.service.inFlight) / 100));
   if (q.service.retriesInFlight >= budget) return { retry: false, budgetExhausted: true };
   // Jittered exponential backoff: 0 for the first retry of a request that never reached a target
