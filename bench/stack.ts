@@ -10,6 +10,7 @@ import { createKeyWithCli } from './keys.js';
 import type { Options } from './options.js';
 import { logFileOf } from './processes.js';
 import { QUOTA_VARIANT_NAMES, quotaVariantConfig } from './quota-variants.js';
+import { TRACE_TARGET_NAMES, traceEnv } from './trace-targets.js';
 import type { UpstreamName } from './targets.js';
 
 export const PATH = '/v1/categories';
@@ -72,6 +73,8 @@ export class Stack {
   // Gateways, peers, backend and bare proxy share an assertion secret of this run's own.
   private readonly secretEnv = { TOLLGATE_ASSERTION_SECRET: randomBytes(48).toString('base64') };
   private gatewayNodeArgs: string[] = [];
+  /** The URL of the run's OTLP sink, once a tracing target asked for it. */
+  private sink?: Promise<string>;
 
   private constructor(readonly redis: RedisServer) {
     this.admin = redis.client();
@@ -192,6 +195,13 @@ export class Stack {
       if (want.has(name))
         await addGateway(name, this.startGateway(`gateway-${name}${suffix}`, [], CLI, quotaVariantConfig(name), upstreamUrl));
     }
+    for (const name of TRACE_TARGET_NAMES) {
+      if (want.has(name))
+        await addGateway(
+          name,
+          this.startGateway(`gateway-${name}${suffix}`, [], CLI, undefined, upstreamUrl, traceEnv(name, await this.otlpSink())),
+        );
+    }
     for (const variant of options.variants)
       await addGateway(variant.name, this.startGateway(`gateway-${variant.name}${suffix}`, [], variant.cli, undefined, upstreamUrl));
     return list;
@@ -254,6 +264,7 @@ export class Stack {
     cli = CLI,
     configDir = resolve(dirname(cli), '../../config'),
     upstreamUrl = this.backendUrl,
+    extraEnv: Record<string, string> = {},
   ): NodeProcess {
     // Another build reads its own config/ by default (its schema may differ from this checkout's).
     const env = {
@@ -263,8 +274,15 @@ export class Stack {
       GATEWAY_PORT: '0',
       ADMIN_PORT: '0',
       LOG_LEVEL: 'info',
+      ...extraEnv,
     };
     return this.spawn(name, [cli, 'gateway'], env, [...this.gatewayNodeArgs, ...execArgv]);
+  }
+
+  /** The OTLP receiver the tracing targets export to (bench/peers/otlp-sink.ts), started once, on first use. */
+  private otlpSink(): Promise<string> {
+    this.sink ??= this.spawn('otlp-sink', [peer('otlp-sink.ts')], {}, TS).listening('otlp sink');
+    return this.sink;
   }
 
   /** The same gateway on the embedded (in-memory) store, with the run's key seeded. */

@@ -16,6 +16,9 @@ if (!hasCompose) console.warn('SKIPPED docker-compose profile checks: docker-com
 const read = (path: string) => readFileSync(join(REPO_ROOT, path), 'utf8');
 
 interface Service {
+  image?: string;
+  command?: string[];
+  environment?: Record<string, string>;
   profiles?: string[];
   ports?: Array<string | { published?: number | string; host_ip?: string }>;
   volumes?: string[];
@@ -83,6 +86,46 @@ describe.skipIf(!hasCompose)('docker-compose.yml, profile observability', () => 
   });
 });
 
+describe.skipIf(!hasCompose)('docker-compose.yml, the trace store (issue 24)', () => {
+  it('runs Jaeger in the observability profile, OTLP/HTTP on this network, its UI on loopback only', () => {
+    const { services } = composeConfig(['--profile', 'observability']).config!;
+    const jaeger = services.jaeger!;
+    expect(jaeger.profiles).toEqual(['observability']);
+    expect(jaeger.image).toMatch(/^jaegertracing\/all-in-one:/);
+    expect(jaeger.environment!.COLLECTOR_OTLP_ENABLED).toBe('true');
+    expect(JSON.stringify(jaeger.ports)).toContain('127.0.0.1');
+    expect(JSON.stringify(jaeger.ports)).not.toContain('4318');
+  });
+
+  it('has tracing off by default and every gateway and the backend export to Jaeger once OTEL_EXPORTER_OTLP_ENDPOINT says so', () => {
+    const off = composeConfig(['--profile', 'observability']).config!.services;
+    const on = composeConfig(['--profile', 'observability'], { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://jaeger:4318' }).config!.services;
+    const tracers = Object.keys(on).filter((name) => /^gateway-\d+$/.test(name) || name === 'backend');
+    expect(tracers.length).toBeGreaterThanOrEqual(3);
+    for (const name of tracers) {
+      expect(off[name]!.environment!.OTEL_EXPORTER_OTLP_ENDPOINT, name).toBe('');
+      expect(on[name]!.environment!.OTEL_EXPORTER_OTLP_ENDPOINT, name).toBe('http://jaeger:4318');
+      expect(on[name]!.environment!.OTEL_TRACES_SAMPLER, name).toBe('parentbased_traceidratio');
+    }
+  });
+
+  it('has Prometheus keep exemplars, and Grafana link their trace ids to the Jaeger data source', () => {
+    const { services } = composeConfig(['--profile', 'observability']).config!;
+    expect(services.prometheus!.command).toContain('--enable-feature=exemplar-storage');
+    const prometheus = parseYaml(read('observability/grafana/provisioning/datasources/prometheus.yml')) as {
+      datasources: Array<{ jsonData?: { exemplarTraceIdDestinations?: Array<{ name: string; datasourceUid: string }> } }>;
+    };
+    const jaeger = parseYaml(read('observability/grafana/provisioning/datasources/jaeger.yml')) as {
+      datasources: Array<{ uid: string; type: string; url: string }>;
+    };
+    expect(jaeger.datasources[0]).toMatchObject({ type: 'jaeger', url: 'http://jaeger:16686' });
+    // trace_id: the exemplar label the gateway writes (src/observability/deferred-metrics.ts).
+    expect(prometheus.datasources[0]!.jsonData!.exemplarTraceIdDestinations).toEqual([
+      { name: 'trace_id', datasourceUid: jaeger.datasources[0]!.uid },
+    ]);
+  });
+});
+
 describe('the Grafana dashboard', () => {
   const dashboard = JSON.parse(read('observability/grafana/dashboards/tollgate.json')) as {
     uid: string;
@@ -117,10 +160,19 @@ describe('the Grafana dashboard', () => {
       'tollgate_redis_duration_seconds_bucket',
       'tollgate_redis_errors_total',
       'tollgate_degraded',
+      'tollgate_trace_spans_dropped_total',
     ]) {
       expect(all).toContain(metric);
     }
     expect(all).toMatch(/by \(plan, decision\)/);
+  });
+
+  it('shows exemplars on the request-latency panels: a latency spike links to its traces', () => {
+    const latency = dashboard.panels.filter((p) =>
+      (p.targets ?? []).some((t) => t.expr.includes('tollgate_request_duration_seconds_bucket')),
+    ) as Array<{ title: string; targets: Array<{ expr: string; exemplar?: boolean }> }>;
+    expect(latency.length).toBeGreaterThanOrEqual(2);
+    for (const panel of latency) for (const target of panel.targets) expect(target.exemplar, panel.title).toBe(true);
   });
 
   it('uses the provisioned data source', () => {
