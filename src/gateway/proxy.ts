@@ -143,7 +143,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   private queueTimer?: NodeJS.Timeout;
   private readonly service: Service;
   private target!: Target;
-  private readonly tried = new Set<Target>();
+  /** Targets of the earlier tries (made on the first retry: most requests never need it). */
+  private tried?: Set<Target>;
   private tries = 0;
   private tryStartedMs = 0;
   /** The current try is a retry (counted in the service's retries in flight). */
@@ -184,12 +185,12 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** Sends the next try: to a target the service chooses, or (`again`) to the same one on a new connection. */
   private send(again: boolean): void {
     if (!again) {
+      if (this.tries > 0) (this.tried ??= new Set()).add(this.target);
       const choice = this.service.choose(this.tried);
       if ('unavailable' in choice) return this.unavailable(choice.retryAfterSeconds);
       this.target = choice.target;
     }
     const { target, service } = this;
-    this.tried.add(target);
     this.tries++;
     this.ctx.upstream = { service: service.name, target: target.url, tries: this.tries };
     target.inFlight++;

@@ -27,6 +27,8 @@ export interface ServiceEvents {
  */
 export class Service {
   targets: Target[];
+  /** The choice of a one-target service, made once. */
+  private onlyTarget?: { target: Target };
   config: ServiceConfig;
   /** Requests and retries in flight: one count shared by every generation of the service (replaceWith). */
   private load = { inFlight: 0, retriesInFlight: 0 };
@@ -51,6 +53,7 @@ export class Service {
       kept.health.setPolicy(config.ejection);
       return kept;
     });
+    if (this.targets.length === 1) this.onlyTarget = { target: this.targets[0]! };
   }
 
   get name(): string {
@@ -94,16 +97,18 @@ export class Service {
     return { timeoutMs: tryTimeoutMs || timeoutMs, maxSockets, tls };
   }
 
-  choose(tried: ReadonlySet<Target>): Choice {
+  choose(tried?: ReadonlySet<Target>): Choice {
     if (this.successor) return this.successor.choose(tried);
     const nowMs = this.now();
+    // One target in rotation, nothing tried: the common case, without a filtered copy.
+    if (this.targets.length === 1 && !tried && this.targets[0]!.health.inRotation(nowMs)) return this.onlyTarget!;
     let inRotation = this.targets.filter((t) => t.health.inRotation(nowMs));
     if (inRotation.length === 0) {
       this.events.panic(this.name);
       if (this.config.panic === 'fail') return { unavailable: true, retryAfterSeconds: this.secondsToReadmission(nowMs) };
       inRotation = this.targets;
     }
-    const untried = tried.size ? inRotation.filter((t) => !tried.has(t)) : inRotation;
+    const untried = tried ? inRotation.filter((t) => !tried.has(t)) : inRotation;
     const candidates = untried.length ? untried : inRotation;
     return { target: pick(this.config.balance, candidates, nowMs, this.config.slowStartMs) };
   }
