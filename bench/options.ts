@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { REPO_ROOT } from '../test/harness/tollgate.js';
 import { DEFAULT_TARGETS, TARGET_NAMES, UPSTREAM_NAMES, type UpstreamName } from './targets.js';
+import { TLS_TARGET_NAMES, TRANSPORT_NAMES, type Transport } from './transports.js';
 
 export const PHASES = ['throughput', 'latency', 'overlimit', 'memory', 'profile', 'soak'] as const;
 export type Phase = (typeof PHASES)[number];
@@ -18,6 +19,14 @@ export const HELP = `npm run bench -- [options]
                         plain (a plain Node http.createServer with defaults: Keep-Alive timeout=5),
                         bundled (the category backend: timeout=65); default both, one table each.
                         The other phases use the bundled backend
+  --transport LIST      what the throughput phase speaks to the proxies, comma-separated, of http
+                        (default), tls (HTTP/1.1 over TLS, wrk against https://) and h2 (HTTP/2 over
+                        TLS, h2load -m 1 from nghttp2-client). For tls and h2, ${TLS_TARGET_NAMES.join(' and ')}
+                        and every --compare/--variant build get a second process each, serving a
+                        certificate made for the run (openssl, in the scratch directory); a table
+                        gives every transport side by side, with the ratios to bare on the same
+                        transport. Issue 23's run: --phases throughput --targets bare,tollgate
+                        --transport http,tls,h2 --upstreams plain
   --pin MODE            the throughput phase's CPUs (needs taskset; 2+ CPUs): split (default): wrk on
                         the last CPU, the proxy under test on the others, upstreams and Redis free;
                         loadgen: only wrk pinned; none
@@ -61,6 +70,7 @@ export interface Options {
   warmupSeconds: number;
   connections: number;
   upstreams: UpstreamName[];
+  transports: Transport[];
   pin: PinMode;
   wrkThreads: number;
   latencySeconds: number;
@@ -89,6 +99,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
       warmup: { type: 'string' },
       connections: { type: 'string' },
       upstreams: { type: 'string' },
+      transport: { type: 'string' },
       pin: { type: 'string' },
       'wrk-threads': { type: 'string' },
       'latency-duration': { type: 'string' },
@@ -138,11 +149,16 @@ export function parseOptions(argv: string[]): Options | 'help' {
   for (const name of upstreams) {
     if (!UPSTREAM_NAMES.includes(name)) throw new Error(`unknown upstream "${name}" (upstreams: ${UPSTREAM_NAMES.join(', ')})`);
   }
+  const transports = (values.transport ?? 'http').split(',') as Transport[];
+  for (const name of transports) {
+    if (!TRANSPORT_NAMES.includes(name)) throw new Error(`unknown transport "${name}" (transports: ${TRANSPORT_NAMES.join(', ')})`);
+  }
   const pin = (values.pin ?? 'split') as PinMode;
   if (!PIN_MODES.includes(pin)) throw new Error(`unknown --pin "${pin}" (of ${PIN_MODES.join(', ')})`);
   return {
     targets,
     upstreams,
+    transports,
     pin,
     wrkThreads: int(values['wrk-threads'], 1, 'wrk-threads'),
     compare: values.compare ?? [],

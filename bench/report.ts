@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import type { ProfileDiff, ProfileSummary } from './profile-summary.js';
 import type { TargetKind } from './stack.js';
 import type { UpstreamName } from './targets.js';
+import { TRANSPORT_LABELS, type Transport } from './transports.js';
 
 export interface LatencyStats {
   p50Ms: number;
@@ -29,6 +30,10 @@ export interface Side {
   kind: TargetKind;
   /** What it forwarded to (absent in results from before issue 21: the bundled backend). */
   upstream?: UpstreamName;
+  /** What the load spoke (--transport; absent in results from before issue 23: plain HTTP/1.1). */
+  transport?: Transport;
+  /** TLS and HTTP/2 sides: the median of the round-by-round ratios to the same target over plain HTTP/1.1. */
+  medianRoundRatioToHttp?: number;
   /** Mean over the measured rounds. */
   requestsPerSecond: number;
   /** Median over the measured rounds. */
@@ -62,6 +67,8 @@ export interface ThroughputResults {
   sides: Side[];
   /** The same targets in front of the plain Node upstream (http.createServer, defaults). */
   plainSides?: Side[];
+  /** With --transport tls or h2: every table of the run, by upstream and transport (plain HTTP's too). */
+  transports?: Array<{ upstream: UpstreamName; transport: Transport; sides: Side[] }>;
   /** The load generator, and which CPUs it and the proxies ran on. */
   loadGenerator?: string;
 }
@@ -397,6 +404,49 @@ function throughputTable(r: BenchResults, sides: Side[], upstream: UpstreamName)
   );
 }
 
+/**
+ * --transport: every transport side by side, one table per upstream; each ratio against the bare
+ * proxy on the same transport (and the same certificate), and against the same target over plain
+ * HTTP/1.1, both medians of the round-by-round ratios.
+ */
+function transportTable(r: BenchResults, upstream: UpstreamName): string {
+  const tables = r.throughput!.transports!.filter((t) => t.upstream === upstream);
+  const rounds = tables[0]?.sides[0]?.roundsRequestsPerSecond.length ?? 0;
+  const cpu = (s: Side, name: string) => int(s.cpuUsPerRequest[name] ?? NaN);
+  const rows = tables.flatMap(({ transport, sides }) => {
+    const bareCpu = sides.find((s) => s.kind === 'bare')?.cpuUsPerRequest.proxy;
+    return sides.map((s) => [
+      s.kind === 'tollgate' ? `**${label(s)}**` : label(s),
+      TRANSPORT_LABELS[transport],
+      int(s.medianRequestsPerSecond ?? s.requestsPerSecond),
+      s.kind === 'bare' || s.medianRoundRatio === undefined
+        ? ''
+        : s.kind === 'tollgate'
+          ? `**${ratio(s.medianRoundRatio)}**`
+          : ratio(s.medianRoundRatio),
+      s.medianRoundRatioToHttp === undefined ? '' : ratio(s.medianRoundRatioToHttp),
+      `${cpu(s, 'proxy')}${s.kind === 'bare' || bareCpu === undefined ? '' : ` (${ratio((s.cpuUsPerRequest.proxy ?? NaN) / bareCpu)})`}`,
+      `${cpu(s, 'upstream')} / ${cpu(s, 'loadgen')}`,
+      `${ms(s.latency.p50Ms)} / ${ms(s.latency.p99Ms)}`,
+      `${s.errors} / ${s.non2xx}`,
+    ]);
+  });
+  return table(
+    [
+      `GET /v1/categories → ${UPSTREAM_LABELS[upstream]}; ${r.options.connections} connections, ${rounds} × ${r.options.durationSeconds} s each, alternating`,
+      'transport',
+      'req/s (median)',
+      '× bare, same transport (median of rounds)',
+      '× itself over HTTP/1.1 (median of rounds)',
+      'proxy CPU µs/request (× bare)',
+      'upstream / load generator CPU µs/request',
+      'p50 / p99',
+      'errors / non-2xx',
+    ],
+    rows,
+  );
+}
+
 function latencyTable(r: BenchResults): string {
   const { sides, ratePerSecond } = r.latency!;
   const why = r.options.rate === undefined ? "half tollgate's maximum" : 'fixed with --rate';
@@ -562,6 +612,7 @@ export function markdownReport(r: BenchResults): string {
   if (r.throughput?.loadGenerator) parts.push(`Throughput load: ${r.throughput.loadGenerator}.`);
   if (r.throughput?.plainSides) parts.push(throughputTable(r, r.throughput.plainSides, 'plain'));
   if (r.throughput?.sides.length) parts.push(throughputTable(r, r.throughput.sides, 'bundled'));
+  for (const upstream of new Set(r.throughput?.transports?.map((t) => t.upstream))) parts.push(transportTable(r, upstream));
   if (r.latency) parts.push(latencyTable(r));
   const redis = redisTable(r);
   if (redis) parts.push(redis);

@@ -9,6 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { buildRef } from './compare-build.js';
+import { requireH2load } from './h2load.js';
 import { HELP, parseOptions } from './options.js';
 import { say } from './phases/common.js';
 import { latencyPhase } from './phases/latency.js';
@@ -21,6 +22,7 @@ import { removeWorkDir, workDir } from './processes.js';
 import { requireWrk } from './wrk.js';
 import { markdownReport, textReport, type BenchResults } from './report.js';
 import { Stack } from './stack.js';
+import { tlsGet, type Transport } from './transports.js';
 
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2));
@@ -30,6 +32,7 @@ async function main(): Promise<void> {
   }
   // Before anything starts: the throughput phase cannot run without wrk.
   if (options.phases.has('throughput')) requireWrk();
+  if (options.phases.has('throughput') && options.transports.includes('h2')) requireH2load();
   const started = Date.now();
   const machine = { cpus: cpus().length, model: cpus()[0]?.model ?? 'unknown', node: process.version, loadAverageAtStart: loadavg() };
   say(
@@ -54,9 +57,12 @@ async function main(): Promise<void> {
     for (const upstream of stack.upstreams()) {
       const targets = stack.targetsFor(upstream.name);
       say(`${upstream.name} upstream ${upstream.url}: ${targets.map((t) => `${t.name} ${t.url}`).join(', ')}`);
+      const tls = stack.tlsTargetsFor(upstream.name);
+      if (tls.length) say(`${upstream.name} upstream, TLS and HTTP/2: ${tls.map((t) => `${t.name} ${t.url}`).join(', ')}`);
     }
     say(`redis ${stack.redis.url}; scratch ${workDir()}`);
     await sanityCheck(stack);
+    await tlsSanityCheck(stack, options.transports);
     const results: BenchResults = {
       date: new Date().toISOString(),
       machine,
@@ -107,6 +113,21 @@ async function sanityCheck(stack: Stack): Promise<void> {
     if (res.status !== 200) throw new Error(`${target.name} (→ ${target.upstream}) answered ${res.status}: ${body.slice(0, 300)}`);
     if (target.kind === 'tollgate' && (!res.headers.get('x-ratelimit-limit') || !res.headers.get('x-request-id'))) {
       throw new Error(`${target.name} answered without its rate-limit and request-id headers`);
+    }
+  }
+}
+
+/** Every TLS twin answers 200 over each TLS transport of the run, trusting only the run's certificate. */
+async function tlsSanityCheck(stack: Stack, transports: Transport[]): Promise<void> {
+  if (!stack.certificate) return;
+  for (const target of stack.upstreams().flatMap((u) => stack.tlsTargetsFor(u.name))) {
+    for (const transport of transports) {
+      if (transport === 'http') continue;
+      const res = await tlsGet(`${target.url}/v1/categories`, stack.headers, stack.certificate.pem, transport);
+      if (res.status !== 200)
+        throw new Error(`${target.name} over ${transport} (→ ${target.upstream}) answered ${res.status}: ${res.body.slice(0, 300)}`);
+      if (target.kind === 'tollgate' && !res.headers['x-ratelimit-limit'])
+        throw new Error(`${target.name} over ${transport} answered without its rate-limit headers`);
     }
   }
 }

@@ -8,10 +8,11 @@ import { RedisServer } from '../test/harness/redis-server.js';
 import { CLI, REPO_ROOT, startTollgate } from '../test/harness/tollgate.js';
 import { createKeyWithCli } from './keys.js';
 import type { Options } from './options.js';
-import { logFileOf } from './processes.js';
+import { logFileOf, workDir } from './processes.js';
 import { QUOTA_VARIANT_NAMES, quotaVariantConfig } from './quota-variants.js';
 import { TRACE_TARGET_NAMES, traceEnv } from './trace-targets.js';
 import type { UpstreamName } from './targets.js';
+import { makeCertificate, TLS_TARGET_NAMES, type Certificate } from './transports.js';
 
 export const PATH = '/v1/categories';
 
@@ -70,6 +71,10 @@ export class Stack {
   private all: Target[] = [];
   /** The same targets in front of the plain Node upstream (throughput phase only). */
   private plain: Target[] = [];
+  /** With --transport tls or h2: the TLS twins of bare and tollgate, per upstream (throughput phase only). */
+  private readonly tls = new Map<UpstreamName, Target[]>();
+  /** The run's certificate, which every TLS twin serves. */
+  certificate?: Certificate;
   // Gateways, peers, backend and bare proxy share an assertion secret of this run's own.
   private readonly secretEnv = { TOLLGATE_ASSERTION_SECRET: randomBytes(48).toString('base64') };
   private gatewayNodeArgs: string[] = [];
@@ -135,6 +140,50 @@ export class Stack {
     }
     this.upstreamList.push(bundled);
     this.all = await this.startTargets(options, key, this.backendUrl, 'bundled', '');
+
+    if (options.phases.has('throughput') && options.transports.some((t) => t !== 'http')) {
+      this.certificate = makeCertificate(workDir());
+      for (const upstream of this.upstreamList.filter((u) => options.upstreams.includes(u.name)))
+        this.tls.set(upstream.name, await this.startTlsTargets(options, upstream.url, upstream.name, this.certificate));
+    }
+  }
+
+  /**
+   * The TLS twins of bare, tollgate and any other build (--compare, --variant) in front of one
+   * upstream: the same programs, given the run's certificate (tollgate: GATEWAY_TLS_CERT/KEY; the
+   * bare proxy: BENCH_TLS_CERT/KEY), each one listener for HTTP/1.1 and HTTP/2 by ALPN.
+   */
+  private async startTlsTargets(options: Options, upstreamUrl: string, upstream: UpstreamName, cert: Certificate): Promise<Target[]> {
+    const want = new Set(options.targets.filter((name) => TLS_TARGET_NAMES.includes(name)));
+    const list: Target[] = [];
+    const suffix = `-tls-${upstream}`;
+    if (want.has('bare')) {
+      const process = this.startBare(`bare-proxy${suffix}`, [], upstreamUrl, {
+        BENCH_TLS_CERT: cert.certFile,
+        BENCH_TLS_KEY: cert.keyFile,
+      });
+      list.push({ name: 'bare', kind: 'bare', upstream, url: await process.listening('bare proxy'), process, usesRedis: false });
+    }
+    const gateways = [...(want.has('tollgate') ? [{ name: 'tollgate', cli: CLI }] : []), ...options.variants];
+    for (const { name, cli } of gateways) {
+      // startGateway's environment, and the certificate.
+      const env = {
+        TOLLGATE_CONFIG_DIR: resolve(dirname(cli), '../../config'),
+        REDIS_URL: this.redis.url,
+        UPSTREAM_URL: upstreamUrl,
+        GATEWAY_PORT: '0',
+        ADMIN_PORT: '0',
+        LOG_LEVEL: 'info',
+        GATEWAY_TLS_CERT: cert.certFile,
+        GATEWAY_TLS_KEY: cert.keyFile,
+      };
+      const process = this.spawn(`gateway-${name}${suffix}`, [cli, 'gateway'], env, this.gatewayNodeArgs);
+      const url = await process.listening('gateway');
+      if (!url.startsWith('https:')) throw new Error(`${name} listens on ${url} with GATEWAY_TLS_CERT set: a build without TLS`);
+      const adminUrl = await process.listening('admin').catch(() => undefined);
+      list.push({ name, kind: 'tollgate', upstream, url, process, usesRedis: true, adminUrl });
+    }
+    return list;
   }
 
   /** The targets of the run, in front of one upstream; `suffix` tells their log files apart. */
@@ -226,6 +275,11 @@ export class Stack {
     return upstream === 'plain' ? this.plain : this.all;
   }
 
+  /** The TLS twins in front of one upstream (--transport tls or h2), bare first. */
+  tlsTargetsFor(upstream: UpstreamName): Target[] {
+    return this.tls.get(upstream) ?? [];
+  }
+
   /** How many connections an upstream has accepted so far. */
   async upstreamConnections(upstream: Upstream): Promise<number> {
     const res = await fetch(upstream.connectionsUrl);
@@ -249,8 +303,8 @@ export class Stack {
     return target;
   }
 
-  startBare(name: string, execArgv: string[] = [], upstreamUrl = this.backendUrl): NodeProcess {
-    return this.spawn(name, [peer('bare-proxy.ts'), upstreamUrl, this.keyId, 'enterprise'], {}, [...TS, ...execArgv]);
+  startBare(name: string, execArgv: string[] = [], upstreamUrl = this.backendUrl, env: Record<string, string> = {}): NodeProcess {
+    return this.spawn(name, [peer('bare-proxy.ts'), upstreamUrl, this.keyId, 'enterprise'], env, [...TS, ...execArgv]);
   }
 
   private startPeer(name: string, file: string, upstreamUrl: string): NodeProcess {
@@ -318,7 +372,7 @@ export class Stack {
 
   /** Empties the log files (gateways write one line per request). */
   truncateLogs(): void {
-    for (const target of [...this.all, ...this.plain]) target.process.truncateLog();
+    for (const target of [...this.all, ...this.plain, ...[...this.tls.values()].flat()]) target.process.truncateLog();
   }
 
   async close(): Promise<void> {

@@ -5,8 +5,10 @@ import type { Options } from '../options.js';
 import { addCounts, NO_COUNTS, readRedisStats, resetRedisStats, type RedisCounts } from '../redis-stats.js';
 import type { Side, ThroughputResults } from '../report.js';
 import { median } from '../samples.js';
+import { runH2load } from '../h2load.js';
 import { PATH, type Stack, type Target, type Upstream } from '../stack.js';
-import { hasTaskset, requireWrk, runWrk, type WrkResult } from '../wrk.js';
+import type { Transport } from '../transports.js';
+import { hasTaskset, requireWrk, runWrk, type WrkOptions, type WrkResult } from '../wrk.js';
 import { perRequest, say } from './common.js';
 
 interface Round {
@@ -25,7 +27,8 @@ interface CpuPlan {
 
 function cpuPlan(options: Options): CpuPlan {
   const n = cpus().length;
-  const threads = `wrk -t${options.wrkThreads} -c${options.connections}`;
+  const h2 = options.transports.includes('h2') ? ` (h2: h2load -t${options.wrkThreads} -c${options.connections} -m1)` : '';
+  const threads = `wrk -t${options.wrkThreads} -c${options.connections}${h2}`;
   if (options.pin === 'none') return { description: `${threads}, nothing pinned (--pin none)` };
   if (n < 2) return { description: `${threads}, nothing pinned (1 CPU)` };
   if (!hasTaskset()) return { description: `${threads}, nothing pinned (no taskset)` };
@@ -59,44 +62,58 @@ function pin(pid: number, cpuList: string): () => void {
  */
 export async function throughputPhase(stack: Stack, options: Options): Promise<ThroughputResults> {
   requireWrk();
-  const tables = stack
-    .upstreams()
-    .filter((u) => options.upstreams.includes(u.name))
-    .map((upstream) => ({ upstream, targets: stack.targetsFor(upstream.name) }));
+  // One table per upstream and transport (--transport): plain HTTP to the run's targets, TLS and
+  // HTTP/2 to their TLS twins (stack.ts), every round visiting all of them.
+  const upstreams = stack.upstreams().filter((u) => options.upstreams.includes(u.name));
+  const tables: Array<{ upstream: Upstream; transport: Transport; targets: Target[] }> = options.transports.flatMap((transport) =>
+    upstreams.map((upstream) => ({
+      upstream,
+      transport,
+      targets: transport === 'http' ? stack.targetsFor(upstream.name) : stack.tlsTargetsFor(upstream.name),
+    })),
+  );
   const plan = cpuPlan(options);
-  const load = (target: Target, durationSeconds: number) =>
-    runWrk({
+  const load = (transport: Transport, target: Target, durationSeconds: number) => {
+    const run: WrkOptions = {
       url: target.url + PATH,
       headers: stack.headers,
       connections: options.connections,
       durationSeconds,
       threads: options.wrkThreads,
       cpus: plan.wrk,
-    });
+    };
+    return transport === 'h2' ? runH2load(run) : runWrk(run);
+  };
+  const over = options.transports.length > 1 || options.transports[0] !== 'http' ? `, over ${options.transports.join(', ')}` : '';
   say(
-    `\nthroughput: ${plan.description}; in front of ${tables.map((t) => t.upstream.name).join(' and ')}; ` +
+    `\nthroughput: ${plan.description}; in front of ${upstreams.map((u) => u.name).join(' and ')}${over}; ` +
       `warmup ${options.warmupSeconds} s each, then ${options.rounds} × ${options.durationSeconds} s per side, alternating`,
   );
 
   const restore: Array<() => void> = [];
-  const runs = new Map<Target, Round[]>();
-  const redisOf = new Map<Target, RedisCounts>();
+  // Keyed by table and target: a TLS twin serves two tables (tls and h2).
+  const runs = new Map<string, Round[]>();
+  const redisOf = new Map<string, RedisCounts>();
+  const keyOf = (transport: Transport, target: Target) => `${transport} ${target.upstream} ${target.name}`;
   try {
-    if (plan.proxy) for (const { targets } of tables) for (const target of targets) restore.push(pin(target.process.pid, plan.proxy));
-    for (const { targets } of tables) for (const target of targets) await load(target, options.warmupSeconds);
+    const pinned = new Set<Target>();
+    for (const { targets } of tables) for (const target of targets) pinned.add(target);
+    if (plan.proxy) for (const target of pinned) restore.push(pin(target.process.pid, plan.proxy));
+    for (const { transport, targets } of tables) for (const target of targets) await load(transport, target, options.warmupSeconds);
     stack.truncateLogs();
     const width = Math.max(...tables.flatMap((t) => t.targets.map((x) => x.name.length)));
     for (let round = 1; round <= options.rounds; round++) {
-      for (const { upstream, targets } of tables) {
+      for (const { upstream, transport, targets } of tables) {
         for (const target of targets) {
-          const measured = await measure(stack, upstream, target, () => load(target, options.durationSeconds));
-          if (!runs.has(target)) runs.set(target, []);
-          runs.get(target)!.push(measured.round);
-          if (measured.redis) redisOf.set(target, addCounts(redisOf.get(target) ?? NO_COUNTS, measured.redis));
+          const measured = await measure(stack, upstream, target, () => load(transport, target, options.durationSeconds));
+          const key = keyOf(transport, target);
+          if (!runs.has(key)) runs.set(key, []);
+          runs.get(key)!.push(measured.round);
+          if (measured.redis) redisOf.set(key, addCounts(redisOf.get(key) ?? NO_COUNTS, measured.redis));
           stack.truncateLogs();
           const { load: run, cpuMs, upstreamConnections } = measured.round;
           say(
-            `  round ${round} ${upstream.name.padEnd(7)} ${target.name.padEnd(width)} ${run.requestsPerSecond.toFixed(0).padStart(6)} req/s  ` +
+            `  round ${round} ${upstream.name.padEnd(7)} ${over ? `${transport.padEnd(4)} ` : ''}${target.name.padEnd(width)} ${run.requestsPerSecond.toFixed(0).padStart(6)} req/s  ` +
               `CPU ${((1000 * cpuMs.proxy!) / run.requests).toFixed(0).padStart(4)} µs/req  upstream connections ${String(upstreamConnections).padStart(6)}  ` +
               `p50 ${run.latencyMs.p50.toFixed(2)} ms  p99 ${run.latencyMs.p99.toFixed(2)} ms  non-2xx ${run.non2xx}  errors ${run.errors}`,
           );
@@ -107,16 +124,33 @@ export async function throughputPhase(stack: Stack, options: Options): Promise<T
     for (const undo of restore) undo();
   }
 
-  const sidesOf = (targets: Target[]) => {
-    const sides = targets.map((target) => side(target, runs.get(target) ?? [], redisOf.get(target)));
+  const sidesOf = (transport: Transport, targets: Target[]) => {
+    const sides = targets.map((target) =>
+      side(transport, target, runs.get(keyOf(transport, target)) ?? [], redisOf.get(keyOf(transport, target))),
+    );
     compare(sides);
     return sides;
   };
-  const bundled = tables.find((t) => t.upstream.name === 'bundled');
-  const plain = tables.find((t) => t.upstream.name === 'plain');
+  const all = tables.map(({ upstream, transport, targets }) => ({
+    upstream: upstream.name,
+    transport,
+    sides: sidesOf(transport, targets),
+  }));
+  // Each TLS and HTTP/2 side against the same target over plain HTTP, round by round.
+  for (const table of all) {
+    const http = all.find((t) => t.transport === 'http' && t.upstream === table.upstream);
+    for (const s of table.sides) {
+      const plain = http?.sides.find((x) => x.name === s.name);
+      if (table.transport === 'http' || !plain) continue;
+      s.medianRoundRatioToHttp = median(s.roundsRequestsPerSecond.map((x, i) => x / plain.roundsRequestsPerSecond[i]!));
+    }
+  }
+  const bundled = all.find((t) => t.transport === 'http' && t.upstream === 'bundled');
+  const plain = all.find((t) => t.transport === 'http' && t.upstream === 'plain');
   return {
-    sides: bundled ? sidesOf(bundled.targets) : [],
-    plainSides: plain ? sidesOf(plain.targets) : undefined,
+    sides: bundled?.sides ?? [],
+    plainSides: plain?.sides,
+    transports: options.transports.some((t) => t !== 'http') ? all : undefined,
     loadGenerator: plan.description,
   };
 }
@@ -137,7 +171,7 @@ async function measure(
   return { round: { load: run, cpuMs, upstreamConnections }, redis };
 }
 
-function side(target: Target, rounds: Round[], redis: RedisCounts | undefined): Side {
+function side(transport: Transport, target: Target, rounds: Round[], redis: RedisCounts | undefined): Side {
   const loads = rounds.map((r) => r.load);
   const requests = loads.reduce((n, r) => n + r.requests, 0);
   const cpuUsPerRequest: Record<string, number> = {};
@@ -148,6 +182,7 @@ function side(target: Target, rounds: Round[], redis: RedisCounts | undefined): 
     name: target.name,
     kind: target.kind,
     upstream: target.upstream,
+    transport,
     requestsPerSecond: loads.reduce((s, r) => s + r.requestsPerSecond, 0) / loads.length,
     medianRequestsPerSecond: median(loads.map((r) => r.requestsPerSecond)),
     roundsRequestsPerSecond: loads.map((r) => r.requestsPerSecond),
