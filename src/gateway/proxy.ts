@@ -383,13 +383,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onComplete(): void {
-    if (this.dropping) {
-      const { backoffMs } = this.dropping;
-      this.dropping = undefined;
-      clearTimeout(this.dropTimer);
-      this.endTry('status_5xx');
-      return this.retry('status', backoffMs);
-    }
+    if (this.dropping) return this.retryDropped();
     // Settled before its end only as a 204/304, answered with its head.
     if (this.settled) return;
     this.settled = true;
@@ -412,6 +406,15 @@ class Exchange implements Dispatcher.DispatchHandler {
     sendError(this.res, 'bad_gateway', 'The upstream refused the gateway’s credentials: a gateway configuration fault, not yours.');
   }
 
+  /** A retryable 5xx has been read and dropped (to its end, or cut): the next try follows. */
+  private retryDropped(): void {
+    const { backoffMs } = this.dropping!;
+    this.dropping = undefined;
+    clearTimeout(this.dropTimer);
+    this.endTry('status_5xx');
+    this.retry('status', backoffMs);
+  }
+
   onError(err: Error): void {
     const { shared } = this;
     shared.delivered.add(err);
@@ -421,14 +424,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     // before undici's end of it): not a fault of the upstream.
     if (this.settled && (err as NodeJS.ErrnoException).code === 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH') return;
     const failure = failureOf(err);
-    if (this.dropping) {
-      // The dropped 5xx broke off (or was cut): the retry it was read for goes ahead.
-      const { backoffMs } = this.dropping;
-      this.dropping = undefined;
-      clearTimeout(this.dropTimer);
-      this.endTry('status_5xx');
-      return this.retry('status', backoffMs);
-    }
+    // The dropped 5xx broke off (or was cut): the retry it was read for goes ahead.
+    if (this.dropping) return this.retryDropped();
     if (!this.settled) this.endTry(this.clientGone ? 'abandoned' : (failure ?? 'error'));
     if (failure && !this.clientGone) {
       const backoffMs = this.retryAfter(failure);
