@@ -53,7 +53,9 @@ export const HELP = `npm run bench -- [options]
                         (default: ${DEFAULT_TARGETS.join(', ')}). The tollgate-gcra, -cost and -owner
                         targets are tollgate with the run's key on a gcra plan, on a route of cost 3,
                         or on an owner-scoped plan (bench/quota-variants.ts): each feature's cost
-                        beside fixed windows, in the same rounds
+                        beside fixed windows, in the same rounds. tollgate-3-targets: the path served
+                        by a service of three instances of the upstream, round robin
+                        (bench/spread-target.ts); the report shows how its requests spread
   --compare REF         also measure tollgate built from git REF (a commit, branch or tag), in Redis
                         mode, in the same rounds: every change judged A/B. Built once per commit into
                         ${'$'}TMPDIR/tollgate-bench-builds/ (git archive, npm ci, build); repeatable

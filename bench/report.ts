@@ -4,6 +4,7 @@ import type { ProfileDiff, ProfileSummary } from './profile-summary.js';
 import type { TargetKind } from './stack.js';
 import type { UpstreamName } from './targets.js';
 import { TRANSPORT_LABELS, type Transport } from './transports.js';
+import { median } from './samples.js';
 
 export interface LatencyStats {
   p50Ms: number;
@@ -59,6 +60,8 @@ export interface Side {
   /** Round by round, the TCP connections the upstream accepted: the ones this proxy opened. */
   upstreamConnectionsPerRound?: number[];
   upstreamConnectionsPerRequest?: number;
+  /** `tollgate-3-targets`: requests each target of its service got over the measured rounds (tries, from /metrics). */
+  spreadPerTarget?: number[];
   redis?: RedisPerRequest;
 }
 
@@ -231,11 +234,23 @@ function commandList(commands: Record<string, number>): string {
 
 const named = <T extends { name: string }>(sides: T[] | undefined, name: string) => sides?.find((s) => s.name === name);
 
+/** Each target's share of a spread side's requests. */
+function spreadShares(perTarget: number[]): number[] {
+  const all = perTarget.reduce((a, b) => a + b, 0);
+  return perTarget.map((n) => n / all);
+}
+
+/** The median over the rounds of `a`'s requests/s over `b`'s in the same round. */
+function roundMedianRatio(a: Side, b: Side): number {
+  return median(a.roundsRequestsPerSecond.map((x, i) => x / b.roundsRequestsPerSecond[i]!));
+}
+
 export function targets(r: BenchResults): Target[] {
   const list: Target[] = [];
   // Issue 21, in front of the plain Node upstream, judged on the median of the round ratios; for
-  // every tollgate build of the run (--compare, --variant), this checkout's first.
-  for (const p of r.throughput?.plainSides?.filter((s) => s.kind === 'tollgate') ?? []) {
+  // every tollgate build of the run (--compare, --variant), this checkout's first (tollgate-3-targets
+  // is judged below, as issue 22's).
+  for (const p of r.throughput?.plainSides?.filter((s) => s.kind === 'tollgate' && !s.spreadPerTarget) ?? []) {
     const who = p.name === 'tollgate' ? '' : ` (${p.name})`;
     const ratios = [
       { versus: 'bare proxy', median: p.medianRoundRatio, ofMeans: p.ratioToBare, wanted: 0.95, target: '≥ 0.95× (stretch 1.2×)' },
@@ -260,6 +275,29 @@ export function targets(r: BenchResults): Target[] {
         target: `≤ 2 × client connections (${2 * clients})`,
         measured: `${opened.map(int).join(' / ')} (${per(p.upstreamConnectionsPerRequest ?? NaN)} per request)`,
         met: Math.max(...opened) <= 2 * clients,
+      });
+    }
+  }
+  for (const sides of [r.throughput?.plainSides, r.throughput?.sides]) {
+    const spread = sides?.find((s) => s.spreadPerTarget);
+    if (!spread?.spreadPerTarget) continue;
+    const where = spread.upstream === 'plain' ? 'plain Node upstream' : 'bundled backend';
+    const shares = spreadShares(spread.spreadPerTarget);
+    list.push({
+      issue: 22,
+      what: `${where}: requests per target of a three-target service (round robin)`,
+      target: 'each 1/3 ± 2 points',
+      measured: shares.map((x) => `${(100 * x).toFixed(1)}%`).join(' / '),
+      met: shares.every((x) => Math.abs(x - 1 / shares.length) <= 0.02),
+    });
+    const one = named(sides, 'tollgate');
+    if (one) {
+      list.push({
+        issue: 22,
+        what: `${where}: three targets vs one (tollgate), throughput`,
+        target: 'shown (balancing cost)',
+        measured: `${ratio(roundMedianRatio(spread, one))} round median`,
+        met: null,
       });
     }
   }
@@ -378,29 +416,43 @@ function throughputTable(r: BenchResults, sides: Side[], upstream: UpstreamName)
   const rounds = sides[0]?.roundsRequestsPerSecond.length ?? 0;
   const bareCpu = sides.find((s) => s.kind === 'bare')?.cpuUsPerRequest.proxy;
   const cpu = (s: Side, name: string) => int(s.cpuUsPerRequest[name] ?? NaN);
-  return table(
-    [
-      `GET /v1/categories → ${UPSTREAM_LABELS[upstream]}; ${r.options.connections} connections, ${rounds} × ${r.options.durationSeconds} s each, alternating`,
-      'req/s (median)',
-      '× bare (median of rounds)',
-      '× best peer (median of rounds)',
-      'proxy CPU µs/request (× bare)',
-      'upstream / wrk CPU µs/request',
-      'upstream connections opened, per round',
-      'p50 / p99',
-      'errors / non-2xx',
-    ],
-    sides.map((s) => [
-      s.kind === 'tollgate' ? `**${label(s)}**` : label(s),
-      int(s.medianRequestsPerSecond ?? s.requestsPerSecond),
-      s.kind === 'bare' || s.medianRoundRatio === undefined ? '' : ratio(s.medianRoundRatio),
-      s.kind !== 'tollgate' || s.medianRoundRatioToBestPeer === undefined ? '' : `**${ratio(s.medianRoundRatioToBestPeer)}**`,
-      `${cpu(s, 'proxy')}${s.kind === 'bare' || bareCpu === undefined ? '' : ` (${ratio((s.cpuUsPerRequest.proxy ?? NaN) / bareCpu)})`}`,
-      `${cpu(s, s.cpuUsPerRequest.upstream === undefined ? 'backend' : 'upstream')} / ${cpu(s, 'loadgen')}`,
-      s.upstreamConnectionsPerRound ? s.upstreamConnectionsPerRound.map(int).join(' / ') : '',
-      `${ms(s.latency.p50Ms)} / ${ms(s.latency.p99Ms)}`,
-      `${s.errors} / ${s.non2xx}`,
-    ]),
+  return (
+    table(
+      [
+        `GET /v1/categories → ${UPSTREAM_LABELS[upstream]}; ${r.options.connections} connections, ${rounds} × ${r.options.durationSeconds} s each, alternating`,
+        'req/s (median)',
+        '× bare (median of rounds)',
+        '× best peer (median of rounds)',
+        'proxy CPU µs/request (× bare)',
+        'upstream / wrk CPU µs/request',
+        'upstream connections opened, per round',
+        'p50 / p99',
+        'errors / non-2xx',
+      ],
+      sides.map((s) => [
+        s.kind === 'tollgate' ? `**${label(s)}**` : label(s),
+        int(s.medianRequestsPerSecond ?? s.requestsPerSecond),
+        s.kind === 'bare' || s.medianRoundRatio === undefined ? '' : ratio(s.medianRoundRatio),
+        s.kind !== 'tollgate' || s.medianRoundRatioToBestPeer === undefined ? '' : `**${ratio(s.medianRoundRatioToBestPeer)}**`,
+        `${cpu(s, 'proxy')}${s.kind === 'bare' || bareCpu === undefined ? '' : ` (${ratio((s.cpuUsPerRequest.proxy ?? NaN) / bareCpu)})`}`,
+        `${cpu(s, s.cpuUsPerRequest.upstream === undefined ? 'backend' : 'upstream')} / ${cpu(s, 'loadgen')}`,
+        s.upstreamConnectionsPerRound ? s.upstreamConnectionsPerRound.map(int).join(' / ') : '',
+        `${ms(s.latency.p50Ms)} / ${ms(s.latency.p99Ms)}`,
+        `${s.errors} / ${s.non2xx}`,
+      ]),
+    ) + spreadNote(sides)
+  );
+}
+
+/** Under a table with `tollgate-3-targets`: where its requests went (its connections column counts the first target's only). */
+function spreadNote(sides: Side[]): string {
+  const spread = sides.find((s) => s.spreadPerTarget);
+  if (!spread?.spreadPerTarget) return '';
+  const shares = spreadShares(spread.spreadPerTarget);
+  const each = spread.spreadPerTarget.map((n, i) => `${int(n)} (${(100 * shares[i]!).toFixed(1)}%)`).join(' / ');
+  return (
+    `\n\n${spread.name}: one service of three instances of this upstream, round robin; requests per target over the rounds ${each}. ` +
+    'Its upstream CPU and connections columns count the first instance only.'
   );
 }
 

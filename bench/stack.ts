@@ -10,6 +10,7 @@ import { createKeyWithCli } from './keys.js';
 import type { Options } from './options.js';
 import { logFileOf, workDir } from './processes.js';
 import { QUOTA_VARIANT_NAMES, quotaVariantConfig } from './quota-variants.js';
+import { SPREAD_INSTANCES, SPREAD_TARGET, spreadConfig } from './spread-target.js';
 import { TRACE_TARGET_NAMES, traceEnv } from './trace-targets.js';
 import type { UpstreamName } from './targets.js';
 import { makeCertificate, TLS_TARGET_NAMES, type Certificate } from './transports.js';
@@ -42,6 +43,8 @@ export interface Target {
   usesRedis: boolean;
   /** Tollgate's admin listener (/metrics). */
   adminUrl?: string;
+  /** `tollgate-3-targets`: the URLs of its service's targets, the run's upstream first (./spread-target.ts). */
+  spreadUrls?: string[];
 }
 
 // Peers and launchers are TypeScript run by tsx, as `npm run bench` runs this file.
@@ -253,7 +256,25 @@ export class Stack {
     }
     for (const variant of options.variants)
       await addGateway(variant.name, this.startGateway(`gateway-${variant.name}${suffix}`, [], variant.cli, undefined, upstreamUrl));
+    if (want.has(SPREAD_TARGET)) {
+      const urls = [upstreamUrl];
+      for (let i = 2; i <= SPREAD_INSTANCES; i++) urls.push(await this.startInstance(upstream, `${upstream}-upstream-${i}`));
+      await addGateway(
+        SPREAD_TARGET,
+        this.startGateway(`gateway-${SPREAD_TARGET}${suffix}`, [], CLI, spreadConfig(urls, PATH, suffix), upstreamUrl),
+      );
+      list.at(-1)!.spreadUrls = urls;
+    }
     return list;
+  }
+
+  /** Another instance of an upstream's program, for `tollgate-3-targets`; its URL. */
+  private async startInstance(upstream: UpstreamName, name: string): Promise<string> {
+    if (upstream === 'plain') return this.spawn(name, [peer('plain-upstream.ts')], {}, TS).listening('plain upstream');
+    const port = await freePort();
+    const process = this.spawn(name, [CLI, 'backend'], { BACKEND_PORT: String(port), LOG_LEVEL: 'warn' });
+    await process.accepting(port);
+    return `http://127.0.0.1:${port}`;
   }
 
   get backendPid(): number {

@@ -1,4 +1,5 @@
 import { QUOTA_VARIANT_NAMES } from './quota-variants.js';
+import { SPREAD_TARGET } from './spread-target.js';
 import { TRACE_TARGET_NAMES } from './trace-targets.js';
 
 /** Every target a run can have, in the order the rounds visit them. */
@@ -11,6 +12,7 @@ export const TARGET_NAMES = [
   'tollgate-embedded',
   ...QUOTA_VARIANT_NAMES,
   ...TRACE_TARGET_NAMES,
+  SPREAD_TARGET,
 ] as const;
 /** What a run measures unless --targets says otherwise: the quota variants only on request. */
 export const DEFAULT_TARGETS = ['bare', 'naive', 'fastify', 'tollgate', 'tollgate-embedded'];

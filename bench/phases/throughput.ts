@@ -6,6 +6,7 @@ import { addCounts, NO_COUNTS, readRedisStats, resetRedisStats, type RedisCounts
 import type { Side, ThroughputResults } from '../report.js';
 import { median } from '../samples.js';
 import { runH2load } from '../h2load.js';
+import { triesPerTarget } from '../spread-target.js';
 import { PATH, type Stack, type Target, type Upstream } from '../stack.js';
 import type { Transport } from '../transports.js';
 import { hasTaskset, requireWrk, runWrk, type WrkOptions, type WrkResult } from '../wrk.js';
@@ -16,6 +17,8 @@ interface Round {
   cpuMs: Record<string, number>;
   /** Connections the upstream accepted during the round: the ones this target opened. */
   upstreamConnections: number;
+  /** `tollgate-3-targets`: the tries each of its service's targets got in the round. */
+  spread?: number[];
 }
 
 /** Where wrk and the proxy under test run (--pin), and how the report says so. */
@@ -163,12 +166,16 @@ async function measure(
 ): Promise<{ round: Round; redis?: RedisCounts }> {
   if (target.usesRedis) await resetRedisStats(stack.admin);
   const connectionsBefore = await stack.upstreamConnections(upstream);
+  const spreadOf = target.spreadUrls && target.adminUrl ? () => triesPerTarget(target.adminUrl!, target.spreadUrls!) : undefined;
+  const spreadBefore = await spreadOf?.();
   const meter = new CpuMeter({ proxy: target.process.pid, upstream: upstream.process.pid, redis: stack.redis.pid });
   const run = await load();
   const cpuMs = { ...meter.read(), loadgen: run.cpuMs };
   const upstreamConnections = (await stack.upstreamConnections(upstream)) - connectionsBefore;
+  const spreadAfter = await spreadOf?.();
+  const spread = spreadAfter?.map((n, i) => n - spreadBefore![i]!);
   const redis = target.usesRedis ? await readRedisStats(stack.admin) : undefined;
-  return { round: { load: run, cpuMs, upstreamConnections }, redis };
+  return { round: { load: run, cpuMs, upstreamConnections, spread }, redis };
 }
 
 function side(transport: Transport, target: Target, rounds: Round[], redis: RedisCounts | undefined): Side {
@@ -201,6 +208,7 @@ function side(transport: Transport, target: Target, rounds: Round[], redis: Redi
     cpuUsPerRequest,
     upstreamConnectionsPerRound: connections,
     upstreamConnectionsPerRequest: connections.reduce((a, b) => a + b, 0) / requests,
+    spreadPerTarget: rounds[0]?.spread?.map((_, i) => rounds.reduce((n, r) => n + (r.spread?.[i] ?? 0), 0)),
     // Per request sent: in-flight requests at the end of a round reached Redis too.
     redis: redis
       ? perRequest(
