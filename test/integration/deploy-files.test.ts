@@ -174,6 +174,13 @@ describe('Dockerfile', () => {
     expect(dockerfile).toContain('npm ci --omit=dev');
   });
 
+  it('applies patches/ to the production dependencies (its npm ci skips postinstall)', () => {
+    const deps = dockerfile.slice(dockerfile.indexOf(' AS deps'), dockerfile.indexOf(' AS runtime'));
+    expect(deps).toMatch(/^COPY patches \.\/patches$/m);
+    expect(deps).toMatch(/npm ci --omit=dev --ignore-scripts[^\n]*&& npx --no-install patch-package --error-on-fail/);
+    expect(JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')).dependencies['patch-package']).toBeDefined();
+  });
+
   it('copies only paths that exist and that .dockerignore lets into the build context', () => {
     const sources = [...dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap((m) => m[1]!.split(/\s+/));
     expect(sources.length).toBeGreaterThan(0);

@@ -35,12 +35,10 @@ describe('an upstream that misbehaves before its response starts gives 502 bad_g
       (s) => s.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: evil\r\nConnection: upgrade\r\n\r\n'),
     ],
     ['two Content-Lengths', (s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}')],
-    // RFC 9110 §8.6 would allow reading these as 2; undici's strict parser cannot (docs/security.md).
+    // RFC 9110 §8.6 lets a recipient either reject these or read them as 2; tollgate rejects them,
+    // as nginx and Node's own parser do (docs/security.md).
     ['one length listed twice (2, 2)', (s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\n{}')],
     ['two equal Content-Lengths', (s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}')],
-    // The gateway never sends Expect upstream (it answers a client's itself), so a 100 answers nothing
-    // it asked; RFC 9110 §15.2 would have it tolerated, undici destroys the connection (docs/security.md).
-    ['an unrequested 100 Continue', (s) => s.write('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}')],
     [
       'Content-Length and Transfer-Encoding',
       (s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n'),
@@ -51,6 +49,43 @@ describe('an upstream that misbehaves before its response starts gives 502 bad_g
     expect(result.responses.at(-1)?.status).toBe(502);
     expect(JSON.parse(result.responses.at(-1)!.body)).toMatchObject({ code: 'bad_gateway', status: 502 });
     await expectStillServing();
+  });
+});
+
+describe('interim responses the gateway did not ask for are read past (RFC 9110 §15.2)', () => {
+  // The gateway never sends Expect upstream (it answers a client's itself), so a 100 answers
+  // nothing it asked. undici destroyed the connection on any 100 ("bad response": 502); the patch in
+  // patches/ gives it the path every other 1xx takes.
+  it('an unrequested 100 Continue before the final response: the final one reaches the client, the 100 does not', async () => {
+    stack.upstream.respond = (_request, socket) =>
+      socket.write(
+        'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}',
+      );
+    const result = await get();
+    expect(result.raw).toMatch(/^HTTP\/1\.1 200 /);
+    expect(result.raw).not.toContain('100 Continue');
+    expect(result.responses).toHaveLength(1);
+    expect(result.responses[0]!.body).toBe('{"ok":true}');
+  });
+
+  it('and the upstream connection stays in the pool: the next request goes over the same one', async () => {
+    stack.upstream.respond = (_request, socket) =>
+      socket.write('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}');
+    for (let i = 0; i < 3; i++) expect((await get()).responses[0]?.status).toBe(200);
+    // One connection carried all three (a destroyed one would have made three).
+    expect(stack.upstream.connections).toHaveLength(1);
+  });
+
+  it('a POST answered 100 then 201 is delivered once and relayed as 201', async () => {
+    stack.upstream.respond = (_request, socket) =>
+      socket.write('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}');
+    const body = '{"name":"x"}';
+    const result = await stack.send(
+      [`POST /v1/categories HTTP/1.1\r\n${stack.auth}Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`],
+      { waitForClose: false },
+    );
+    expect(result.responses.map((r) => r.status)).toEqual([201]);
+    expect(stack.upstream.requests.filter((r) => r.method === 'POST')).toHaveLength(1);
   });
 });
 
