@@ -7,6 +7,9 @@ import { discardRestOfBody } from '../http/discard-rest-of-body.js';
 import { errorReply, writeReply, type Reply } from './reply.js';
 import { matchRoute, routeTemplate } from './routes.js';
 
+/** Answered 200 to GET and HEAD without an assertion (README, "Services": `healthCheck`). */
+export const HEALTH_PATH = '/healthz';
+
 /** Decides whether a request may be served; an error code refuses it (e.g. no gateway assertion). */
 export type VerifyRequest = (req: IncomingMessage) => Promise<ErrorCode | null>;
 
@@ -60,6 +63,9 @@ async function answer(
   deps: BackendDeps,
   verifyRequest: VerifyRequest | undefined,
 ): Promise<Reply> {
+  // Liveness, before any assertion: what a gateway's health probe (a service's `healthCheck`) and
+  // a container check ask, neither of which carries the gateway's assertion. It says nothing else.
+  if (path === HEALTH_PATH && (method === 'GET' || method === 'HEAD')) return { status: 200, body: { status: 'ok' } };
   const refusal = verifyRequest ? await verifyRequest(req) : null;
   if (refusal) return errorReply(refusal);
   const match = matchRoute(method, path);

@@ -40,6 +40,34 @@ describe('backend verifyRequest hook', () => {
     expect(seen).toHaveLength(4);
   });
 
+  it('answers GET and HEAD /healthz without asking the hook (health probes carry no assertion), and nothing more', async () => {
+    let asked = 0;
+    backend = await startBackend({
+      settings,
+      logger,
+      verifyRequest: async () => {
+        asked++;
+        return 'invalid_gateway_assertion';
+      },
+    });
+    const get = await fetch(`${backend.url}/healthz`);
+    expect(get.status).toBe(200);
+    expect(await get.json()).toEqual({ status: 'ok' });
+    expect((await fetch(`${backend.url}/healthz`, { method: 'HEAD' })).status).toBe(200);
+    expect(asked).toBe(0);
+    // Only that path and those methods: the rest still needs the assertion.
+    for (const [method, path] of [
+      ['POST', '/healthz'],
+      ['GET', '/healthz/x'],
+      ['GET', '/healthz/'],
+      ['GET', '/v1/categories'],
+    ]) {
+      const res = await fetch(backend.url + path!, { method });
+      expect(res.status, `${method} ${path}`).toBe(401);
+    }
+    expect(asked).toBe(4);
+  });
+
   it('answers 500 internal_error when the hook throws, and keeps serving', async () => {
     let calls = 0;
     backend = await startBackend({
