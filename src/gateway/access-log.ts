@@ -40,8 +40,7 @@ export function observeWhenDone(ctx: RequestContext, logger: Logger, metrics: Me
     fields += `,"status":${res.statusCode},"ms":${Math.round(ms * 100) / 100}${text('keyId', ctx.consumer?.id)}${text('plan', ctx.consumer?.plan)}`;
     if (ctx.degraded) fields += ',"degraded":true';
     if (ctx.shadowRefusal) fields += `,"shadowRefusal":"${ctx.shadowRefusal}"`;
-    if (ctx.upstream)
-      fields += `${text('service', ctx.upstream.service)}${text('target', ctx.upstream.target)},"tries":${ctx.upstream.tries}`;
+    if (ctx.upstream) fields += `${upstreamFields(ctx.upstream.service, ctx.upstream.target)},"tries":${ctx.upstream.tries}`;
     if (aborted) fields += ',"aborted":true';
     accessLineWriter(logger)(fields);
   });
@@ -96,6 +95,25 @@ function accessLineWriter(logger: Logger): (fields: string) => void {
     writers.set(logger, write);
   }
   return write;
+}
+
+/**
+ * `,"service":…,"target":…` for one target, escaped once and kept: the same few strings on every
+ * line (the configured targets; emptied if reloads ever pile up thousands).
+ */
+const upstreamFieldsOf = new Map<string, Map<string, string>>();
+function upstreamFields(service: string, target: string): string {
+  let targets = upstreamFieldsOf.get(service);
+  if (!targets) {
+    if (upstreamFieldsOf.size >= 1000) upstreamFieldsOf.clear();
+    upstreamFieldsOf.set(service, (targets = new Map()));
+  }
+  let fields = targets.get(target);
+  if (fields === undefined) {
+    if (targets.size >= 1000) targets.clear();
+    targets.set(target, (fields = `${text('service', service)}${text('target', target)}`));
+  }
+  return fields;
 }
 
 /** `,"name":"value"` (JSON-escaped), or nothing for undefined, as pino leaves undefined fields out. */

@@ -6,6 +6,7 @@ import { forwardedValues } from '../http/forwarded-headers.js';
 import { responseCompleted } from '../http/response-completed.js';
 import type { BodyFraming } from '../http/request-framing.js';
 import type { Logger } from '../observability/log.js';
+import type { HistogramSeries } from '../observability/deferred-metrics.js';
 import type { Metrics } from '../observability/metrics.js';
 import { ClientBody } from '../upstream/client-body.js';
 import { freshConnection } from '../upstream/connection-pool.js';
@@ -157,7 +158,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** A final response head was taken for the client: the target answered, and no retry may follow. */
   private answered = false;
   private backoffTimer?: NodeJS.Timeout;
-  private readonly deadlineMs: number;
+  /** When the service's time runs out: `timeoutMs` after the first try went out. */
+  private deadlineMs = 0;
 
   constructor(
     private readonly shared: Shared,
@@ -167,7 +169,6 @@ class Exchange implements Dispatcher.DispatchHandler {
   ) {
     this.service = route.service;
     this.service.inFlight++;
-    this.deadlineMs = performance.now() + this.service.config.timeoutMs;
   }
 
   private get req(): IncomingMessage {
@@ -195,9 +196,15 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.ctx.upstream = { service: service.name, target: target.url, tries: this.tries };
     target.inFlight++;
     this.tryStartedMs = performance.now();
-    const dispatch = { ...this.dispatch, path: target.basePath + this.dispatch.path };
+    if (this.tries === 1) this.deadlineMs = this.tryStartedMs + service.config.timeoutMs;
     // Tracing on: this try's span, and its traceparent in the fields the target receives.
     const trace = this.ctx.trace;
+    // A copy for a try that changes it (a target path, trace fields, a retry's timeout); the
+    // common first try to a bare origin goes as planned.
+    const dispatch =
+      this.tries === 1 && target.basePath === '' && !trace
+        ? this.dispatch
+        : { ...this.dispatch, path: target.basePath + this.dispatch.path };
     if (trace)
       dispatch.headers = trace.startTry(this.dispatch.headers as string[], dispatch.method, service.name, target.url, this.tries - 1);
     if (this.tries > 1) {
@@ -221,8 +228,13 @@ class Exchange implements Dispatcher.DispatchHandler {
    * The current try is over: load, retry budget, passive health and metrics. A try the gateway
    * abandoned (its client left, or it waited too long in the queue) says nothing of the target.
    */
-  private endTry(outcome: 'ok' | 'status_5xx' | Failure | 'error' | 'abandoned'): void {
+  private endTry(outcome: TryOutcome): void {
     const { target, service, shared } = this;
+    // The try's queue timer (waitAtMost) ends with it: it must never fire into the next try's backoff.
+    if (this.queueTimer) {
+      clearTimeout(this.queueTimer);
+      this.queueTimer = undefined;
+    }
     this.ctx.trace?.endTry(outcome);
     target.inFlight--;
     if (this.retrying) {
@@ -230,11 +242,9 @@ class Exchange implements Dispatcher.DispatchHandler {
       service.retriesInFlight--;
     }
     if (outcome !== 'abandoned') service.report(target, outcome === 'ok');
-    shared.metrics.upstreamTries.inc({ service: service.name, target: target.url, outcome });
-    shared.metrics.upstreamTrySeconds.observe(
-      { service: service.name, target: target.url },
-      (performance.now() - this.tryStartedMs) / 1000,
-    );
+    const counted = tryMetricsOf(shared.metrics, service, target);
+    (counted.outcomes[outcome] ??= shared.metrics.upstreamTries.child({ service: service.name, target: target.url, outcome })).n++;
+    shared.metrics.upstreamTrySeconds.observeOn(counted.seconds, (performance.now() - this.tryStartedMs) / 1000);
   }
 
   /**
@@ -310,7 +320,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onConnect(abort: (err?: Error) => void): void {
-    if (this.queueTimer) clearTimeout(this.queueTimer);
+    // A try that waited in the queue keeps its timer: undici's headersTimeout only starts now, so
+    // the timer is what holds the wait and the answer together within the service's timeout.
     // Nobody waits for this request any more (its client left, or it was answered 504 while
     // queued): refused by throwing, which undici turns into onError before writing anything and
     // without closing the connection (abort() would destroy a healthy pooled socket).
@@ -318,14 +329,24 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.abortUpstream = abort;
   }
 
-  /** Called when the pool is saturated: a request still queued after `ms` is answered 504. */
+  /**
+   * Called when the pool is saturated: a request still queued after `ms` (the rest of the service's
+   * time) is answered 504, and so is one that left the queue but has no response head by then.
+   */
   waitAtMost(ms: number): void {
     if (this.abortUpstream || this.failed) return;
     this.queueTimer = setTimeout(this.queuedTooLong, ms);
   }
 
   private readonly queuedTooLong = (): void => {
-    if (this.abortUpstream) return;
+    this.queueTimer = undefined;
+    if (this.abortUpstream) {
+      // Sent after its wait, and not answered within the service's time: the try times out, and
+      // onError finds no time left for another.
+      if (!this.answered && !this.held && !this.dropping && !this.settled)
+        this.abortUpstream(new errors.HeadersTimeoutError('no response head within the service timeout (the try waited for a connection)'));
+      return;
+    }
     // Still in the pool's queue: undici will refuse it at onConnect (this.failed) and say so in
     // an onError that finds the exchange failed and the try already ended here.
     this.endTry('abandoned');
@@ -512,9 +533,30 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   private relayHead(status: number, headers: IncomingHttpHeaders): void {
     this.answered = true;
+    if (this.queueTimer) clearTimeout(this.queueTimer);
     this.res.statusCode = status;
     this.copied = copyResponseHeaders(headers, this.res);
   }
+}
+
+type TryOutcome = 'ok' | 'status_5xx' | Failure | 'error' | 'abandoned';
+
+/** A target's try metrics, by the handles their label sets resolve to (keyed once, not per try). */
+interface TryMetrics {
+  service: Service;
+  seconds: HistogramSeries;
+  outcomes: Partial<Record<TryOutcome, { n: number }>>;
+}
+
+const tryMetrics = new WeakMap<Target, TryMetrics>();
+
+function tryMetricsOf(metrics: Metrics, service: Service, target: Target): TryMetrics {
+  let kept = tryMetrics.get(target);
+  if (kept?.service !== service) {
+    kept = { service, seconds: metrics.upstreamTrySeconds.child({ service: service.name, target: target.url }), outcomes: {} };
+    tryMetrics.set(target, kept);
+  }
+  return kept;
 }
 
 /**

@@ -33,12 +33,23 @@ export class DeferredCounter<L extends string> {
   }
 
   inc(labels: Labels<L>, n = 1): void {
+    this.child(labels).n += n;
+  }
+
+  /**
+   * The count of one label set, to add to directly (`child.n++`): for a caller that counts the
+   * same labels on every request and keeps the handle, so nothing is keyed per call.
+   */
+  child(labels: Labels<L>): { n: number } {
     const key = keyOf(labels);
-    const entry = this.pending.get(key);
-    if (entry) entry.n += n;
-    else this.pending.set(key, { labels, n });
+    let entry = this.pending.get(key);
+    if (!entry) this.pending.set(key, (entry = { labels, n: 0 }));
+    return entry;
   }
 }
+
+/** One label set of a PlainHistogram, as `child` returns it (opaque to callers). */
+export type HistogramSeries = Series;
 
 interface Series {
   labels: Record<string, string>;
@@ -81,12 +92,22 @@ export class PlainHistogram<L extends string> {
   }
 
   observe(labels: Labels<L>, value: number, traceId?: string): void {
+    this.observeOn(this.child(labels), value, traceId);
+  }
+
+  /** One label set's series, for a caller that keeps it and observes with `observeOn`. */
+  child(labels: Labels<L>): HistogramSeries {
     const key = keyOf(labels);
     let series = this.series.get(key);
     if (!series) {
       series = { labels, buckets: new Array<number>(this.upperBounds.length).fill(0), sum: 0, count: 0 };
       this.series.set(key, series);
     }
+    return series;
+  }
+
+  /** `observe` on a series `child` gave (after a `reset`, a kept series is no longer served). */
+  observeOn(series: HistogramSeries, value: number, traceId?: string): void {
     const bounds = this.upperBounds;
     let i = 0;
     while (i < bounds.length && value > bounds[i]!) i++;

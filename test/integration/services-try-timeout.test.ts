@@ -5,17 +5,21 @@ import { deliveries, echoAfter, ServicesStack, type Answer } from '../helpers/se
 // The per-try timeout (issue 22, item 4): with `tryTimeoutMs: 300`, a try to a target that sleeps
 // 2 s is given up after 300 ms and the GET goes to another target, within the service's total
 // `timeoutMs`; when every target is that slow, the client gets 504 gateway_timeout after its tries,
-// and a POST (not repeatable after a timeout) is tried once.
+// and a POST (not repeatable after a timeout) is tried once. The total timeout also covers the
+// time a try waits for a free connection (`maxSockets`): undici's own header timer starts only once
+// the request is written.
 
 const mixed = [new CountingTarget('mixed-slow'), new CountingTarget('mixed-a'), new CountingTarget('mixed-b')];
 const slow = [new CountingTarget('slow-a'), new CountingTarget('slow-b'), new CountingTarget('slow-c')];
+const single = new CountingTarget('single');
 let stack: ServicesStack;
 
 beforeAll(async () => {
   mixed[0]!.behaviour = echoAfter(mixed[0]!, 2000);
   for (const t of slow) t.behaviour = echoAfter(t, 2000);
+  single.behaviour = echoAfter(single, 2000);
   stack = await ServicesStack.start(
-    [...mixed, ...slow],
+    [...mixed, ...slow, single],
     () => `
 services:
   - name: mixed
@@ -29,6 +33,12 @@ services:
     targets: [${slow.map((t) => t.url).join(', ')}]
     tryTimeoutMs: 300
     timeoutMs: 5000
+    ejection: { consecutiveFailures: 1000 }
+  - name: single
+    paths: [/v1/single]
+    targets: [${single.url}]
+    maxSockets: 1
+    timeoutMs: 3000
     ejection: { consecutiveFailures: 1000 }
 `,
     'trytime',
@@ -64,5 +74,15 @@ describe('per-try timeout', () => {
     expect(post).toMatchObject({ status: 504, code: 'gateway_timeout' });
     expect((await stack.accessLines([post])).get(post.id)?.tries).toBe(1);
     expect(deliveries(slow, 'POST').get(post.id)).toBe(1);
+  });
+
+  it('a try that waited for the only connection gets what is left of the total timeout, not a fresh one', async () => {
+    // One GET holds the one connection for 2 s; the other waits for it, goes out at ~2 s and would
+    // be answered at ~4 s. The service's 3 s cover its wait and its answer: 504 at ~3 s.
+    const answers = await Promise.all([stack.request('GET', '/v1/single/a'), stack.request('GET', '/v1/single/b')]);
+    const [first, second] = answers.sort((a, b) => a.status - b.status);
+    expect(first).toMatchObject({ status: 200, target: 'single' });
+    expect(second).toMatchObject({ status: 504, code: 'gateway_timeout' });
+    expect((await stack.accessLines([second])).get(second.id)?.tries).toBe(1);
   });
 });

@@ -59,7 +59,8 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     const batched = span && ((requests: number) => span.setAttribute('tollgate.quota.batch_size', requests));
     return store.consume(subject, quota, plans.ban, cost, batched).then(
       (outcome) => {
-        endSpan(span, { 'tollgate.quota.verdict': outcome.verdict, 'tollgate.quota.cost': cost });
+        // Guarded here too: the attributes object is not made for a request nobody traces.
+        if (span) endSpan(span, { 'tollgate.quota.verdict': outcome.verdict, 'tollgate.quota.cost': cost });
         metrics.redisSeconds.observe({ operation: 'quota' }, (performance.now() - startedMs) / 1000);
         health.succeeded();
         local.remember(subject, outcome);
