@@ -124,11 +124,12 @@ describe('one request, one trace across gateway and backend (http/protobuf, the 
     expect(backend.attributes).toMatchObject({ 'http.route': '/v1/categories', 'http.response.status_code': 200 });
   });
 
-  it('names the trace and the server span in traceresponse, and the trace id in the access line', () => {
+  it('names the trace and the server span in traceresponse, and the trace id in the access line', async () => {
     const server = spans.find((s) => s.service === 'tollgate-gateway' && s.kind === SERVER)!;
     expect(response.headers.get('traceresponse')).toBe(`00-${CLIENT_TRACE}-${server.spanId}-01`);
-    const line = gateway.process.logs().find((l) => l.msg === 'request' && l.traceId === CLIENT_TRACE);
-    expect(line).toBeDefined();
+    // Waited for: the line is written when the response closes, and read from the process's stdout.
+    const line = await gateway.process.waitForLog('request', 10_000, (l) => l.traceId === CLIENT_TRACE);
+    expect(line).toMatchObject({ traceId: CLIENT_TRACE, service: 'default', tries: 1 });
   });
 
   it('exports no key, no assertion, no secret: not in any attribute, not anywhere in the export bodies', async () => {
