@@ -148,6 +148,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   private tried?: Set<Target>;
   private tries = 0;
   private tryStartedMs = 0;
+  /** When the current try's final response head arrived (0: not yet): the end of its latency. */
+  private tryHeadMs = 0;
   /** The current try is a retry (counted in the service's retries in flight). */
   private retrying = false;
   /** A retry went to a target already tried, on a new connection (at most once). */
@@ -196,6 +198,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.ctx.upstream = { service: service.name, target: target.url, tries: this.tries };
     target.inFlight++;
     this.tryStartedMs = performance.now();
+    this.tryHeadMs = 0;
     if (this.tries === 1) this.deadlineMs = this.tryStartedMs + service.config.timeoutMs;
     // Tracing on: this try's span, and its traceparent in the fields the target receives.
     const trace = this.ctx.trace;
@@ -244,7 +247,9 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (outcome !== 'abandoned') service.report(target, outcome === 'ok');
     const counted = tryMetricsOf(shared.metrics, service, target);
     (counted.outcomes[outcome] ??= shared.metrics.upstreamTries.child({ service: service.name, target: target.url, outcome })).n++;
-    shared.metrics.upstreamTrySeconds.observeOn(counted.seconds, (performance.now() - this.tryStartedMs) / 1000);
+    // To the response head, as the metric says (a body's transfer is the client's pace too).
+    const endMs = this.tryHeadMs || performance.now();
+    shared.metrics.upstreamTrySeconds.observeOn(counted.seconds, (endMs - this.tryStartedMs) / 1000);
   }
 
   /**
@@ -361,6 +366,7 @@ class Exchange implements Dispatcher.DispatchHandler {
         this.abortUpstream?.(new Error(`more than ${MAX_INTERIM_RESPONSES} interim (1xx) responses`));
       return true;
     }
+    this.tryHeadMs = performance.now();
     if (RETRYABLE_STATUS.has(statusCode)) {
       // Read to its end and dropped when another try may follow (the connection stays reusable).
       const backoffMs = this.retryAfter('status');

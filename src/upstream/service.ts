@@ -99,9 +99,10 @@ export class Service {
 
   choose(tried?: ReadonlySet<Target>): Choice {
     if (this.successor) return this.successor.choose(tried);
+    // One target in rotation, nothing tried: the common case, without a filtered copy (and, while
+    // it has never been ejected, without a clock read).
+    if (this.targets.length === 1 && !tried && this.targets[0]!.health.inRotation()) return this.onlyTarget!;
     const nowMs = this.now();
-    // One target in rotation, nothing tried: the common case, without a filtered copy.
-    if (this.targets.length === 1 && !tried && this.targets[0]!.health.inRotation(nowMs)) return this.onlyTarget!;
     let inRotation = this.targets.filter((t) => t.health.inRotation(nowMs));
     if (inRotation.length === 0) {
       this.events.panic(this.name);

@@ -41,8 +41,9 @@ export class TargetHealth {
     this.policy = policy;
   }
 
-  inRotation(nowMs = this.now()): boolean {
-    return this.probeHealthy && !this.ejected(nowMs);
+  inRotation(nowMs?: number): boolean {
+    // Never ejected (the usual case): no clock read.
+    return this.probeHealthy && (this.ejectedUntilMs === 0 || !this.ejected(nowMs ?? this.now()));
   }
 
   ejected(nowMs = this.now()): boolean {

@@ -12,14 +12,21 @@ import { deliveries, echoAfter, ServicesStack, type Answer } from '../helpers/se
 const mixed = [new CountingTarget('mixed-slow'), new CountingTarget('mixed-a'), new CountingTarget('mixed-b')];
 const slow = [new CountingTarget('slow-a'), new CountingTarget('slow-b'), new CountingTarget('slow-c')];
 const single = new CountingTarget('single');
+const dribble = new CountingTarget('dribble');
 let stack: ServicesStack;
 
 beforeAll(async () => {
   mixed[0]!.behaviour = echoAfter(mixed[0]!, 2000);
   for (const t of slow) t.behaviour = echoAfter(t, 2000);
   single.behaviour = echoAfter(single, 2000);
+  // Its head at once, its body 1.5 s later.
+  dribble.behaviour = (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.flushHeaders();
+    setTimeout(() => res.end('{"late":true}'), 1500);
+  };
   stack = await ServicesStack.start(
-    [...mixed, ...slow, single],
+    [...mixed, ...slow, single, dribble],
     () => `
 services:
   - name: mixed
@@ -40,6 +47,9 @@ services:
     maxSockets: 1
     timeoutMs: 3000
     ejection: { consecutiveFailures: 1000 }
+  - name: dribble
+    paths: [/v1/dribble]
+    targets: [${dribble.url}]
 `,
     'trytime',
   );
@@ -84,5 +94,13 @@ describe('per-try timeout', () => {
     expect(first).toMatchObject({ status: 200, target: 'single' });
     expect(second).toMatchObject({ status: 504, code: 'gateway_timeout' });
     expect((await stack.accessLines([second])).get(second.id)?.tries).toBe(1);
+  });
+
+  it("a try's latency (tollgate_upstream_try_duration_seconds) runs to its response head, not to the end of its body", async () => {
+    expect(await stack.request('GET', '/v1/dribble')).toMatchObject({ status: 200 });
+    const labels = { service: 'dribble', target: dribble.url };
+    expect(await stack.metric('tollgate_upstream_try_duration_seconds_count', labels)).toBe(1);
+    // The body took 1.5 s more; the head came at once.
+    expect(await stack.metric('tollgate_upstream_try_duration_seconds_sum', labels)).toBeLessThan(1);
   });
 });
