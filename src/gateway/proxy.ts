@@ -10,7 +10,7 @@ import type { HistogramSeries } from '../observability/deferred-metrics.js';
 import type { Metrics } from '../observability/metrics.js';
 import { ClientBody } from '../upstream/client-body.js';
 import { freshConnection } from '../upstream/connection-pool.js';
-import { failureOf, isRepeatable, RETRYABLE_STATUS, shouldRetry, type Failure } from '../upstream/retry-policy.js';
+import { failureOf, isRepeatable, RETRYABLE_STATUS, shouldRetry, unreachable, type Failure } from '../upstream/retry-policy.js';
 import type { Service } from '../upstream/service.js';
 import type { Route } from '../upstream/service-routes.js';
 import type { Target } from '../upstream/target.js';
@@ -37,6 +37,12 @@ const DROP_MAX_BYTES = 64 * 1024;
 
 /** More interim (1xx) responses than this before the final one is an upstream flooding us. */
 const MAX_INTERIM_RESPONSES = 8;
+
+/**
+ * A try whose connection came sooner than this after it was sent did not wait in the pool's
+ * queue (onConnect): only a try that waited keeps the gateway's deadline timer.
+ */
+const NOT_QUEUED_MS = 5;
 
 /** Upstream too slow (504 gateway_timeout), as opposed to broken (502 bad_gateway). */
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
@@ -148,10 +154,16 @@ class Exchange implements Dispatcher.DispatchHandler {
   private tried?: Set<Target>;
   private tries = 0;
   private tryStartedMs = 0;
+  /** The current try waited in its pool's queue for a connection. */
+  private waitedInQueue = false;
+  /** The gateway's deadline timer cut the current try (queuedTooLong). */
+  private cutAtDeadline = false;
   /** When the current try's final response head arrived (0: not yet): the end of its latency. */
   private tryHeadMs = 0;
-  /** The current try is a retry (counted in the service's retries in flight). */
+  /** The current try is a retry counted in the service's retries in flight. */
   private retrying = false;
+  /** The retry retryAfter granted counts in the budget (false: an unreachable target's). */
+  private nextRetryBudgeted = true;
   /** A retry went to a target already tried, on a new connection (at most once). */
   private sameTargetAgain = false;
   /** Reading a retryable 5xx answer to drop it; the next try follows its end. */
@@ -199,6 +211,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     target.inFlight++;
     this.tryStartedMs = performance.now();
     this.tryHeadMs = 0;
+    this.waitedInQueue = false;
+    this.cutAtDeadline = false;
     if (this.tries === 1) this.deadlineMs = this.tryStartedMs + service.config.timeoutMs;
     // Tracing on: this try's span, and its traceparent in the fields the target receives.
     const trace = this.ctx.trace;
@@ -240,10 +254,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
     this.ctx.trace?.endTry(outcome);
     target.inFlight--;
-    if (this.retrying) {
-      this.retrying = false;
-      service.retriesInFlight--;
-    }
+    this.leaveBudget();
     if (outcome !== 'abandoned') service.report(target, outcome === 'ok');
     const counted = tryMetricsOf(shared.metrics, service, target);
     (counted.outcomes[outcome] ??= shared.metrics.upstreamTries.child({ service: service.name, target: target.url, outcome })).n++;
@@ -256,7 +267,7 @@ class Exchange implements Dispatcher.DispatchHandler {
    * Whether a failed try goes again (retry-policy.ts), and then after how long; the body is made
    * ready for it here.
    */
-  private retryAfter(failure: Failure): number | undefined {
+  private retryAfter(failure: Failure, err?: Error): number | undefined {
     if (this.clientGone || this.res.headersSent || this.settled || this.held || this.answered || this.interim > 0) return undefined;
     const { service, dispatch } = this;
     // Another target, or this one again on a new connection once, after a closed connection; a
@@ -272,6 +283,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       bodyReplayable: !(dispatch.body instanceof ClientBody) || dispatch.body.canReplay(),
       triesSoFar: this.tries,
       msLeft: this.deadlineMs - performance.now(),
+      unreachable: err !== undefined && unreachable(err),
     });
     if (!answer.retry) {
       if (answer.budgetExhausted) this.shared.metrics.retryBudgetExhausted.inc({ service: service.name });
@@ -285,6 +297,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       this.dispatch = { ...dispatch };
     }
     this.shared.metrics.upstreamRetries.inc({ service: service.name, reason: failure });
+    this.nextRetryBudgeted = answer.budgeted;
     return answer.backoffMs;
   }
 
@@ -296,8 +309,11 @@ class Exchange implements Dispatcher.DispatchHandler {
       return this.fail(new errors.HeadersTimeoutError('the service timeout passed before the retry'));
     this.abortUpstream = undefined;
     this.interim = 0;
-    this.service.retriesInFlight++;
-    this.retrying = true;
+    // Counted in the service's budget while it runs, unless it is outside it (retry-policy.ts, rule 4).
+    if (this.nextRetryBudgeted) {
+      this.service.retriesInFlight++;
+      this.retrying = true;
+    }
     const targets = this.service.current.targets;
     const again = failure === 'closed' && targets.length === 1 && targets[0] === this.target;
     if (again) this.sameTargetAgain = true;
@@ -305,28 +321,40 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.backoffTimer = setTimeout(() => {
       this.backoffTimer = undefined;
       if (this.clientGone) {
-        this.retrying = false;
-        this.service.retriesInFlight--;
+        this.leaveBudget();
         return;
       }
       this.send(again);
     }, backoffMs);
   }
 
+  /** A counted retry is over (or never sent): its place in the service's budget is given back. */
+  private leaveBudget(): void {
+    if (!this.retrying) return;
+    this.retrying = false;
+    this.service.retriesInFlight--;
+  }
+
   private unavailable(retryAfterSeconds: number): void {
     this.settled = true;
     // A retry that found no target in rotation: it leaves the retry budget (no endTry follows).
-    if (this.retrying) {
-      this.retrying = false;
-      this.service.retriesInFlight--;
-    }
+    this.leaveBudget();
     this.shared.metrics.upstreamErrors.inc({ kind: 'upstream_unavailable' });
     sendError(this.res, 'upstream_unavailable', undefined, { 'retry-after': retryAfterSeconds });
   }
 
   onConnect(abort: (err?: Error) => void): void {
-    // A try that waited in the queue keeps its timer: undici's headersTimeout only starts now, so
-    // the timer is what holds the wait and the answer together within the service's timeout.
+    // A try that really waited in the queue keeps its timer: undici's headersTimeout only starts
+    // now, so the timer is what holds the wait and the answer together within the service's time.
+    // One that did not (pool.dispatch says false for the request that takes the last free
+    // connection too, and a streamed body is written a microtask later) gets undici's own timers
+    // only, as every other try: at most NOT_QUEUED_MS more than the service's time.
+    if (this.queueTimer) {
+      if (performance.now() - this.tryStartedMs < NOT_QUEUED_MS) {
+        clearTimeout(this.queueTimer);
+        this.queueTimer = undefined;
+      } else this.waitedInQueue = true;
+    }
     // Nobody waits for this request any more (its client left, or it was answered 504 while
     // queued): refused by throwing, which undici turns into onError before writing anything and
     // without closing the connection (abort() would destroy a healthy pooled socket).
@@ -336,7 +364,7 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   /**
    * Called when the pool is saturated: a request still queued after `ms` (the rest of the service's
-   * time) is answered 504, and so is one that left the queue but has no response head by then.
+   * time) is answered 504, and so is one that waited and then has no response head by then.
    */
   waitAtMost(ms: number): void {
     if (this.abortUpstream || this.failed) return;
@@ -346,10 +374,15 @@ class Exchange implements Dispatcher.DispatchHandler {
   private readonly queuedTooLong = (): void => {
     this.queueTimer = undefined;
     if (this.abortUpstream) {
-      // Sent after its wait, and not answered within the service's time: the try times out, and
-      // onError finds no time left for another.
-      if (!this.answered && !this.held && !this.dropping && !this.settled)
-        this.abortUpstream(new errors.HeadersTimeoutError('no response head within the service timeout (the try waited for a connection)'));
+      // Sent (after a wait, or followed by interim responses), and no final head within the
+      // service's time: the try is cut, and onError finds no time left for another. Not while the
+      // client is still sending its body: that is the client's pace, and undici's own timers
+      // (restarted by every chunk written) apply to it.
+      if (this.answered || this.held || this.dropping || this.settled) return;
+      const body = this.dispatch.body;
+      if (body instanceof ClientBody && !body.complete) return;
+      this.cutAtDeadline = true;
+      this.abortUpstream(new errors.HeadersTimeoutError('no response head within the service timeout'));
       return;
     }
     // Still in the pool's queue: undici will refuse it at onConnect (this.failed) and say so in
@@ -364,6 +397,10 @@ class Exchange implements Dispatcher.DispatchHandler {
       // 1xx are not relayed (the gateway answered any Expect itself); a flood of them ends it.
       if (++this.interim > MAX_INTERIM_RESPONSES)
         this.abortUpstream?.(new Error(`more than ${MAX_INTERIM_RESPONSES} interim (1xx) responses`));
+      // undici restarts its header timer on each one: from the first, the service's deadline is
+      // held by the gateway's own timer (a target trickling 1xx would get 9 × timeoutMs otherwise).
+      else if (this.interim === 1 && !this.queueTimer)
+        this.queueTimer = setTimeout(this.queuedTooLong, Math.max(1, this.deadlineMs - performance.now()));
       return true;
     }
     this.tryHeadMs = performance.now();
@@ -453,9 +490,11 @@ class Exchange implements Dispatcher.DispatchHandler {
     const failure = failureOf(err);
     // The dropped 5xx broke off (or was cut): the retry it was read for goes ahead.
     if (this.dropping) return this.retryDropped();
-    if (!this.settled) this.endTry(this.clientGone ? 'abandoned' : (failure ?? 'error'));
+    // A try cut at the deadline after waiting for a connection says nothing of its target.
+    const abandoned = this.clientGone || (this.cutAtDeadline && this.waitedInQueue);
+    if (!this.settled) this.endTry(abandoned ? 'abandoned' : (failure ?? 'error'));
     if (failure && !this.clientGone) {
-      const backoffMs = this.retryAfter(failure);
+      const backoffMs = this.retryAfter(failure, err);
       if (backoffMs !== undefined) return this.retry(failure, backoffMs);
     }
     this.fail(err);
@@ -526,8 +565,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.backoffTimer) {
       clearTimeout(this.backoffTimer);
       this.backoffTimer = undefined;
-      this.retrying = false;
-      this.service.retriesInFlight--;
+      this.leaveBudget();
     }
     this.abortUpstream?.();
   }

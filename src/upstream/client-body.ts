@@ -53,6 +53,11 @@ export class ClientBody extends Readable {
     this.destroy(err);
   };
 
+  /** The client's body has arrived whole (its last byte read from the client). */
+  get complete(): boolean {
+    return this.ended;
+  }
+
   override _read(): void {
     if (this.detached) return;
     if (!this.attached) {

@@ -21,7 +21,11 @@ import type { Service } from './service.js';
  *    never replayed).
  * 4. The service's retry budget has room: retries in flight at most `retries.budgetPercent` of its
  *    requests in flight, and at least 3 (Envoy's retry budget), so a failing service is not
- *    buried under its own retries.
+ *    buried under its own retries. A retry after an unreachable target (refused, no route, no such
+ *    host: not a connect timeout) is outside the budget: its try reached no application, so its
+ *    retry adds nothing to a struggling one, and a killed instance's burst of refused connections
+ *    (every request routed to it until it is ejected) must not use up the retries its in-flight
+ *    requests need. `retries.attempts` still bounds every request.
  * A 500, or any other answer, is the application's and is relayed as it is. The client request is
  * one quota unit however many tries it takes.
  */
@@ -52,9 +56,18 @@ export interface RetryQuestion {
   bodyReplayable: boolean;
   triesSoFar: number;
   msLeft: number;
+  /** The failed try found nothing to talk to: refused, unreachable, unresolved (`unreachable()`). */
+  unreachable?: boolean;
 }
 
-export type RetryAnswer = { retry: true; backoffMs: number } | { retry: false; budgetExhausted?: boolean };
+/** `budgeted`: the retry counts in the service's retries in flight (rule 4). */
+export type RetryAnswer = { retry: true; backoffMs: number; budgeted: boolean } | { retry: false; budgetExhausted?: boolean };
+
+/** A `connect` failure where nothing answered at all (rule 4): every connect code but its timeout. */
+export function unreachable(err: Error): boolean {
+  const code = (err as NodeJS.ErrnoException).code ?? '';
+  return CONNECT_CODES.has(code) && code !== 'UND_ERR_CONNECT_TIMEOUT';
+}
 
 /** Whether a request may be repeated after it may have reached the application (rule 2 above). */
 export function isRepeatable(method: string, idempotencyKey: boolean, retries: { idempotencyKey: boolean }): boolean {
@@ -66,11 +79,12 @@ export function shouldRetry(q: RetryQuestion, random = Math.random): RetryAnswer
   if (q.triesSoFar > config.retries.attempts) return { retry: false };
   if (!q.bodyReplayable) return { retry: false };
   if (q.failure !== 'connect' && !isRepeatable(q.method, q.idempotencyKey, config.retries)) return { retry: false };
+  const budgeted = !(q.failure === 'connect' && q.unreachable);
   const budget = Math.max(3, Math.floor((config.retries.budgetPercent * q.service.inFlight) / 100));
-  if (q.service.retriesInFlight >= budget) return { retry: false, budgetExhausted: true };
+  if (budgeted && q.service.retriesInFlight >= budget) return { retry: false, budgetExhausted: true };
   // Jittered exponential backoff: 0 for the first retry of a request that never reached a target
   // (another target is tried at once), else 10 ms × 2^(n−1), ±50 %.
   const backoffMs = q.failure === 'connect' && q.triesSoFar === 1 ? 0 : Math.round(10 * 2 ** (q.triesSoFar - 1) * (0.5 + random()));
   if (backoffMs >= q.msLeft) return { retry: false };
-  return { retry: true, backoffMs };
+  return { retry: true, backoffMs, budgeted };
 }

@@ -76,6 +76,27 @@ describe('interim responses the gateway did not ask for are read past (RFC 9110 
     expect(stack.upstream.connections).toHaveLength(1);
   });
 
+  it.each(['100 Continue', '102 Processing'])(
+    'interim responses do not stretch the service timeout: %s every second, then 200, is 504 at timeoutMs',
+    async (interim) => {
+      // undici restarts its header timer on every 1xx; the gateway's own deadline holds (1.5 s here).
+      stack.upstream.respond = (_request, socket) => {
+        let sent = 0;
+        const next = () => {
+          if (socket.destroyed) return;
+          if (sent++ < 6) {
+            socket.write(`HTTP/1.1 ${interim}\r\n\r\n`);
+            setTimeout(next, 1000);
+          } else socket.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}');
+        };
+        next();
+      };
+      const result = await get();
+      expect(result.responses.map((r) => r.status)).toEqual([504]);
+      expect(JSON.parse(result.responses[0]!.body)).toMatchObject({ code: 'gateway_timeout' });
+    },
+  );
+
   it('a POST answered 100 then 201 is delivered once and relayed as 201', async () => {
     stack.upstream.respond = (_request, socket) =>
       socket.write('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}');

@@ -1,13 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CountingTarget } from '../helpers/counting-targets.js';
-import { ServicesStack } from '../helpers/services-stack.js';
+import { freePort } from '../helpers/ports.js';
+import { echoAfter, ServicesStack } from '../helpers/services-stack.js';
 
 // The retry budget (issue 22, item 4): a service whose every target answers 503 under concurrency
 // is not buried under its own retries. Retries in flight stay within max(3, 20 % of the requests
 // in flight), so most requests get their 503 relayed after one try, and the budget's refusals are
-// counted; without a budget, 30 GETs with `attempts: 5` would make 180 tries.
+// counted; without a budget, 30 GETs with `attempts: 5` would make 180 tries. A retry after a
+// refused connection (an instance killed, nothing listening) is outside the budget: its try
+// reached no application, and a burst of them must not turn into 502s for the requests routed
+// to the dead instance before it is ejected.
 
 const targets = [new CountingTarget('budget-a'), new CountingTarget('budget-b'), new CountingTarget('budget-c')];
+const live = [new CountingTarget('live-a'), new CountingTarget('live-b')];
 const CLIENTS = 30;
 const ATTEMPTS = 5;
 let stack: ServicesStack;
@@ -33,14 +38,21 @@ beforeAll(async () => {
       }, 150);
     };
   }
+  for (const t of live) t.behaviour = echoAfter(t, 200);
+  // A port nothing listens on: every try there is refused.
+  const dead = `http://127.0.0.1:${await freePort()}`;
   stack = await ServicesStack.start(
-    [...targets],
+    [...targets, ...live],
     () => `
 services:
   - name: failing
     paths: [/v1/failing]
     targets: [${targets.map((t) => t.url).join(', ')}]
     retries: { attempts: ${ATTEMPTS} }
+    ejection: { consecutiveFailures: 1000 }
+  - name: killed
+    paths: [/v1/killed]
+    targets: [${live[0]!.url}, ${dead}, ${live[1]!.url}]
     ejection: { consecutiveFailures: 1000 }
 `,
     'budget',
@@ -69,5 +81,15 @@ describe('the retry budget under a failing service', () => {
     expect(exhausted).toBeGreaterThan(0);
     // Well under 1 + attempts on average.
     expect(tries / CLIENTS).toBeLessThan(3);
+  });
+
+  it(`does not count retries after a refused connection: ${CLIENTS} concurrent GETs, a third routed to a dead port, all answered`, async () => {
+    // Never ejected here (consecutiveFailures 1000): every third request meets the dead port and
+    // its retry holds 200 ms at a live target, about 10 at once against a budget of 6.
+    const answers = await Promise.all(Array.from({ length: CLIENTS }, (_, i) => stack.request('GET', `/v1/killed/${i}`)));
+    expect(answers.filter((a) => a.status !== 200)).toEqual([]);
+    const connectRetries = await stack.metric('tollgate_upstream_retries_total', { service: 'killed', reason: 'connect' });
+    expect(connectRetries).toBeGreaterThanOrEqual(Math.floor(CLIENTS / 3) - 1);
+    expect(await stack.metric('tollgate_upstream_retry_budget_exhausted_total', { service: 'killed' })).toBe(0);
   });
 });

@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CountingTarget } from '../helpers/counting-targets.js';
 import { deliveries, echoAfter, ServicesStack, type Answer } from '../helpers/services-stack.js';
@@ -13,6 +14,8 @@ const mixed = [new CountingTarget('mixed-slow'), new CountingTarget('mixed-a'), 
 const slow = [new CountingTarget('slow-a'), new CountingTarget('slow-b'), new CountingTarget('slow-c')];
 const single = new CountingTarget('single');
 const dribble = new CountingTarget('dribble');
+const upload = new CountingTarget('upload');
+const busy = [new CountingTarget('busy-a'), new CountingTarget('busy-b')];
 let stack: ServicesStack;
 
 beforeAll(async () => {
@@ -25,8 +28,9 @@ beforeAll(async () => {
     res.flushHeaders();
     setTimeout(() => res.end('{"late":true}'), 1500);
   };
+  for (const t of busy) t.behaviour = echoAfter(t, 800);
   stack = await ServicesStack.start(
-    [...mixed, ...slow, single, dribble],
+    [...mixed, ...slow, single, dribble, upload, ...busy],
     () => `
 services:
   - name: mixed
@@ -50,12 +54,46 @@ services:
   - name: dribble
     paths: [/v1/dribble]
     targets: [${dribble.url}]
+  - name: upload
+    paths: [/v1/upload]
+    targets: [${upload.url}]
+    maxSockets: 1
+    timeoutMs: 2000
+  - name: busy
+    paths: [/v1/busy]
+    targets: [${busy.map((t) => t.url).join(', ')}]
+    maxSockets: 1
+    timeoutMs: 2000
+    ejection: { consecutiveFailures: 3 }
 `,
     'trytime',
   );
 });
 
 afterAll(() => stack?.close());
+
+/** A chunked POST whose body comes in `chunks` pieces, one every `gapMs`: the client's pace. */
+function slowUpload(path: string, chunks: number, gapMs: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${stack.gateway.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${stack.key}`, 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+    });
+    req.on('response', (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    let sent = 0;
+    const next = () => {
+      if (sent++ < chunks) {
+        req.write(`"chunk${sent}"`);
+        setTimeout(next, gapMs);
+      } else req.end();
+    };
+    next();
+  });
+}
 
 describe('per-try timeout', () => {
   it('a GET whose first try meets the slow target is answered by another, within the total timeout', async () => {
@@ -102,5 +140,26 @@ describe('per-try timeout', () => {
     expect(await stack.metric('tollgate_upstream_try_duration_seconds_count', labels)).toBe(1);
     // The body took 1.5 s more; the head came at once.
     expect(await stack.metric('tollgate_upstream_try_duration_seconds_sum', labels)).toBeLessThan(1);
+  });
+
+  it('a slow upload that never waited for a connection is not cut by that deadline (maxSockets: 1, nothing else in flight)', async () => {
+    // pool.dispatch says "busy" for the request that takes the last free connection too: that is
+    // no wait, and the client's 3.2 s of body are its own pace (undici's timers restart per chunk).
+    expect(await slowUpload('/v1/upload', 8, 400)).toBe(200);
+  });
+
+  it('tries cut at the deadline after waiting for a connection do not count against a healthy target', async () => {
+    // Two one-connection targets answering in 0.8 s, three requests every 400 ms: requests queue,
+    // and those that wait too long get 504; the targets themselves never failed.
+    const all: Array<Promise<Answer>> = [];
+    for (let i = 0; i < 10; i++) {
+      for (let j = 0; j < 3; j++) all.push(stack.request('GET', `/v1/busy/${i}-${j}`));
+      await new Promise((r) => setTimeout(r, 400));
+    }
+    const answers = await Promise.all(all);
+    expect(answers.filter((a) => a.status !== 200 && a.status !== 504)).toEqual([]);
+    expect(answers.filter((a) => a.status === 200).length).toBeGreaterThan(0);
+    expect(await stack.metric('tollgate_upstream_tries_total', { service: 'busy', outcome: 'timeout' })).toBe(0);
+    expect(await stack.metric('tollgate_upstream_ejections_total', { service: 'busy' })).toBe(0);
   });
 });
