@@ -51,6 +51,8 @@ export class Service {
       }
       kept.weight = t.weight;
       kept.health.setPolicy(config.ejection);
+      const renewed = kept.renewPool(this.poolOptions());
+      if (renewed) events.pool(renewed);
       return kept;
     });
     if (this.targets.length === 1) this.onlyTarget = { target: this.targets[0]! };

@@ -7,8 +7,10 @@ export class Target {
   readonly origin: string;
   /** The target URL's path, prefixed to every request path ('' for a bare origin). */
   readonly basePath: string;
-  readonly pool: Pool;
+  /** Replaced (renewPool) when a reload changes the service's pool settings. */
+  pool: Pool;
   readonly health: TargetHealth;
+  private poolOptions: PoolOptions;
   inFlight = 0;
   /** Smooth weighted round robin's running weight (balancer.ts). */
   current = 0;
@@ -23,8 +25,23 @@ export class Target {
     const parsed = new URL(url);
     this.origin = parsed.origin;
     this.basePath = parsed.pathname === '/' ? '' : parsed.pathname.replace(/\/$/, '');
+    this.poolOptions = pool;
     this.pool = connectionPool(this.origin, pool);
     this.health = new TargetHealth(ejection, now);
+  }
+
+  /**
+   * A reload kept this target but changed its service's timeouts, connection cap or TLS: the next
+   * tries go to a pool made with the new settings (undici fixes them per pool), and the old one
+   * closes once its requests in flight are done. The new pool, or undefined when nothing changed.
+   */
+  renewPool(options: PoolOptions): Pool | undefined {
+    if (JSON.stringify(options) === JSON.stringify(this.poolOptions)) return undefined;
+    const old = this.pool;
+    this.poolOptions = options;
+    this.pool = connectionPool(this.origin, options);
+    old.close().catch(() => undefined);
+    return this.pool;
   }
 
   /**

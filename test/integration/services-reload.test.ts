@@ -108,6 +108,20 @@ describe('a hot reload of the services under traffic', () => {
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
     expect(await stack.metric('tollgate_upstream_retry_budget_exhausted_total', { service: 'dogs' })).toBe(0);
   });
+
+  it("a reload that changes a kept target's timeout takes effect on its next try; a request in flight keeps its pool", async () => {
+    // Both dogs answer in 1 s; the shipped 15 s timeout lets that through.
+    for (const t of [dogsP, dogsQ]) t.behaviour = echoAfter(t, 1000);
+    const before = await stack.request('GET', '/v1/dogs/before');
+    expect(before).toMatchObject({ status: 200 });
+    const inFlight = stack.request('GET', '/v1/dogs/across');
+    await sleep(200);
+    // Same targets (kept: health and load), a timeout of 400 ms: undici fixes it per pool.
+    await stack.reloadServices(`${services([petsA, petsC], [catsX, catsZ])}    timeoutMs: 400\n`);
+    const after = await stack.request('GET', '/v1/dogs/after');
+    expect(after).toMatchObject({ status: 504, code: 'gateway_timeout' });
+    expect(await inFlight).toMatchObject({ status: 200 });
+  });
 });
 
 /** A behaviour that holds each request until released, then answers it with `then`. */
