@@ -162,7 +162,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private tryHeadMs = 0;
   /** The current try is a retry counted in the service's retries in flight. */
   private retrying = false;
-  /** The retry retryAfter granted counts in the budget (false: an unreachable target's). */
+  /** The retry retryAfter granted counts in the budget (false: a failover, retry-policy.ts rule 4). */
   private nextRetryBudgeted = true;
   /** A retry went to a target already tried, on a new connection (at most once). */
   private sameTargetAgain = false;
@@ -283,7 +283,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       bodyReplayable: !(dispatch.body instanceof ClientBody) || dispatch.body.canReplay(),
       triesSoFar: this.tries,
       msLeft: this.deadlineMs - performance.now(),
-      unreachable: err !== undefined && unreachable(err),
+      failover: (failure === 'closed' || (failure === 'connect' && err !== undefined && unreachable(err))) && this.anotherInRotation(),
     });
     if (!answer.retry) {
       if (answer.budgetExhausted) this.shared.metrics.retryBudgetExhausted.inc({ service: service.name });
@@ -326,6 +326,12 @@ class Exchange implements Dispatcher.DispatchHandler {
       }
       this.send(again);
     }, backoffMs);
+  }
+
+  /** Another target of the service (as the latest reload left it) is in rotation and untried by this request. */
+  private anotherInRotation(): boolean {
+    const tried = this.tried;
+    return this.service.current.targets.some((t) => t !== this.target && !tried?.has(t) && t.health.inRotation());
   }
 
   /** A counted retry is over (or never sent): its place in the service's budget is given back. */

@@ -21,11 +21,14 @@ import type { Service } from './service.js';
  *    never replayed).
  * 4. The service's retry budget has room: retries in flight at most `retries.budgetPercent` of its
  *    requests in flight, and at least 3 (Envoy's retry budget), so a failing service is not
- *    buried under its own retries. A retry after an unreachable target (refused, no route, no such
- *    host: not a connect timeout) is outside the budget: its try reached no application, so its
- *    retry adds nothing to a struggling one, and a killed instance's burst of refused connections
- *    (every request routed to it until it is ejected) must not use up the retries its in-flight
- *    requests need. `retries.attempts` still bounds every request.
+ *    buried under its own retries. A failover is outside the budget: the failed try shows its
+ *    target gone (refused, unreachable or unresolved, not a connect timeout; or its connection
+ *    closed or reset before any response byte) while another target of the service, not tried by
+ *    this request, is in rotation. One instance dying under load fails every request routed to it
+ *    until it is ejected (those in flight, those sent on its pooled connections, those refused),
+ *    a burst the budget's 3 would turn into client errors; moving them to the live targets adds
+ *    no request the service would not have had. When no other target is left, the service is
+ *    failing broadly and the budget applies. `retries.attempts` still bounds every request.
  * A 500, or any other answer, is the application's and is relayed as it is. The client request is
  * one quota unit however many tries it takes.
  */
@@ -56,14 +59,14 @@ export interface RetryQuestion {
   bodyReplayable: boolean;
   triesSoFar: number;
   msLeft: number;
-  /** The failed try found nothing to talk to: refused, unreachable, unresolved (`unreachable()`). */
-  unreachable?: boolean;
+  /** Rule 4's failover: the try's target is gone, and an untried target of the service is in rotation. */
+  failover?: boolean;
 }
 
 /** `budgeted`: the retry counts in the service's retries in flight (rule 4). */
 export type RetryAnswer = { retry: true; backoffMs: number; budgeted: boolean } | { retry: false; budgetExhausted?: boolean };
 
-/** A `connect` failure where nothing answered at all (rule 4): every connect code but its timeout. */
+/** A `connect` failure where nothing answered at all (rule 4's target gone): every connect code but its timeout. */
 export function unreachable(err: Error): boolean {
   const code = (err as NodeJS.ErrnoException).code ?? '';
   return CONNECT_CODES.has(code) && code !== 'UND_ERR_CONNECT_TIMEOUT';
@@ -79,7 +82,7 @@ export function shouldRetry(q: RetryQuestion, random = Math.random): RetryAnswer
   if (q.triesSoFar > config.retries.attempts) return { retry: false };
   if (!q.bodyReplayable) return { retry: false };
   if (q.failure !== 'connect' && !isRepeatable(q.method, q.idempotencyKey, config.retries)) return { retry: false };
-  const budgeted = !(q.failure === 'connect' && q.unreachable);
+  const budgeted = !q.failover;
   const budget = Math.max(3, Math.floor((config.retries.budgetPercent * q.service.inFlight) / 100));
   if (budgeted && q.service.retriesInFlight >= budget) return { retry: false, budgetExhausted: true };
   // Jittered exponential backoff: 0 for the first retry of a request that never reached a target

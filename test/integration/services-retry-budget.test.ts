@@ -6,13 +6,15 @@ import { echoAfter, ServicesStack } from '../helpers/services-stack.js';
 // The retry budget (issue 22, item 4): a service whose every target answers 503 under concurrency
 // is not buried under its own retries. Retries in flight stay within max(3, 20 % of the requests
 // in flight), so most requests get their 503 relayed after one try, and the budget's refusals are
-// counted; without a budget, 30 GETs with `attempts: 5` would make 180 tries. A retry after a
-// refused connection (an instance killed, nothing listening) is outside the budget: its try
-// reached no application, and a burst of them must not turn into 502s for the requests routed
-// to the dead instance before it is ejected.
+// counted; without a budget, 30 GETs with `attempts: 5` would make 180 tries. A failover is
+// outside the budget: a try whose target is gone (refused: nothing listening; or its connection
+// reset before any answer: an instance killed mid-request) while another target is in rotation.
+// Such a burst must not turn into 502s for the requests routed to a dead instance before it is
+// ejected; when every target fails, the budget applies (the first case).
 
 const targets = [new CountingTarget('budget-a'), new CountingTarget('budget-b'), new CountingTarget('budget-c')];
 const live = [new CountingTarget('live-a'), new CountingTarget('live-b')];
+const resetting = new CountingTarget('resetting');
 const CLIENTS = 30;
 const ATTEMPTS = 5;
 let stack: ServicesStack;
@@ -39,10 +41,12 @@ beforeAll(async () => {
     };
   }
   for (const t of live) t.behaviour = echoAfter(t, 200);
+  // Reads the request, then resets the connection: what a killed instance's in-flight requests see.
+  resetting.behaviour = (req) => req.socket.resetAndDestroy();
   // A port nothing listens on: every try there is refused.
   const dead = `http://127.0.0.1:${await freePort()}`;
   stack = await ServicesStack.start(
-    [...targets, ...live],
+    [...targets, ...live, resetting],
     () => `
 services:
   - name: failing
@@ -53,6 +57,10 @@ services:
   - name: killed
     paths: [/v1/killed]
     targets: [${live[0]!.url}, ${dead}, ${live[1]!.url}]
+    ejection: { consecutiveFailures: 1000 }
+  - name: reset
+    paths: [/v1/reset]
+    targets: [${live[0]!.url}, ${resetting.url}, ${live[1]!.url}]
     ejection: { consecutiveFailures: 1000 }
 `,
     'budget',
@@ -91,5 +99,13 @@ describe('the retry budget under a failing service', () => {
     const connectRetries = await stack.metric('tollgate_upstream_retries_total', { service: 'killed', reason: 'connect' });
     expect(connectRetries).toBeGreaterThanOrEqual(Math.floor(CLIENTS / 3) - 1);
     expect(await stack.metric('tollgate_upstream_retry_budget_exhausted_total', { service: 'killed' })).toBe(0);
+  });
+
+  it(`does not count failovers after a reset either: ${CLIENTS} concurrent GETs, a third reset by their target, all answered`, async () => {
+    const answers = await Promise.all(Array.from({ length: CLIENTS }, (_, i) => stack.request('GET', `/v1/reset/${i}`)));
+    expect(answers.filter((a) => a.status !== 200)).toEqual([]);
+    expect(resetting.hits.length).toBeGreaterThanOrEqual(Math.floor(CLIENTS / 3) - 1);
+    expect(await stack.metric('tollgate_upstream_retries_total', { service: 'reset', reason: 'closed' })).toBe(resetting.hits.length);
+    expect(await stack.metric('tollgate_upstream_retry_budget_exhausted_total', { service: 'reset' })).toBe(0);
   });
 });
