@@ -147,7 +147,12 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** A possible assertion refusal (AssertionRejections): its head and body, held until its end. */
   private held?: { status: number; headers: IncomingHttpHeaders; chunks: Buffer[] };
   private resumeUpstream?: () => void;
-  private queueTimer?: NodeJS.Timeout;
+  /**
+   * The service's deadline, held by the gateway where undici's per-try timers cannot hold it: a
+   * try that waited in the pool's queue, one whose target sends interim responses, a retryable
+   * 5xx being dropped (deadlinePassed). Armed for those only; it ends with its try.
+   */
+  private deadlineTimer?: NodeJS.Timeout;
   private readonly service: Service;
   private target!: Target;
   /** Targets of the earlier tries (made on the first retry: most requests never need it). */
@@ -156,7 +161,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private tryStartedMs = 0;
   /** The current try waited in its pool's queue for a connection. */
   private waitedInQueue = false;
-  /** The gateway's deadline timer cut the current try (queuedTooLong). */
+  /** The gateway's deadline timer cut the current try (deadlinePassed). */
   private cutAtDeadline = false;
   /** When the current try's final response head arrived (0: not yet): the end of its latency. */
   private tryHeadMs = 0;
@@ -168,7 +173,6 @@ class Exchange implements Dispatcher.DispatchHandler {
   private sameTargetAgain = false;
   /** Reading a retryable 5xx answer to drop it; the next try follows its end. */
   private dropping?: { backoffMs: number; bytes: number };
-  private dropTimer?: NodeJS.Timeout;
   /** A final response head was taken for the client: the target answered, and no retry may follow. */
   private answered = false;
   private backoffTimer?: NodeJS.Timeout;
@@ -238,7 +242,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
     // false: every connection is busy and the request may wait in the pool's queue, where no
     // undici timeout runs (headersTimeout starts once it is written): bounded here instead.
-    if (!target.pool.dispatch(dispatch, this)) this.waitAtMost(Math.max(1, this.deadlineMs - this.tryStartedMs));
+    if (!target.pool.dispatch(dispatch, this) && !this.abortUpstream && !this.failed) this.armDeadline();
   }
 
   /**
@@ -247,11 +251,8 @@ class Exchange implements Dispatcher.DispatchHandler {
    */
   private endTry(outcome: TryOutcome): void {
     const { target, service, shared } = this;
-    // The try's queue timer (waitAtMost) ends with it: it must never fire into the next try's backoff.
-    if (this.queueTimer) {
-      clearTimeout(this.queueTimer);
-      this.queueTimer = undefined;
-    }
+    // The deadline timer ends with its try: it must never fire into the next try's backoff.
+    this.clearDeadline();
     this.ctx.trace?.endTry(outcome);
     target.inFlight--;
     this.leaveBudget();
@@ -355,11 +356,9 @@ class Exchange implements Dispatcher.DispatchHandler {
     // One that did not (pool.dispatch says false for the request that takes the last free
     // connection too, and a streamed body is written a microtask later) gets undici's own timers
     // only, as every other try: at most NOT_QUEUED_MS more than the service's time.
-    if (this.queueTimer) {
-      if (performance.now() - this.tryStartedMs < NOT_QUEUED_MS) {
-        clearTimeout(this.queueTimer);
-        this.queueTimer = undefined;
-      } else this.waitedInQueue = true;
+    if (this.deadlineTimer) {
+      if (performance.now() - this.tryStartedMs < NOT_QUEUED_MS) this.clearDeadline();
+      else this.waitedInQueue = true;
     }
     // Nobody waits for this request any more (its client left, or it was answered 504 while
     // queued): refused by throwing, which undici turns into onError before writing anything and
@@ -368,23 +367,29 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.abortUpstream = abort;
   }
 
-  /**
-   * Called when the pool is saturated: a request still queued after `ms` (the rest of the service's
-   * time) is answered 504, and so is one that waited and then has no response head by then.
-   */
-  waitAtMost(ms: number): void {
-    if (this.abortUpstream || this.failed) return;
-    this.queueTimer = setTimeout(this.queuedTooLong, ms);
+  private armDeadline(): void {
+    this.deadlineTimer ??= setTimeout(this.deadlinePassed, Math.max(1, this.deadlineMs - performance.now()));
   }
 
-  private readonly queuedTooLong = (): void => {
-    this.queueTimer = undefined;
+  private clearDeadline(): void {
+    if (this.deadlineTimer === undefined) return;
+    clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = undefined;
+  }
+
+  /**
+   * The service's time is up for the current try: a retryable 5xx still being dropped is cut (the
+   * retry then finds no time left: 504); a request still queued is answered 504; one sent (after a
+   * wait, or followed by interim responses) without a final head yet is cut, and onError finds no
+   * time left for another.
+   */
+  private readonly deadlinePassed = (): void => {
+    this.deadlineTimer = undefined;
+    if (this.dropping) return this.dropTooLong();
     if (this.abortUpstream) {
-      // Sent (after a wait, or followed by interim responses), and no final head within the
-      // service's time: the try is cut, and onError finds no time left for another. Not while the
-      // client is still sending its body: that is the client's pace, and undici's own timers
-      // (restarted by every chunk written) apply to it.
-      if (this.answered || this.held || this.dropping || this.settled) return;
+      // Not while the client is still sending its body: that is the client's pace, and undici's
+      // own timers (restarted by every chunk written) apply to it.
+      if (this.answered || this.held || this.settled) return;
       const body = this.dispatch.body;
       if (body instanceof ClientBody && !body.complete) return;
       this.cutAtDeadline = true;
@@ -405,8 +410,7 @@ class Exchange implements Dispatcher.DispatchHandler {
         this.abortUpstream?.(new Error(`more than ${MAX_INTERIM_RESPONSES} interim (1xx) responses`));
       // undici restarts its header timer on each one: from the first, the service's deadline is
       // held by the gateway's own timer (a target trickling 1xx would get 9 × timeoutMs otherwise).
-      else if (this.interim === 1 && !this.queueTimer)
-        this.queueTimer = setTimeout(this.queuedTooLong, Math.max(1, this.deadlineMs - performance.now()));
+      else if (this.interim === 1) this.armDeadline();
       return true;
     }
     this.tryHeadMs = performance.now();
@@ -415,7 +419,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       const backoffMs = this.retryAfter('status');
       if (backoffMs !== undefined) {
         this.dropping = { backoffMs, bytes: 0 };
-        this.dropTimer = setTimeout(this.dropTooLong, Math.max(1, this.deadlineMs - performance.now()));
+        this.armDeadline();
         return true;
       }
     }
@@ -480,7 +484,6 @@ class Exchange implements Dispatcher.DispatchHandler {
   private retryDropped(): void {
     const { backoffMs } = this.dropping!;
     this.dropping = undefined;
-    clearTimeout(this.dropTimer);
     this.endTry('status_5xx');
     this.retry('status', backoffMs);
   }
@@ -488,7 +491,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   onError(err: Error): void {
     const { shared } = this;
     shared.delivered.add(err);
-    if (this.queueTimer) clearTimeout(this.queueTimer);
+    this.clearDeadline();
     if (this.failed) return;
     // undici's length check on a 204/304 already relayed in full (the only response settled
     // before undici's end of it): not a fault of the upstream.
@@ -577,13 +580,13 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   /** The dropped 5xx is too long or too slow: its try is cut, and onError goes on to the retry. */
-  private readonly dropTooLong = (): void => {
+  private dropTooLong(): void {
     this.abortUpstream?.(new Error('retryable 5xx body too long or too slow to drop'));
-  };
+  }
 
   private relayHead(status: number, headers: IncomingHttpHeaders): void {
     this.answered = true;
-    if (this.queueTimer) clearTimeout(this.queueTimer);
+    this.clearDeadline();
     this.res.statusCode = status;
     this.copied = copyResponseHeaders(headers, this.res);
   }
