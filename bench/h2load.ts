@@ -4,29 +4,17 @@
 // statuses and errors; latency percentiles come from its per-request log (--log-file), and its CPU
 // time from the shell that runs it (`times`). `apt-get install nghttp2-client`; H2LOAD=/path to use another.
 import { spawn } from 'node:child_process';
-import { accessSync, constants, readFileSync, rmSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { requireExecutable } from './executable.js';
 import { workDir } from './processes.js';
 import type { WrkOptions, WrkResult } from './wrk.js';
 
-let h2loadPath: string | undefined;
-
 /** h2load's path; throws a clear message when it is not installed. */
 export function requireH2load(): string {
-  if (h2loadPath) return h2loadPath;
-  const candidates = process.env.H2LOAD
-    ? [process.env.H2LOAD]
-    : (process.env.PATH ?? '').split(delimiter).map((dir) => join(dir, 'h2load'));
-  for (const candidate of candidates) {
-    try {
-      accessSync(candidate, constants.X_OK);
-      h2loadPath = candidate;
-      return candidate;
-    } catch {
-      // not this one
-    }
-  }
-  throw new Error(
+  return requireExecutable(
+    'h2load',
+    'H2LOAD',
     '--transport h2 drives its load with h2load, which is not installed: `apt-get install nghttp2-client` (Debian/Ubuntu), ' +
       'or set H2LOAD=/path/to/h2load; or leave h2 out of --transport',
   );
