@@ -4,12 +4,13 @@ import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from './ports.js';
+import { commandPath } from './needs-tool.js';
 
 export const NGINX_CONF = fileURLToPath(new URL('../../config/nginx.conf', import.meta.url));
 
 /** Debian's nginx, if installed (`apt-get install nginx`; .ci/run does). */
 export function nginxBinary(): string | undefined {
-  const onPath = spawnSync('sh', ['-c', 'command -v nginx'], { encoding: 'utf8' }).stdout.trim();
+  const onPath = commandPath('nginx');
   if (onPath) return onPath;
   return ['/usr/sbin/nginx', '/usr/local/sbin/nginx'].find((p) => existsSync(p));
 }

@@ -4,9 +4,10 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ADMIN_TOKENS, OPS_TOKEN } from '../helpers/admin-client.js';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
+import { describeNeeding } from '../helpers/needs-tool.js';
 import { TestRedis } from '../helpers/redis-server.js';
 import { bearer, configCopy, slackRedisTimeout, startGateway, testPlans, type GatewayHandle } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
@@ -21,10 +22,9 @@ import { REPO_ROOT } from '../harness/tollgate.js';
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = join(REPO_ROOT, 'test-results', 'console');
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-if (!existsSync(CHROMIUM))
-  console.warn(`SKIPPED console browser test: ${CHROMIUM} is missing (apt-get install chromium; .ci/run installs it)`);
+const chromiumMissing = existsSync(CHROMIUM) ? undefined : `${CHROMIUM} is missing (apt-get install chromium)`;
 
-describe.skipIf(!existsSync(CHROMIUM))('the operator console in Chromium', () => {
+describeNeeding(chromiumMissing, 'the operator console in Chromium', () => {
   let redis: TestRedis;
   let upstream: EchoUpstream;
   let gateway: GatewayHandle;

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { checkNginxConfig, nginxBinary, nginxConfigFor } from '../helpers/nginx.js';
+import { commandPath, describeNeeding } from '../helpers/needs-tool.js';
 import { REPO_ROOT, runCli } from '../helpers/processes.js';
 
 // The deploy files checked with what runs without a Docker engine: Debian's docker-compose
@@ -12,11 +13,8 @@ import { REPO_ROOT, runCli } from '../helpers/processes.js';
 // (`nginx -t`), and the Dockerfile's structure is checked against the repository.
 
 const composeFile = join(REPO_ROOT, 'docker-compose.yml');
-const hasCompose = spawnSync('sh', ['-c', 'command -v docker-compose'], { encoding: 'utf8' }).stdout.trim() !== '';
+const composeMissing = commandPath('docker-compose') ? undefined : 'docker-compose is not installed (apt-get install docker-compose)';
 const nginx = nginxBinary();
-if (!hasCompose)
-  console.warn('SKIPPED docker-compose checks: docker-compose is not installed (apt-get install docker-compose; .ci/run installs it)');
-if (!nginx) console.warn('SKIPPED nginx -t: nginx is not installed (apt-get install nginx; .ci/run installs it)');
 
 const SECRET = 'compose-check-secret-0123456789abcdefghijklmnop';
 
@@ -45,7 +43,7 @@ interface Service {
 /** Services started by a plain `up` (docker-compose 1.x `config` also lists those of every profile). */
 const withoutProfiles = (services: Record<string, Service>) => Object.fromEntries(Object.entries(services).filter(([, s]) => !s.profiles));
 
-describe.skipIf(!hasCompose)('docker-compose.yml (docker-compose config)', () => {
+describeNeeding(composeMissing, 'docker-compose.yml (docker-compose config)', () => {
   const resolved = () => {
     const result = compose({ TOLLGATE_ASSERTION_SECRET: SECRET });
     expect(result.code, result.stderr).toBe(0);
@@ -191,7 +189,7 @@ describe('Dockerfile', () => {
   });
 });
 
-describe.skipIf(!nginx)('config/nginx.conf (nginx -t)', () => {
+describeNeeding(nginx ? undefined : 'nginx is not installed (apt-get install nginx)', 'config/nginx.conf (nginx -t)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-nginx-check-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 

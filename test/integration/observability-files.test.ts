@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { createMetrics } from '../../src/observability/metrics.js';
+import { commandPath, describeNeeding } from '../helpers/needs-tool.js';
 import { REPO_ROOT } from '../helpers/processes.js';
 
 // The `observability` compose profile (Prometheus scraping every replica, Grafana provisioned with
@@ -11,8 +12,7 @@ import { REPO_ROOT } from '../helpers/processes.js';
 // dashboard's queries checked against the metrics the gateway really exports.
 
 const composeFile = join(REPO_ROOT, 'docker-compose.yml');
-const hasCompose = spawnSync('sh', ['-c', 'command -v docker-compose'], { encoding: 'utf8' }).stdout.trim() !== '';
-if (!hasCompose) console.warn('SKIPPED docker-compose profile checks: docker-compose is not installed (.ci/run installs it)');
+const composeMissing = commandPath('docker-compose') ? undefined : 'docker-compose is not installed (apt-get install docker-compose)';
 const read = (path: string) => readFileSync(join(REPO_ROOT, path), 'utf8');
 
 interface Service {
@@ -45,7 +45,7 @@ function composeConfig(options: string[], extraEnv: Record<string, string> = {})
 
 const mounts = (service: Service) => JSON.stringify(service.volumes);
 
-describe.skipIf(!hasCompose)('docker-compose.yml, profile observability', () => {
+describeNeeding(composeMissing, 'docker-compose.yml, profile observability', () => {
   it('is accepted with --profile observability and with COMPOSE_PROFILES', () => {
     const flag = composeConfig(['--profile', 'observability']);
     expect(flag.code, flag.stderr).toBe(0);
@@ -86,7 +86,7 @@ describe.skipIf(!hasCompose)('docker-compose.yml, profile observability', () => 
   });
 });
 
-describe.skipIf(!hasCompose)('docker-compose.yml, the trace store (issue 24)', () => {
+describeNeeding(composeMissing, 'docker-compose.yml, the trace store (issue 24)', () => {
   it('runs Jaeger in the observability profile, OTLP/HTTP on this network, its UI on loopback only', () => {
     const { services } = composeConfig(['--profile', 'observability']).config!;
     const jaeger = services.jaeger!;

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestRedis } from '../redis-server.js';
+import { describeNeeding } from '../needs-tool.js';
 import { createKey, startGateway, type GatewayHandle } from '../stack.js';
 import { PATHS, sha256, Site } from './site.js';
 import type { InteropUpstream } from './upstream.js';
@@ -86,17 +87,11 @@ class InteropStack {
  * GETs spaced around the server's idle timeout.
  */
 export function describeInterop(target: InteropTarget): void {
-  if (target.missing) {
-    // Skipped where the server is not installed, said in the title; never in CI, which installs it.
-    const title = `${target.server} behind the gateway (skipped: ${target.missing})`;
-    if (process.env.CI === 'true') {
-      describe(title, () => it('the server is installed in CI (.ci/run installs it)', () => expect.fail(target.missing)));
-    } else {
-      describe.skip(title, () => it('needs the server installed', () => undefined));
-    }
-    return;
-  }
+  // Skipped where the server is not installed, saying so; never in CI, which installs it.
+  describeNeeding(target.missing, `${target.server} behind the gateway`, () => describeBehaviours(target));
+}
 
+function describeBehaviours(target: InteropTarget): void {
   let redis: TestRedis;
   let site: Site;
   let key: string;
