@@ -18,7 +18,8 @@ export const HELP = `npm run bench -- [options]
   --upstreams LIST      what the throughput phase runs every target in front of, comma-separated, of
                         plain (a plain Node http.createServer with defaults: Keep-Alive timeout=5),
                         bundled (the category backend: timeout=65); default both, one table each.
-                        The other phases use the bundled backend
+                        The other phases use the bundled backend; profile uses the plain one with
+                        --upstreams plain
   --transport LIST      what the throughput phase speaks to the proxies, comma-separated, of http
                         (default), tls (HTTP/1.1 over TLS, wrk against https://) and h2 (HTTP/2 over
                         TLS, h2load -m 1 from nghttp2-client). For tls and h2, ${TLS_TARGET_NAMES.join(' and ')}
@@ -27,6 +28,13 @@ export const HELP = `npm run bench -- [options]
                         gives every transport side by side, with the ratios to bare on the same
                         transport. Issue 23's run: --phases throughput --targets bare,tollgate
                         --transport http,tls,h2 --upstreams plain
+  --restart             the throughput phase gives every tollgate build (this checkout, --compare,
+                        --variant, its other targets; over plain HTTP) a new process before each
+                        round after the first, warmed up for --warmup seconds: each round then samples another
+                        process. Two processes of one build differ by up to 2-3 % (heap layout, JIT
+                        decisions; an A/A run of one build as two sides): with --restart that
+                        luck averages out over the rounds instead of favouring one side in all of
+                        them. For A/B judgements of a few percent
   --pin MODE            the throughput phase's CPUs (needs taskset; 2+ CPUs): split (default): wrk on
                         the last CPU, the proxy under test on the others, upstreams and Redis free;
                         loadgen: only wrk pinned; none
@@ -83,6 +91,8 @@ export interface Options {
   soakMinutes: number;
   soakRate: number;
   phases: Set<Phase>;
+  /** A new process for every tollgate build before each throughput round after the first. */
+  restart: boolean;
   targets: string[];
   /** Git refs to build and measure beside this checkout (names of their variants: tollgate@REF). */
   compare: string[];
@@ -103,6 +113,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
       upstreams: { type: 'string' },
       transport: { type: 'string' },
       pin: { type: 'string' },
+      restart: { type: 'boolean' },
       'wrk-threads': { type: 'string' },
       'latency-duration': { type: 'string' },
       'latency-rounds': { type: 'string' },
@@ -162,6 +173,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
     upstreams,
     transports,
     pin,
+    restart: values.restart ?? false,
     wrkThreads: int(values['wrk-threads'], 1, 'wrk-threads'),
     compare: values.compare ?? [],
     rounds: int(values.rounds, quick ? 1 : 3, 'rounds'),

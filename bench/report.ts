@@ -301,6 +301,23 @@ export function targets(r: BenchResults): Target[] {
       });
     }
   }
+  // Every other tollgate build of the run (--compare, --variant) against this checkout, table by
+  // table: the A/B a change is judged by (issue 22 asks services to cost at most 3 %).
+  for (const sides of [r.throughput?.plainSides, r.throughput?.sides]) {
+    const one = named(sides, 'tollgate');
+    if (!one) continue;
+    const where = one.upstream === 'plain' ? 'plain Node upstream' : 'bundled backend';
+    const builds = new Set(((r.options.variants ?? []) as Array<{ name: string }>).map((v) => v.name));
+    for (const other of sides!.filter((s) => builds.has(s.name))) {
+      const cpu = (s: Side) => (s.cpuUsPerRequest.proxy ?? NaN).toFixed(1);
+      list.push({
+        what: `${where}: throughput, this checkout vs ${other.name} (A/B)`,
+        target: 'shown',
+        measured: `${roundMedianRatio(one, other).toFixed(3)}× round median; proxy CPU ${cpu(one)} vs ${cpu(other)} µs/request`,
+        met: null,
+      });
+    }
+  }
   const t = named(r.throughput?.sides, 'tollgate');
   if (t) {
     if (t.ratioToBestPeer !== undefined) {

@@ -45,6 +45,8 @@ export interface Target {
   adminUrl?: string;
   /** `tollgate-3-targets`: the URLs of its service's targets, the run's upstream first (./spread-target.ts). */
   spreadUrls?: string[];
+  /** A tollgate build: starts another process of it, as this one was started (--restart). */
+  startAgain?: () => NodeProcess;
 }
 
 // Peers and launchers are TypeScript run by tsx, as `npm run bench` runs this file.
@@ -59,7 +61,8 @@ const ENTERPRISE_QUOTAS = ['--per-minute', '100000000', '--per-day', '1000000000
  * the category backend as the shared upstream, the bare proxy, the peer gateways, tollgate (Redis
  * and embedded) and any other builds of it, and an API key created with the CLI. When the
  * throughput phase runs in front of the plain Node upstream too (--upstreams), that upstream and a
- * second set of the same targets, forwarding to it.
+ * second set of the same targets, forwarding to it; the profile phase uses that upstream when
+ * --upstreams names it alone.
  */
 export class Stack {
   private readonly processes: NodeProcess[] = [];
@@ -128,7 +131,7 @@ export class Stack {
       connectionsUrl: `http://127.0.0.1:${backendCounter}`,
     } as const;
 
-    if (options.phases.has('throughput') && options.upstreams.includes('plain')) {
+    if ((options.phases.has('throughput') || options.phases.has('profile')) && options.upstreams.includes('plain')) {
       const counter = await freePort();
       const process = this.spawn(
         'plain-upstream',
@@ -203,10 +206,11 @@ export class Stack {
       const { role, ...rest } = target;
       list.push({ ...rest, upstream, url: await target.process.listening(role) });
     };
-    const addGateway = async (name: string, process: NodeProcess, usesRedis = true) => {
+    const addGateway = async (name: string, start: () => NodeProcess, usesRedis = true) => {
+      const process = start();
       const url = await process.listening('gateway');
       const adminUrl = await process.listening('admin').catch(() => undefined);
-      list.push({ name, kind: 'tollgate', upstream, url, process, usesRedis, adminUrl });
+      list.push({ name, kind: 'tollgate', upstream, url, process, usesRedis, adminUrl, startAgain: start });
     };
     if (want.has('bare'))
       await add({
@@ -240,29 +244,25 @@ export class Stack {
         process: this.startPeer(`fastify${suffix}`, 'fastify-gateway.ts', upstreamUrl),
         usesRedis: true,
       });
-    if (want.has('tollgate')) await addGateway('tollgate', this.startGateway(`gateway${suffix}`, [], CLI, undefined, upstreamUrl));
+    if (want.has('tollgate')) await addGateway('tollgate', () => this.startGateway(`gateway${suffix}`, [], CLI, undefined, upstreamUrl));
     if (want.has('tollgate-embedded'))
-      await addGateway('tollgate-embedded', this.startEmbedded(`gateway-embedded${suffix}`, key, upstreamUrl), false);
+      await addGateway('tollgate-embedded', () => this.startEmbedded(`gateway-embedded${suffix}`, key, upstreamUrl), false);
     for (const name of QUOTA_VARIANT_NAMES) {
       if (want.has(name))
-        await addGateway(name, this.startGateway(`gateway-${name}${suffix}`, [], CLI, quotaVariantConfig(name), upstreamUrl));
+        await addGateway(name, () => this.startGateway(`gateway-${name}${suffix}`, [], CLI, quotaVariantConfig(name), upstreamUrl));
     }
     for (const name of TRACE_TARGET_NAMES) {
-      if (want.has(name))
-        await addGateway(
-          name,
-          this.startGateway(`gateway-${name}${suffix}`, [], CLI, undefined, upstreamUrl, traceEnv(name, await this.otlpSink())),
-        );
+      if (!want.has(name)) continue;
+      const env = traceEnv(name, await this.otlpSink());
+      await addGateway(name, () => this.startGateway(`gateway-${name}${suffix}`, [], CLI, undefined, upstreamUrl, env));
     }
     for (const variant of options.variants)
-      await addGateway(variant.name, this.startGateway(`gateway-${variant.name}${suffix}`, [], variant.cli, undefined, upstreamUrl));
+      await addGateway(variant.name, () => this.startGateway(`gateway-${variant.name}${suffix}`, [], variant.cli, undefined, upstreamUrl));
     if (want.has(SPREAD_TARGET)) {
       const urls = [upstreamUrl];
       for (let i = 2; i <= SPREAD_INSTANCES; i++) urls.push(await this.startInstance(upstream, `${upstream}-upstream-${i}`));
-      await addGateway(
-        SPREAD_TARGET,
-        this.startGateway(`gateway-${SPREAD_TARGET}${suffix}`, [], CLI, spreadConfig(urls, PATH, suffix), upstreamUrl),
-      );
+      const config = spreadConfig(urls, PATH, suffix);
+      await addGateway(SPREAD_TARGET, () => this.startGateway(`gateway-${SPREAD_TARGET}${suffix}`, [], CLI, config, upstreamUrl));
       list.at(-1)!.spreadUrls = urls;
     }
     return list;
@@ -386,6 +386,15 @@ export class Stack {
   }
 
   /** Stops one process of the run on purpose (a profiled one). */
+  /** A new process in place of a tollgate target's (--restart): stopped, started again, its URLs renewed. */
+  async restart(target: Target): Promise<void> {
+    if (!target.startAgain) return;
+    await this.stop(target.process);
+    target.process = target.startAgain();
+    target.url = await target.process.listening('gateway');
+    target.adminUrl = await target.process.listening('admin').catch(() => undefined);
+  }
+
   async stop(proc: NodeProcess): Promise<void> {
     this.stopped.add(proc);
     await proc.stop('SIGTERM', 15_000);

@@ -30,17 +30,20 @@ interface Profiled {
  */
 export async function profilePhase(stack: Stack, options: Options): Promise<ProfileResults> {
   const seconds = Math.max(options.durationSeconds, 10);
+  // The bundled backend, unless --upstreams names only the plain Node upstream.
+  const only = options.upstreams.length === 1 ? options.upstreams[0] : 'bundled';
+  const upstream = stack.upstreams().find((u) => u.name === only)!;
   const sides: Array<{ name: string; start: (execArgv: string[]) => NodeProcess; listening: string }> = [
-    { name: 'bare', start: (a) => stack.startBare('bare-profiled', a), listening: 'bare proxy' },
-    { name: 'tollgate', start: (a) => stack.startGateway('gateway-profiled', a), listening: 'gateway' },
+    { name: 'bare', start: (a) => stack.startBare('bare-profiled', a, upstream.url), listening: 'bare proxy' },
+    { name: 'tollgate', start: (a) => stack.startGateway('gateway-profiled', a, undefined, undefined, upstream.url), listening: 'gateway' },
     ...options.variants.map((v) => ({
       name: v.name,
-      start: (a: string[]) => stack.startGateway(`${v.name}-profiled`, a, v.cli),
+      start: (a: string[]) => stack.startGateway(`${v.name}-profiled`, a, v.cli, undefined, upstream.url),
       listening: 'gateway',
     })),
   ];
   say(
-    `\nprofile: ${sides.map((s) => s.name).join(', ')}, one after the other under node --cpu-prof, ${options.connections} connections for ${seconds} s after ${options.warmupSeconds} s warmup`,
+    `\nprofile: ${sides.map((s) => s.name).join(', ')}, one after the other under node --cpu-prof in front of the ${upstream.name} upstream, ${options.connections} connections for ${seconds} s after ${options.warmupSeconds} s warmup`,
   );
   mkdirSync(options.outDir, { recursive: true });
   const profiled: Profiled[] = [];

@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { CpuMeter } from '../cpu.js';
 import type { Options } from '../options.js';
@@ -50,16 +50,20 @@ function pin(pid: number, cpuList: string): () => void {
   const before = /mask:\s*([0-9a-f]+)/i.exec(execFileSync('taskset', ['-p', String(pid)], { encoding: 'utf8' }))?.[1];
   execFileSync('taskset', ['-a', '-p', '-c', cpuList, String(pid)], { stdio: 'ignore' });
   return () => {
-    if (before) execFileSync('taskset', ['-a', '-p', before, String(pid)], { stdio: 'ignore' });
+    // A process replaced by --restart has gone: nothing to give back.
+    if (before) spawnSync('taskset', ['-a', '-p', before, String(pid)], { stdio: 'ignore' });
   };
 }
 
 /**
  * Maximum throughput, in front of each upstream of the run (--upstreams: the plain Node upstream
  * and the bundled backend): the same closed-loop wrk load on every target, a warmup each, then
- * rounds that alternate between every target of every upstream (bare first), so a machine that
- * slows down or speeds up during the run affects every side alike. Per round and target: the
- * requests/s, the CPU of the proxy, the upstream, Redis and wrk, the connections the upstream
+ * rounds that alternate between every target of every upstream, so a machine that slows down or
+ * speeds up during the run affects every side alike. Odd rounds go in order (bare first), even
+ * rounds in reverse: a side that always ran right after another one (a process still flushing
+ * its log, a pool whose idle connections expired while it waited) would otherwise carry that
+ * place's bias in every round. With --restart, every tollgate build gets a new process before
+ * each round after the first (options.ts says why). Per round and target: the requests/s, the CPU of the proxy, the upstream, Redis and wrk, the connections the upstream
  * accepted (how many the proxy opened), and the Redis commands (counters reset before the round
  * of a target that uses Redis and read after).
  */
@@ -106,8 +110,20 @@ export async function throughputPhase(stack: Stack, options: Options): Promise<T
     stack.truncateLogs();
     const width = Math.max(...tables.flatMap((t) => t.targets.map((x) => x.name.length)));
     for (let round = 1; round <= options.rounds; round++) {
-      for (const { upstream, transport, targets } of tables) {
-        for (const target of targets) {
+      if (round > 1 && options.restart) {
+        // The plain HTTP targets (TLS twins keep their process).
+        for (const { transport, targets } of tables) {
+          for (const target of targets.filter((t) => t.startAgain)) {
+            await stack.restart(target);
+            if (plan.proxy) restore.push(pin(target.process.pid, plan.proxy));
+            await load(transport, target, options.warmupSeconds);
+          }
+        }
+        stack.truncateLogs();
+      }
+      const inOrder = <T>(list: T[]) => (round % 2 === 1 ? list : [...list].reverse());
+      for (const { upstream, transport, targets } of inOrder(tables)) {
+        for (const target of inOrder(targets)) {
           const measured = await measure(stack, upstream, target, () => load(transport, target, options.durationSeconds));
           const key = keyOf(transport, target);
           if (!runs.has(key)) runs.set(key, []);
