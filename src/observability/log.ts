@@ -10,7 +10,7 @@ const FLUSH_INTERVAL_MS = 100;
  * JSON logs on stdout. Credentials are redacted by path, so a header dump or an error carrying a
  * request can never print an API key.
  *
- * Lines are buffered and written in batches (at 8 KiB, every 100 ms, and on exit: LineBatch) rather
+ * Lines are buffered and written in batches (at 64 KiB, every 100 ms, and on exit: LineBatch) rather
  * than one blocking write per request: with an access line per request, per-line writes were the
  * gateway's largest single cost under load.
  */
@@ -57,12 +57,19 @@ function loggerOptions(level: string, name: string): LoggerOptions {
   };
 }
 
-/** A batch of lines is handed to the stdout writer once it holds this many characters. */
-const BATCH_CHARS = 8 * 1024;
+/**
+ * A batch of lines is handed to the stdout writer once it holds this many characters. Each batch
+ * is one asynchronous write, and its fixed cost (the thread-pool round trip) dwarfs the bytes:
+ * 8 KiB batches cost about 1.5 µs of CPU per access line, 64 KiB ones about 0.2 (measured: issue
+ * 22). Lines wait no longer for it: FLUSH_INTERVAL_MS still writes whatever is held.
+ */
+const BATCH_CHARS = 64 * 1024;
 
 function bufferedStdout(): DestinationStream {
   // minLength 0: sonic-boom writes whatever it is given at once; the batching is LineBatch's.
-  const batch = new LineBatch(pino.destination({ dest: 1, sync: false, minLength: 0 }));
+  // maxWrite: batches that pile up behind a write in flight go out as one write, up to this
+  // (sonic-boom's default merges only up to 16 KiB).
+  const batch = new LineBatch(pino.destination({ dest: 1, sync: false, minLength: 0, maxWrite: BATCH_CHARS * 4 }));
   setInterval(() => batch.flush(), FLUSH_INTERVAL_MS).unref();
   // Before pino's own exit hooks (registered when the destination was made) flush sonic-boom:
   // a line still in the batch is handed over first, so it is written too.
