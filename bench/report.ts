@@ -311,6 +311,7 @@ export function targets(r: BenchResults): Target[] {
     for (const other of sides!.filter((s) => builds.has(s.name))) {
       const cpu = (s: Side) => (s.cpuUsPerRequest.proxy ?? NaN).toFixed(1);
       list.push({
+        issue: 22,
         what: `${where}: throughput, this checkout vs ${other.name} (A/B)`,
         target: 'shown',
         measured: `${roundMedianRatio(one, other).toFixed(3)}× round median; proxy CPU ${cpu(one)} vs ${cpu(other)} µs/request`,
