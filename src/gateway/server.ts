@@ -86,21 +86,7 @@ export function createGatewayServer(parts: GatewayServerParts): Server | Http2Se
   /** `upgradeHead`: a WebSocket handshake, with the bytes the client sent after it. */
   async function handle(req: IncomingMessage, res: ServerResponse, upgradeHead?: Buffer): Promise<void> {
     guard?.spoke(req.socket);
-    // Every field from the start, so every request's context has one shape (fields added later
-    // would each move the object to another hidden class and grow a separate property store).
-    const ctx: RequestContext = {
-      req,
-      res,
-      startedAtMs: performance.now(),
-      requestId: '',
-      consumer: undefined,
-      degraded: undefined,
-      shadowRefusal: undefined,
-      refusal: undefined,
-      route: undefined,
-      upstream: undefined,
-      trace: undefined,
-    };
+    const ctx: RequestContext = { req, res, startedAtMs: performance.now(), requestId: '' };
     if (tracing) {
       // W3C Trace Context Level 2: the response names the trace and the gateway's span, on
       // answers and Error bodies alike (an upstream's own traceresponse does not replace it).

@@ -33,12 +33,7 @@ export class DeferredCounter<L extends string> {
   }
 
   inc(labels: Labels<L>, n = 1): void {
-    // child()'s lookup, written out: inc runs several times per request, and the call did not
-    // inline (measured: issue 22).
-    const key = keyOf(labels);
-    const entry = this.pending.get(key);
-    if (entry) entry.n += n;
-    else this.pending.set(key, { labels, n });
+    this.child(labels).n += n;
   }
 
   /**

@@ -36,7 +36,7 @@ type Source = 'store' | 'local_cache' | 'fallback';
  * backend 4xx, 429, 502/504).
  */
 export function enforceQuota(deps: QuotaDeps): Policy {
-  const { store, health, local } = deps;
+  const { store, health, local, metrics } = deps;
   return (ctx) => {
     const key = ctx.consumer!;
     const plans = deps.plans();
@@ -54,75 +54,29 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     const cost = deps.costs().costOf(ctx.req.method ?? 'GET', pathOf(ctx.req.url));
     if (!health.shouldTry()) return degrade(ctx, deps, quota, plans.ban, subject, cost);
 
-    const { ban } = plans;
-    if (ctx.trace) return tracedDecision(ctx, deps, quota, subject, ban, cost);
-    // Untraced (the common case): the two callbacks hold nothing for a span.
     const startedMs = performance.now();
-    return store.consume(subject, quota, ban, cost).then(
-      (outcome) => decided(ctx, deps, quota, subject, ban, outcome, startedMs),
-      (err: unknown) => storeFailed(ctx, deps, quota, subject, ban, cost, err),
+    const span = ctx.trace?.storeCall('tollgate quota decision', key.id);
+    const batched = span && ((requests: number) => span.setAttribute('tollgate.quota.batch_size', requests));
+    return store.consume(subject, quota, plans.ban, cost, batched).then(
+      (outcome) => {
+        // Guarded here too: the attributes object is not made for a request nobody traces.
+        if (span) endSpan(span, { 'tollgate.quota.verdict': outcome.verdict, 'tollgate.quota.cost': cost });
+        metrics.redisSeconds.observe({ operation: 'quota' }, (performance.now() - startedMs) / 1000);
+        health.succeeded();
+        local.remember(subject, outcome);
+        if (outcome.verdict === 'banned' && outcome.bannedUntilMs - outcome.nowMs === plans.ban.duration * 1000) {
+          metrics.bans.inc({ plan: key.plan });
+        }
+        return judge(ctx, deps, quota, outcome, 'store');
+      },
+      (err: unknown) => {
+        endSpan(span, { 'tollgate.quota.cost': cost }, 'store_unavailable');
+        metrics.redisErrors.inc({ operation: 'quota' });
+        health.failed(err);
+        return degrade(ctx, deps, quota, plans.ban, subject, cost);
+      },
     );
   };
-}
-
-/** The store's decision for a traced request: the same, inside a span of its own. */
-function tracedDecision(
-  ctx: RequestContext,
-  deps: QuotaDeps,
-  quota: Quota,
-  subject: string,
-  ban: BanPolicy,
-  cost: number,
-): Promise<Decision> {
-  const span = ctx.trace!.storeCall('tollgate quota decision', ctx.consumer!.id);
-  // Unsampled: no span, and nothing made for one.
-  const batched = span && ((requests: number) => span.setAttribute('tollgate.quota.batch_size', requests));
-  const startedMs = performance.now();
-  return deps.store.consume(subject, quota, ban, cost, batched).then(
-    (outcome) => {
-      if (span) endSpan(span, { 'tollgate.quota.verdict': outcome.verdict, 'tollgate.quota.cost': cost });
-      return decided(ctx, deps, quota, subject, ban, outcome, startedMs);
-    },
-    (err: unknown) => {
-      endSpan(span, { 'tollgate.quota.cost': cost }, 'store_unavailable');
-      return storeFailed(ctx, deps, quota, subject, ban, cost, err);
-    },
-  );
-}
-
-/** The store decided: timed, remembered (bans), counted, judged. */
-function decided(
-  ctx: RequestContext,
-  deps: QuotaDeps,
-  quota: Quota,
-  subject: string,
-  ban: BanPolicy,
-  outcome: QuotaOutcome,
-  startedMs: number,
-): Decision {
-  const { metrics } = deps;
-  metrics.redisSeconds.observe({ operation: 'quota' }, (performance.now() - startedMs) / 1000);
-  deps.health.succeeded();
-  deps.local.remember(subject, outcome);
-  if (outcome.verdict === 'banned' && outcome.bannedUntilMs - outcome.nowMs === ban.duration * 1000) {
-    metrics.bans.inc({ plan: ctx.consumer!.plan });
-  }
-  return judge(ctx, deps, quota, outcome, 'store');
-}
-
-/** The store could not decide: counted, and the request is decided without it (degrade). */
-function storeFailed(
-  ctx: RequestContext,
-  deps: QuotaDeps,
-  quota: Quota,
-  subject: string,
-  ban: BanPolicy,
-  cost: number,
-  err: unknown,
-): Promise<Decision> {
-  deps.metrics.redisErrors.inc({ operation: 'quota' });
-  deps.health.failed(err);
-  return degrade(ctx, deps, quota, ban, subject, cost);
 }
 
 function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: QuotaOutcome, source: Source): Decision {
