@@ -122,10 +122,11 @@ function crossChecked(services: ServiceConfig[], ctx: z.RefinementCtx): void {
     if (names.has(service.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate service name "${service.name}"` });
     names.set(service.name, i);
     service.paths.forEach((p, j) => {
-      const owner = prefixes.get(p);
+      // Prefixes match whatever the case (upstream/service-routes.ts): /v1/Store and /v1/store are one.
+      const owner = prefixes.get(p.toLowerCase());
       if (owner !== undefined)
         ctx.addIssue({ code: 'custom', path: [i, 'paths', j], message: `"${p}" is already claimed by service "${owner}"` });
-      else prefixes.set(p, service.name);
+      else prefixes.set(p.toLowerCase(), service.name);
     });
     const urls = new Set<string>();
     targetsOf(service).forEach((t, j) => {

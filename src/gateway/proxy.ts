@@ -15,6 +15,7 @@ import type { Service } from '../upstream/service.js';
 import type { Route } from '../upstream/service-routes.js';
 import type { Target } from '../upstream/target.js';
 import type { Upstreams } from '../upstream/upstreams.js';
+import { answerInternalError } from './answer-fault.js';
 import { AssertionRejections } from './assertion-rejections.js';
 import type { RequestContext } from './context.js';
 import { responseHeadersOf } from './upstream-response-fields.js';
@@ -158,6 +159,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** Targets of the earlier tries (made on the first retry: most requests never need it). */
   private tried?: Set<Target>;
   private tries = 0;
+  /** A choice of this request found no target in rotation (counted once: a request, not a try). */
+  private panicked = false;
   private tryStartedMs = 0;
   /** The current try waited in its pool's queue for a connection. */
   private waitedInQueue = false;
@@ -205,9 +208,10 @@ class Exchange implements Dispatcher.DispatchHandler {
   private send(again: boolean): void {
     if (!again) {
       if (this.tries > 0) (this.tried ??= new Set()).add(this.target);
-      const choice = this.service.choose(this.tried);
+      const choice = this.service.choose(this.tried, !this.panicked);
       if ('unavailable' in choice) return this.unavailable(choice.retryAfterSeconds);
       this.target = choice.target;
+      if (choice.panicked) this.panicked = true;
     }
     const { target, service } = this;
     this.tries++;
@@ -402,7 +406,54 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.fail(new errors.HeadersTimeoutError('queued for a connection longer than the service timeout'));
   };
 
+  // undici's callbacks run our code: a throw in them is a fault of ours, never the target's, and
+  // undici would otherwise read it as a broken connection (a 502, a retry, a target blamed).
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    try {
+      return this.head(statusCode, rawHeaders, resume);
+    } catch (err) {
+      return this.ourFault(err);
+    }
+  }
+
+  onData(chunk: Buffer): boolean {
+    try {
+      return this.data(chunk);
+    } catch (err) {
+      return this.ourFault(err);
+    }
+  }
+
+  onComplete(): void {
+    try {
+      this.complete();
+    } catch (err) {
+      this.ourFault(err);
+    }
+  }
+
+  /**
+   * A throw of ours while relaying: the try is abandoned (it says nothing of the target), the
+   * upstream request is cut, and the client gets one 500 `internal_error` with its connection
+   * closed, or a cut response if one had started (gateway/answer-fault.ts says the same for the
+   * chain). The onError that the cut brings finds the exchange failed.
+   */
+  private ourFault(err: unknown): false {
+    if (this.failed) return false;
+    this.failed = true;
+    if (!this.settled) this.endTry('abandoned');
+    this.settled = true;
+    this.clearDeadline();
+    this.shared.logger.error(
+      { err, reqId: this.req.headers['x-request-id'], service: this.service.name },
+      'relay failed: answered 500 internal_error',
+    );
+    this.abortUpstream?.(err instanceof Error ? err : new Error(String(err)));
+    answerInternalError(this.req, this.res, this.copied);
+    return false;
+  }
+
+  private head(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
     this.ctx.trace?.tryStatus(statusCode);
     if (statusCode < 200) {
       // 1xx are not relayed (the gateway answered any Expect itself); a flood of them ends it.
@@ -441,7 +492,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     return true;
   }
 
-  onData(chunk: Buffer): boolean {
+  private data(chunk: Buffer): boolean {
     if (this.dropping) {
       if ((this.dropping.bytes += chunk.length) > DROP_MAX_BYTES) this.dropTooLong();
       return true;
@@ -456,7 +507,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     return false;
   }
 
-  onComplete(): void {
+  private complete(): void {
     if (this.dropping) return this.retryDropped();
     // Settled before its end only as a 204/304, answered with its head.
     if (this.settled) return;

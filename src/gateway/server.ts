@@ -17,7 +17,9 @@ import { observeWhenDone } from './access-log.js';
 import { runChain } from './chain.js';
 import { isAnswer, type Policy, type RequestContext } from './context.js';
 import type { ForwardPlan, UpstreamProxy } from './proxy.js';
+import { answerFault } from './answer-fault.js';
 import { sendAnswer } from './send-answer.js';
+import type { TestFaults } from './test-faults.js';
 import { isWebSocketHandshake, responseOnUpgradedSocket, type WebSocketTunnels } from './websocket-proxy.js';
 
 export interface GatewayServerParts {
@@ -36,14 +38,27 @@ export interface GatewayServerParts {
   tls?: TlsFiles;
   /** OpenTelemetry tracing (tracing/tracing-from-env.ts); absent: no span, no trace header, no cost. */
   tracing?: Tracing;
+  /** Test-only fault injection (test-faults.ts); absent in production: nothing is wrapped. */
+  faults?: TestFaults;
 }
 
 /**
- * The request lifecycle: policy chain, then either the rejection as an Error body or the proxy.
- * Faults thrown anywhere in the chain are answered here, once, as 500.
+ * The request lifecycle: the edge decision, the policy chain, then either the rejection as an
+ * Error body or the proxy. A fault thrown anywhere from the first line of `handle` to the hand-over
+ * to the proxy or the tunnel (and inside their exchanges: proxy.ts) is answered once, as a 500
+ * `internal_error` and a closed HTTP/1.1 connection, or with a cut response when one had already
+ * started (answer-fault.ts): never a hang, never two answers.
  */
 export function createGatewayServer(parts: GatewayServerParts): Server | Http2SecureServer {
-  const { chain, route, proxy, logger, metrics, timeouts, guard, tunnels, tls, tracing } = parts;
+  const { route, proxy, logger, metrics, timeouts, guard, tunnels, tls, tracing, faults } = parts;
+  // Armed only under test (test-faults.ts): each stage is then wrapped to throw on request.
+  const chain = faults ? faults.chain(parts.chain) : parts.chain;
+  const decideEdge = faults ? faults.wrap('edge', edgeDecision, (req) => req) : edgeDecision;
+  const forward = faults ? faults.wrap('forward', armedAfterHandOver(faults, proxy.forward), (ctx) => ctx.req) : proxy.forward;
+  const tunnel =
+    tunnels && faults
+      ? faults.wrap('tunnel', armedAfterHandOver(faults, tunnels.forward.bind(tunnels)), (ctx) => ctx.req)
+      : tunnels?.forward.bind(tunnels);
   // HTTP/2 streams arrive as Http2ServerRequest/Response, which h2-request.ts makes read like
   // IncomingMessage/ServerResponse (headers without pseudo-fields, Host from :authority), and every
   // HTTP/1-only call below is guarded: one handler, typed as HTTP/1.1, serves both.
@@ -85,36 +100,43 @@ export function createGatewayServer(parts: GatewayServerParts): Server | Http2Se
 
   /** `upgradeHead`: a WebSocket handshake, with the bytes the client sent after it. */
   async function handle(req: IncomingMessage, res: ServerResponse, upgradeHead?: Buffer): Promise<void> {
-    guard?.spoke(req.socket);
     const ctx: RequestContext = { req, res, startedAtMs: performance.now(), requestId: '' };
-    if (tracing) {
-      // W3C Trace Context Level 2: the response names the trace and the gateway's span, on
-      // answers and Error bodies alike (an upstream's own traceresponse does not replace it).
-      ctx.trace = tracing.gatewayRequest(req, tls ? 'https' : 'http');
-      res.setHeader('traceresponse', ctx.trace.traceresponse());
-    }
-    observeWhenDone(ctx, logger, metrics, route);
-    const plan = edgeDecision(req, res);
-    if (!plan) return;
     try {
+      guard?.spoke(req.socket);
+      if (tracing) {
+        // W3C Trace Context Level 2: the response names the trace and the gateway's span, on
+        // answers and Error bodies alike (an upstream's own traceresponse does not replace it).
+        ctx.trace = tracing.gatewayRequest(req, tls ? 'https' : 'http');
+        res.setHeader('traceresponse', ctx.trace.traceresponse());
+      }
+      observeWhenDone(ctx, logger, metrics, route);
+      const plan = decideEdge(req, res);
+      if (!plan) return;
       const rejection = await runChain(ctx, chain);
       if (!rejection) {
-        if (upgradeHead) return tunnels!.forward(ctx, plan, upgradeHead);
+        if (upgradeHead) return tunnel!(ctx, plan, upgradeHead);
         if (plan.expectsContinue) res.writeContinue();
-        return proxy.forward(ctx, plan);
+        return forward(ctx, plan);
       }
       if (isAnswer(rejection)) return sendAnswer(res, rejection);
       ctx.refusal = rejection.code;
       if (statusOf(rejection.code) === 401) metrics.authFailures.inc({ code: rejection.code });
       sendError(res, rejection.code, rejection.message, rejection.headers);
     } catch (err) {
-      logger.error({ err, reqId: ctx.requestId }, 'request failed in the policy chain');
-      sendError(res, 'internal_error');
+      answerFault(ctx, err, logger);
     }
   }
 
   answerClientErrors(server);
   return server;
+}
+
+/** Under test only: the stages after the hand-over armed on the response before the proxy or tunnel takes it (test-faults.ts). */
+function armedAfterHandOver<A extends unknown[]>(faults: TestFaults, forward: (ctx: RequestContext, ...rest: A) => void) {
+  return (ctx: RequestContext, ...rest: A): void => {
+    faults.armResponse(ctx.req, ctx.res);
+    forward(ctx, ...rest);
+  };
 }
 
 /**
@@ -123,7 +145,15 @@ export function createGatewayServer(parts: GatewayServerParts): Server | Http2Se
  * metric label and the upstream read the same path. Undefined once an Error body was sent.
  */
 function edgeDecision(req: IncomingMessage, res: ServerResponse): (ForwardPlan & { expectsContinue: boolean }) | undefined {
-  const h2 = req.httpVersionMajor === 2;
+  // An HTTP/2 stream by the transport it came on, never by the version its request line claims:
+  // llhttp accepts `HTTP/2.0` (and `HTTP/0.9`) in an HTTP/1 request line.
+  const h2 = 'stream' in req;
+  if (!h2 && req.httpVersionMajor !== 1) {
+    // RFC 9110 §15.6.6; the connection cannot be trusted to speak HTTP/1.1 after it.
+    res.shouldKeepAlive = false;
+    sendError(res, 'http_version_not_supported');
+    return undefined;
+  }
   const framing = h2 ? h2RequestFraming(req as unknown as Http2ServerRequest) : requestFraming(req);
   if (!framing.ok) {
     // The rest of the connection cannot be trusted to hold message boundaries: close it after this

@@ -39,6 +39,7 @@ import { RouteCosts } from './route-costs.js';
 import { RouteRules } from './route-rules.js';
 import { createGatewayServer } from './server.js';
 import { edgeConnections } from './edge-connections.js';
+import { testFaultsFromEnv } from './test-faults.js';
 
 export interface RunningGateway {
   url: string;
@@ -166,7 +167,20 @@ export async function startGateway(
   const { guard, tunnels } = edgeConnections(settings.gateway, upstreams, ownStores.keys, logger, metrics.registry);
   // gateway.tls set: HTTPS, and HTTP/2 by ALPN, on the same port (http/tls-listener.ts).
   const tls = settings.gateway.tls.cert ? settings.gateway.tls : undefined;
-  const server = createGatewayServer({ chain, route, proxy, logger, metrics, timeouts: settings.gateway, guard, tunnels, tls, tracing });
+  const faults = testFaultsFromEnv(process.env, logger);
+  const server = createGatewayServer({
+    chain,
+    route,
+    proxy,
+    logger,
+    metrics,
+    timeouts: settings.gateway,
+    guard,
+    tunnels,
+    tls,
+    tracing,
+    faults,
+  });
   const admin = createAdminServer(
     {
       metrics: scraper(metrics.registry),

@@ -6,6 +6,7 @@ import { sendError } from '../errors/render.js';
 import { forwardedValues } from '../http/forwarded-headers.js';
 import type { Logger } from '../observability/log.js';
 import type { Upstreams } from '../upstream/upstreams.js';
+import { answerInternalError } from './answer-fault.js';
 import type { RequestContext } from './context.js';
 import type { ForwardPlan } from './proxy.js';
 import { responseHeadersOf } from './upstream-response-fields.js';
@@ -181,6 +182,8 @@ export class WebSocketTunnels {
  */
 class Handshake implements Dispatcher.DispatchHandler {
   private abort?: (err?: Error) => void;
+  /** A fault of ours was answered: nothing more of the target's answer is relayed. */
+  private failed = false;
 
   constructor(
     private readonly tunnels: WebSocketTunnels,
@@ -198,11 +201,29 @@ class Handshake implements Dispatcher.DispatchHandler {
   }
 
   onUpgrade(statusCode: number, rawHeaders: Buffer[] | string[] | null, socket: Duplex): void {
-    const { res } = this.ctx;
     if (this.tunnel.client.destroyed) {
       socket.destroy();
       return;
     }
+    try {
+      this.relayUpgrade(statusCode, rawHeaders, socket);
+    } catch (err) {
+      // A fault of ours, not the target's (undici would call it a broken connection: a 502).
+      socket.destroy();
+      this.ourFault(err);
+    }
+  }
+
+  private ourFault(err: unknown): void {
+    this.logger.error(
+      { err, reqId: this.ctx.req.headers['x-request-id'] },
+      'websocket handshake relay failed: answered 500 internal_error',
+    );
+    answerInternalError(this.ctx.req, this.ctx.res);
+  }
+
+  private relayUpgrade(statusCode: number, rawHeaders: Buffer[] | string[] | null, socket: Duplex): void {
+    const { res } = this.ctx;
     const headers = responseHeadersOf((rawHeaders ?? []) as Buffer[]);
     copyResponseHeaders(headers, res);
     res.setHeader('connection', 'Upgrade');
@@ -216,22 +237,29 @@ class Handshake implements Dispatcher.DispatchHandler {
   onHeaders(statusCode: number, rawHeaders: Buffer[], _resume: () => void): boolean {
     if (statusCode < 200) return true;
     const { res } = this.ctx;
-    res.statusCode = statusCode;
-    copyResponseHeaders(responseHeadersOf(rawHeaders), res);
+    try {
+      res.statusCode = statusCode;
+      copyResponseHeaders(responseHeadersOf(rawHeaders), res);
+    } catch (err) {
+      this.failed = true;
+      this.abort?.();
+      this.ourFault(err);
+    }
     return true;
   }
 
   onData(chunk: Buffer): boolean {
     // A refusal's body: small, and the connection ends with it; no backpressure needed.
-    this.ctx.res.write(chunk);
+    if (!this.failed) this.ctx.res.write(chunk);
     return true;
   }
 
   onComplete(): void {
-    this.ctx.res.end();
+    if (!this.failed) this.ctx.res.end();
   }
 
   onError(err: Error): void {
+    if (this.failed) return;
     const { res, req } = this.ctx;
     if (res.headersSent) {
       res.destroy();

@@ -5,7 +5,8 @@ import { pick } from './balancer.js';
 import { Target } from './target.js';
 
 /** What a try is given: a target, or the verdict that none may be tried now. */
-export type Choice = { target: Target } | { unavailable: true; retryAfterSeconds: number };
+/** `panicked`: no target was in rotation, and this one was chosen among all of them (`panic: all`). */
+export type Choice = { target: Target; panicked?: true } | { unavailable: true; retryAfterSeconds: number };
 
 export interface ServiceEvents {
   ejected(service: string, target: string, forMs: number): void;
@@ -99,21 +100,27 @@ export class Service {
     return { timeoutMs: tryTimeoutMs || timeoutMs, maxSockets, tls };
   }
 
-  choose(tried?: ReadonlySet<Target>): Choice {
-    if (this.successor) return this.successor.choose(tried);
+  /**
+   * `countPanic`: false for a retry of a request whose earlier choice already panicked, so that
+   * tollgate_upstream_panic_total counts requests, not tries.
+   */
+  choose(tried?: ReadonlySet<Target>, countPanic = true): Choice {
+    if (this.successor) return this.successor.choose(tried, countPanic);
     // One target in rotation, nothing tried: the common case, without a filtered copy (and, while
     // it has never been ejected, without a clock read).
     if (this.targets.length === 1 && !tried && this.targets[0]!.health.inRotation()) return this.onlyTarget!;
     const nowMs = this.now();
     let inRotation = this.targets.filter((t) => t.health.inRotation(nowMs));
-    if (inRotation.length === 0) {
-      this.events.panic(this.name);
+    const panicked = inRotation.length === 0;
+    if (panicked) {
+      if (countPanic) this.events.panic(this.name);
       if (this.config.panic === 'fail') return { unavailable: true, retryAfterSeconds: this.secondsToReadmission(nowMs) };
       inRotation = this.targets;
     }
     const untried = tried ? inRotation.filter((t) => !tried.has(t)) : inRotation;
     const candidates = untried.length ? untried : inRotation;
-    return { target: pick(this.config.balance, candidates, nowMs, this.config.slowStartMs) };
+    const target = pick(this.config.balance, candidates, nowMs, this.config.slowStartMs);
+    return panicked ? { target, panicked } : { target };
   }
 
   /** A try's outcome, for passive health: ok, or a failure that counts against the target. */

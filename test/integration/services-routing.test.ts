@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CountingTarget, withServices } from '../helpers/counting-targets.js';
 import { TestRedis } from '../helpers/redis-server.js';
+import { inOneMinute } from '../helpers/windows.js';
 import { bearer, configCopy, createKey, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
 
 // Services in gateway.yaml: the longest whole-segment prefix routes a canonical path, stripPrefix
@@ -38,7 +39,7 @@ services:
     stripPrefix: true
     targets: [${dogs.url}]
 `,
-      ),
+      ).replace('  costs: []', "  costs:\n    - { method: GET, path: '/v1/dogs/{id}', cost: 7 }"),
   });
   gateway = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: fallback.url, TOLLGATE_CONFIG_DIR: config });
   key = await createKey(redis, ['--plan', 'enterprise']);
@@ -70,6 +71,19 @@ describe('services by path prefix', () => {
     expect((await get('/v1/./dogs/%31')).body).toEqual(expect.objectContaining({ target: 'dogs', url: '/1' }));
     expect((await get('/v1//dogs/2')).body).toEqual(expect.objectContaining({ target: 'dogs', url: '/2' }));
     expect((await get('/v1/x/../dogs/3')).body).toEqual(expect.objectContaining({ target: 'dogs', url: '/3' }));
+  });
+
+  it('reads a path one way whatever its case: /V1/DOGS/x is routed to dogs and charged the cost of /v1/dogs/{id}', async () => {
+    await inOneMinute(async () => {
+      const remaining = async (path: string) => {
+        const res = await fetch(`${gateway.url}${path}`, { headers: bearer(key.key) });
+        expect(await res.json()).toEqual(expect.objectContaining({ target: 'dogs', url: path.replace(/^\/v1\/dogs/i, '') }));
+        return Number(res.headers.get('x-ratelimit-remaining'));
+      };
+      const first = await remaining('/v1/dogs/1');
+      expect(await remaining('/V1/DOGS/2')).toBe(first - 7);
+      expect(await remaining('/v1/Dogs/3')).toBe(first - 14);
+    });
   });
 
   it('spreads a service by weight, 1:3, smoothly', async () => {
