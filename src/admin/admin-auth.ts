@@ -3,6 +3,7 @@ import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import type { ConsoleSessions } from '../console/sessions.js';
 import type { ErrorCode } from '../errors/registry.js';
 import { clientAddressOf } from '../http/client-address.js';
+import { limitedWarn } from '../observability/limited-warn.js';
 import type { Logger } from '../observability/log.js';
 import type { AdminTokens } from './admin-tokens.js';
 
@@ -36,9 +37,10 @@ export function adminAuthenticator(
   sessions?: ConsoleSessions,
 ): AdminAuthenticator {
   const failures = new RateLimiterMemory({ points: failuresPerMinute, duration: WINDOW_SECONDS, keyPrefix: 'tg-admin-auth' });
+  const warnRefused = limitedWarn(logger, 'admin authentication failed');
 
   const refuse = async (address: string, code: ErrorCode): Promise<AdminAuthResult> => {
-    logger.warn({ address, code }, 'admin authentication failed');
+    warnRefused({ address, code });
     try {
       await failures.consume(address);
     } catch (err) {

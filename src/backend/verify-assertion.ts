@@ -5,6 +5,7 @@ import type { webcrypto } from 'node:crypto';
 import type { AssertionSettings } from '../config/assertion-schema.js';
 import { ASSERTION_ALG, ASSERTION_HEADER, CONSUMER_ID_HEADER, CONSUMER_PLAN_HEADER, importAssertionKey } from '../identity/assertion.js';
 import type { AssertionSecrets } from '../identity/assertion-secrets.js';
+import { limitedWarn } from '../observability/limited-warn.js';
 import type { Logger } from '../observability/log.js';
 import type { VerifyRequest } from './request-handler.js';
 
@@ -49,8 +50,9 @@ export function assertionVerifier(opts: VerifierOptions): VerifyRequest {
   };
   const verified = new LRUCache<string, Verified>({ max: opts.maxCachedTokens ?? 10_000 });
 
+  const warnRefused = limitedWarn(logger, 'request refused: no valid gateway assertion');
   const refuse = (reason: string) => {
-    logger.warn({ reason }, 'request refused: no valid gateway assertion');
+    warnRefused({ reason });
     return 'invalid_gateway_assertion' as const;
   };
 

@@ -7,6 +7,7 @@ import {
   type ServerHttp2Session,
 } from 'node:http2';
 import type { Socket } from 'node:net';
+import { limitedWarn } from '../observability/limited-warn.js';
 import type { Logger } from '../observability/log.js';
 import { MAX_HEADER_LIST_BYTES } from './h2-request.js';
 import { MAX_HEADER_FIELDS } from './request-framing.js';
@@ -79,6 +80,7 @@ export function closeTlsConnections(server: object, hard: boolean): boolean {
  */
 export function createTlsListener(options: TlsListenerOptions, handler: (req: AnyRequest, res: AnyResponse) => void): TlsListener {
   const { files, timeouts, logger } = options;
+  const warnResets = limitedWarn(logger, 'HTTP/2 session ended: too many streams reset by the client');
   // Applied on reloads only, once `server` exists.
   const reloader = new TlsContextReloader(files, (material) => server.setSecureContext(secureContextOptions(material.default)), logger);
   const server = createSecureServer(
@@ -127,7 +129,7 @@ export function createTlsListener(options: TlsListenerOptions, handler: (req: An
         resets = 0;
       }
       if (++resets > MAX_CLIENT_RESETS && !session.destroyed) {
-        logger.warn({ peer: session.socket?.remoteAddress, resets }, 'HTTP/2 session ended: too many streams reset by the client');
+        warnResets({ peer: session.socket?.remoteAddress, resets });
         session.goaway(NGHTTP2_ENHANCE_YOUR_CALM);
         session.destroy();
       }

@@ -103,9 +103,9 @@ export class NodeProcess {
   /**
    * Waits for the "<role> listening" log line and returns the base URL it names. A process that
    * never gets there is killed, so a failed start leaves nothing running. The wait is long: on a
-   * loaded 2-core machine a start has been seen to take over 10 s.
+   * loaded 2-core machine a start has been seen to take over 30 s.
    */
-  async listening(role: string, timeoutMs = 25_000): Promise<string> {
+  async listening(role: string, timeoutMs = 120_000): Promise<string> {
     try {
       const line = await this.waitForLog(`${role} listening`, timeoutMs);
       return String(line.url);
