@@ -10,14 +10,14 @@ ARG NODE_IMAGE=node:24-alpine
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-# --ignore-scripts: `prepare` would compile before the sources are here; we compile below.
+# --ignore-scripts: no dependency's install script runs in the build; we compile below.
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
 RUN npx tsc -p tsconfig.json
 
 # 2. Production dependencies only (no compiler, no test tools), exactly as `npm install tollgate`
-#    gets them: no dependency is patched. --ignore-scripts skips `prepare` (compiled above).
+#    gets them: no dependency is patched, no install script runs.
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -181,7 +181,8 @@ describe('Dockerfile', () => {
       dependencies: Record<string, string>;
     };
     expect(pkg.dependencies['patch-package']).toBeUndefined();
-    expect(Object.keys(pkg.scripts).filter((name) => /^(pre|post)?install$/.test(name))).toEqual([]);
+    // prepare runs on installs from git and is flagged as an install script by npm: build in prepack.
+    expect(Object.keys(pkg.scripts).filter((name) => /^((pre|post)?install|prepare)$/.test(name))).toEqual([]);
   });
 
   it('copies only paths that exist and that .dockerignore lets into the build context', () => {

@@ -66,7 +66,7 @@ function waitForOutput(pattern: RegExp, timeoutMs: number): Promise<RegExpMatchA
 
 beforeAll(async () => {
   scratch = realpathSync(mkdtempSync(join(tmpdir(), 'tollgate-package-')));
-  // --ignore-scripts: `npm test` has just built dist/; `prepare` would rebuild it under the
+  // --ignore-scripts: `npm test` has just built dist/; `prepack` would rebuild it under the
   // integration tests running beside this one.
   const packed = await run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', scratch], {
     cwd: REPO_ROOT,
@@ -115,7 +115,7 @@ describe('the packed tarball installed in an empty folder', () => {
     const installed = JSON.parse(readFileSync(join(app, 'node_modules', 'tollgate', 'package.json'), 'utf8')) as {
       scripts?: Record<string, string>;
     };
-    expect(Object.keys(installed.scripts ?? {}).filter((name) => /^(pre|post)?install$/.test(name))).toEqual([]);
+    expect(Object.keys(installed.scripts ?? {}).filter((name) => /^((pre|post)?install|prepare)$/.test(name))).toEqual([]);
   });
 
   it('`tollgate up` runs on the shipped config, prints demo keys and serves a request with one', async () => {
