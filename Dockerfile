@@ -10,20 +10,18 @@ ARG NODE_IMAGE=node:24-alpine
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-# --ignore-scripts: `prepare` would compile before the sources are here; we compile below.
+# --ignore-scripts: no dependency's install script runs in the build; we compile below.
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
 RUN npx tsc -p tsconfig.json
 
-# 2. Production dependencies only (no compiler, no test tools). --ignore-scripts skips `prepare`
-#    and `postinstall`; patch-package is run by hand: undici's patch (patches/, docs/security.md)
-#    must be in the image.
+# 2. Production dependencies only (no compiler, no test tools), exactly as `npm install tollgate`
+#    gets them: no dependency is patched, no install script runs.
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-COPY patches ./patches
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npx --no-install patch-package --error-on-fail && npm cache clean --force
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 
 # 3. Runtime: node, prod dependencies, compiled code, launcher and config. Runs as `node`, not root,
 #    and owns none of its files (read-only root filesystems work).

@@ -4,7 +4,7 @@ import { CONFIG_DIR } from '../test/harness/tollgate.js';
 import { workDir } from './processes.js';
 
 /**
- * Tollgate targets that differ from `tollgate` only in how the run's key is limited (README,
+ * Tollgate targets that differ from `tollgate` only in how the run's key is limited (docs/clients.md,
  * "Rate-limit headers"), to show what each quota feature costs beside fixed windows in the same
  * run: the shipped config with one edit each, in the run's scratch directory. The run's key
  * (enterprise, with its own quotas, owner `bench`) never reaches a limit under any of them.

@@ -8,7 +8,7 @@ import { workDir } from './processes.js';
  * of three targets, the run's upstream and two more instances of the same program, balanced round
  * robin. Beside `tollgate` (one target, the default service) in the same rounds it is the cost of
  * balancing; the report shows how its requests spread over the three, read from the gateway's own
- * `tollgate_upstream_tries_total` (README, "Services").
+ * `tollgate_upstream_tries_total` (docs/services.md).
  */
 export const SPREAD_TARGET = 'tollgate-3-targets';
 export const SPREAD_SERVICE = 'bench';

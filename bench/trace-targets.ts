@@ -1,5 +1,5 @@
 /**
- * Tollgate targets that differ from `tollgate` only in tracing (README, "Tracing"): OpenTelemetry
+ * Tollgate targets that differ from `tollgate` only in tracing (docs/tracing.md): OpenTelemetry
  * on, exporting over OTLP/HTTP (http/protobuf, the default) to a sink on loopback that discards
  * what it gets (bench/peers/otlp-sink.ts), with parent-based ratio sampling at 1% and 100% (the
  * benchmark's requests carry no traceparent: the ratio decides). `tollgate` itself runs with no

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Thin launcher: the CLI is compiled TypeScript in dist/ (built by `npm install` via `prepare`,
-// and again by `npm start`/`npm test`).
+// Thin launcher: the CLI is compiled TypeScript in dist/ (built by `npm run build`, `npm start`,
+// `npm test`, and by `prepack` into the npm package: installing the package runs no script).
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 

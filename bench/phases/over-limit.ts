@@ -9,7 +9,7 @@ import { latencyStats, perRequest, say } from './common.js';
 /**
  * A key over its limit (1 a minute, 1 a day) after one allowed request, in two parts:
  * - over the limit, one request at a time until banned: every refusal is counted in Redis (one
- *   round trip each, so the ban comes at `ban.afterRejections` on any number of replicas, README
+ *   round trip each, so the ban comes at `ban.afterRejections` on any number of replicas, docs/clients.md
  *   "Bans"), so this costs afterRejections commands in all, however fast the client sends;
  * - banned, hammered by every connection: answered from the gateway's local ban cache, about 0
  *   Redis commands per request.

@@ -1,11 +1,12 @@
+import { join } from 'node:path';
 import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
 import { startBackend } from '../backend/start-backend.js';
 import { assertionVerifier } from '../backend/verify-assertion.js';
 import { ConfigError } from '../config/config-error.js';
-import { loadPlans } from '../config/load.js';
+import { GATEWAY_FILE, loadPlans, PLANS_FILE } from '../config/load.js';
 import { plansWithKnownServices } from '../config/plan-services.js';
 import { configDirFrom, loadSettings } from '../config/settings.js';
-import { loadOpenApiDocument } from '../gateway/openapi-document.js';
+import { loadOpenApiDocument, openApiPath } from '../gateway/openapi-document.js';
 import { startGateway } from '../gateway/start-gateway.js';
 import {
   assertionSecretsFromEnv,
@@ -26,7 +27,8 @@ const USAGE = `tollgate <command>
   gateway               the gateway alone (production)
   backend               the category backend alone
   keys <command>        manage API keys in Redis (see \`tollgate keys\`)
-  check-config [DIR]    validate the config files (default: $TOLLGATE_CONFIG_DIR or ./config)
+  check-config [DIR]    validate the config files and name those read (default: $TOLLGATE_CONFIG_DIR,
+                        else ./config when it has a gateway.yaml, else the config shipped with tollgate)
 
 Environment: REDIS_URL (or REDIS_CLUSTER_NODES, REDIS_SENTINELS), GATEWAY_PORT, ADMIN_PORT, BACKEND_PORT, UPSTREAM_URL, TOLLGATE_CONFIG_DIR, LOG_LEVEL,
 TOLLGATE_ASSERTION_SECRET (and TOLLGATE_ASSERTION_SECRET_PREVIOUS while rotating; required by \`gateway\` and
@@ -67,7 +69,11 @@ async function main(argv: string[]): Promise<void> {
       const settings = loadSettings({ ...env, TOLLGATE_CONFIG_DIR: dir });
       const plans = plansWithKnownServices(loadPlans(settings.configDir), settings.services);
       AdminTokens.parse(env[ADMIN_TOKENS_ENV]);
-      if (settings.openapi.path) loadOpenApiDocument(settings.openapi.file, settings.configDir);
+      const read = [join(settings.configDir, GATEWAY_FILE), join(settings.configDir, PLANS_FILE)];
+      if (settings.openapi.path) {
+        loadOpenApiDocument(settings.openapi.file, settings.configDir);
+        read.push(openApiPath(settings.openapi.file, settings.configDir));
+      }
       const secrets = assertionSecretsFromEnv(env, { allowDevelopment: true });
       if (secrets.source === 'development-default') {
         process.stderr.write(
@@ -75,6 +81,8 @@ async function main(argv: string[]): Promise<void> {
             `gateway and backend refuse to start without it unless ${DEVELOPMENT_ENV}=1\n`,
         );
       }
+      // Which files were read: with no TOLLGATE_CONFIG_DIR and no ./config the shipped defaults are.
+      for (const file of read) out(`read ${file}`);
       out(`config OK: ${settings.configDir} (plans: ${Object.keys(plans.plans).join(', ')})`);
       return;
     }

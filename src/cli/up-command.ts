@@ -50,7 +50,11 @@ export async function upCommand(settings: Settings, logger: Logger, out: (text: 
   }
   const gateway = await startGateway(gatewaySettings, logger.child({ role: 'gateway' }), stores, secrets);
 
-  const lines = ['', `tollgate is up: gateway ${gateway.url}/v1  (backend ${backend.url}, admin ${gateway.adminUrl})`];
+  const lines = [
+    '',
+    `tollgate is up: gateway ${gateway.url}/v1  (backend ${backend.url}, admin ${gateway.adminUrl})`,
+    `Config: ${settings.configDir}`,
+  ];
   if (demoKeys.length) {
     lines.push('Embedded in-memory store (no REDIS_URL): demo keys, valid until this process stops:');
     for (const { plan, key } of demoKeys) lines.push(`  ${plan.padEnd(12)} ${key}`);

@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { configDirFrom } from './config-dir.js';
 import { ConfigError } from './config-error.js';
 import { overlayEnvironment, overrideAt } from './env-overrides.js';
 import { gatewayFileSchema, type GatewayFile } from './gateway-schema.js';
@@ -15,9 +16,7 @@ export interface Settings extends GatewayFile {
   logLevel: GatewayFile['log']['level'];
 }
 
-export function configDirFrom(env: NodeJS.ProcessEnv): string {
-  return resolve(env.TOLLGATE_CONFIG_DIR || 'config');
-}
+export { configDirFrom } from './config-dir.js';
 
 export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
   const configDir = configDirFrom(env);

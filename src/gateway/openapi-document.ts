@@ -11,13 +11,18 @@ import { ConfigError } from '../config/config-error.js';
  */
 export const BUNDLED_OPENAPI_FILE = fileURLToPath(new URL('../../openapi.yaml', import.meta.url));
 
+/** The file `openapi.file` names: "" the bundled one, a relative path from the config directory. */
+export function openApiPath(file: string, configDir: string): string {
+  return file === '' ? BUNDLED_OPENAPI_FILE : isAbsolute(file) ? file : resolve(configDir, file);
+}
+
 /**
  * Reads an OpenAPI document (YAML or JSON) once, at start, and returns it as the JSON bytes the
  * gateway serves: no parsing or serialising per request. `file` "" means the bundled one; a
  * relative path is relative to the config directory.
  */
 export function loadOpenApiDocument(file: string, configDir: string): Buffer {
-  const path = file === '' ? BUNDLED_OPENAPI_FILE : isAbsolute(file) ? file : resolve(configDir, file);
+  const path = openApiPath(file, configDir);
   let document: unknown;
   try {
     document = parseYaml(readFileSync(path, 'utf8'));

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import { configDirFrom } from '../config/config-dir.js';
 
 /**
  * TLS towards an https:// upstream (a service's targets, or upstream.url). Certificates are always
@@ -51,7 +52,7 @@ export function tlsConnectOptions(origin: string, tls: UpstreamTls) {
   };
 }
 
-/** A PEM file, relative to this process's config directory (settings.ts `configDirFrom`, not imported: it imports the schemas). */
+/** A PEM file, relative to this process's config directory. */
 function readPem(path: string): Buffer {
-  return readFileSync(resolve(process.env.TOLLGATE_CONFIG_DIR || 'config', path));
+  return readFileSync(resolve(configDirFrom(process.env), path));
 }

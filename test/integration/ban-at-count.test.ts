@@ -4,7 +4,7 @@ import { TestRedis } from '../helpers/redis-server.js';
 import { bearer, configCopy, createKey, slackRedisTimeout, startGateway, type GatewayHandle, testPlans } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
-// README "Bans": a key is banned at its afterRejections-th refusal counted across all replicas,
+// docs/clients.md "Bans": a key is banned at its afterRejections-th refusal counted across all replicas,
 // whatever the request rate. Three real gateway processes on one Redis. Each test key has the
 // same quota per minute and per day, so its refusals are the day's and a minute edge during the
 // test changes nothing (and none starts in the last 20 s before midnight, which would).

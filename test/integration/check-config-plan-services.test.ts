@@ -26,7 +26,7 @@ describe('check-config on plans per service', () => {
     });
     const result = await runCli(['check-config', dir], {});
     expect(result.code, result.stderr).toBe(0);
-    expect(result.stdout).toMatch(/^config OK: .*\(plans: free, pro, business, enterprise\)\n$/);
+    expect(result.stdout).toMatch(/\nconfig OK: .*\(plans: free, pro, business, enterprise\)\n$/);
   });
 
   it('refuses a malformed or empty services list, naming the field', async () => {

@@ -15,7 +15,7 @@ beforeEach(() => stack.upstream.reset());
 
 const seen = (request: RecordedRequest | undefined, name: string) => stack.upstream.header(request!, name);
 
-describe("README's 'What the upstream sees'", () => {
+describe("docs/upstream.md, 'What the upstream sees'", () => {
   it('is exactly what a recording upstream receives for GET /v1/./pets/42', async () => {
     await stack.send([
       `GET /v1/./pets/42 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\nAuthorization: Bearer ${stack.key.key}\r\n\r\n`,

@@ -17,7 +17,7 @@ let key: CreatedKey;
 const mode = (m: string) => configCopy({ 'gateway.yaml': (t) => t.replace('onRedisFailure: local', `onRedisFailure: ${m}`) });
 
 beforeAll(async () => {
-  // Persistence on, so a SIGKILL and restart keeps the keys (as production must: see README).
+  // Persistence on, so a SIGKILL and restart keeps the keys (as production must: see docs/operations.md).
   redis = await TestRedis.start(['--appendonly', 'yes', '--appendfsync', 'always']);
   upstream = await new EchoUpstream().start();
   const env = { REDIS_URL: redis.url, UPSTREAM_URL: upstream.url };

@@ -6,7 +6,7 @@ import { TestRedis } from '../helpers/redis-server.js';
 import { bearer, configCopy, createKey, slackRedisTimeout, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
-// Plans per service (README, "Plans per service"): a plan listing `services` reaches only those
+// Plans per service (docs/clients.md, "Plans per service"): a plan listing `services` reaches only those
 // (`default` is upstream.url); another service answers 403 service_not_in_plan with the key's
 // rate-limit headers, consuming nothing and never banning. Per-key quotas, owner scope, shadow
 // plans and route costs keep working. A plans.yaml naming an unknown service, and a gateway.yaml

@@ -3,7 +3,7 @@ import { quotaStack } from '../helpers/quota-stack.js';
 import { bearer, keysCli } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
-// Shadow plans (README, "Shadow plans"): decided and counted as usual, but a would-be refusal is
+// Shadow plans (docs/clients.md, "Shadow plans"): decided and counted as usual, but a would-be refusal is
 // admitted, and shows in tollgate_quota_decisions_total{decision="shadow_limited"}, in the access
 // log and in X-RateLimit-Shadow. Shadow refusals never ban. Three gateways on one Redis, and
 // `tollgate up` on the embedded store. Days as small as minutes: a minute edge changes nothing.

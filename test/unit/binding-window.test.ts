@@ -3,7 +3,7 @@ import type { QuotaOutcome } from '../../src/quota/quota-state.js';
 import { rateLimitHeaders, retryAfterSeconds } from '../../src/quota/rate-limit-headers.js';
 import { DAY_MS, MINUTE_MS } from '../../src/quota/windows.js';
 
-// The README's worked examples of the binding window ("Rate-limit headers"), one per case, with
+// The worked examples of the binding window in docs/clients.md ("Rate-limit headers"), one per case, with
 // an injected time: 2026-11-22T10:00:20Z, 40 s before the minute ends.
 
 const NOW_MS = Date.UTC(2026, 10, 22, 10, 0, 20);
