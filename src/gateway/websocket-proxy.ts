@@ -204,7 +204,9 @@ class Handshake implements Dispatcher.DispatchHandler {
       return;
     }
     const headers = responseHeadersOf((rawHeaders ?? []) as Buffer[]);
-    copyResponseHeaders(headers, res);
+    copyResponseHeaders(headers, res, this.ctx.corsApplies);
+    const ticketEntry = this.ctx.ticketSubprotocol;
+    if (ticketEntry !== undefined && !res.hasHeader('sec-websocket-protocol')) res.setHeader('sec-websocket-protocol', ticketEntry);
     res.setHeader('connection', 'Upgrade');
     res.setHeader('upgrade', 'websocket');
     res.writeHead(statusCode);
@@ -217,7 +219,7 @@ class Handshake implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return true;
     const { res } = this.ctx;
     res.statusCode = statusCode;
-    copyResponseHeaders(responseHeadersOf(rawHeaders), res);
+    copyResponseHeaders(responseHeadersOf(rawHeaders), res, this.ctx.corsApplies);
     return true;
   }
 
