@@ -73,8 +73,9 @@ beforeAll(async () => {
   const target = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
   configDir = configCopy({
     'gateway.yaml': (t) =>
-      t.replace(/^services: \[\].*$/m, services(target)).replace(/unauthenticated:\n {2}perMinute: 60/, 'unauthenticated:\n  perMinute: 8') +
-      CORS,
+      t
+        .replace(/^services: \[\].*$/m, services(target))
+        .replace(/unauthenticated:\n {2}perMinute: 60/, 'unauthenticated:\n  perMinute: 8') + CORS,
     'plans.yaml': (t) => t.replace('plans:\n', 'plans:\n  narrow:     { perMinute: 60, perDay: 1000, services: [default] }\n'),
   });
   gateway = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: target, TOLLGATE_CONFIG_DIR: configDir });
