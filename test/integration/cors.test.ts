@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allowFields, call, preflight } from '../helpers/cors-stack.js';
 import { runCli } from '../helpers/processes.js';
 import { TestRedis } from '../helpers/redis-server.js';
+import { awayFromDayEdge } from '../helpers/windows.js';
 import { bearer, configCopy, createKey, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
 
 /**
@@ -80,7 +81,9 @@ beforeAll(async () => {
   });
   gateway = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: target, TOLLGATE_CONFIG_DIR: configDir });
   key = await createKey(redis, ['--plan', 'free']);
-}, 60_000);
+  // Counts are compared on keys whose day is as small as their minute: only midnight resets them.
+  await awayFromDayEdge();
+}, 90_000);
 
 afterAll(async () => {
   await gateway?.process.stop();
@@ -132,7 +135,7 @@ describe('preflight', () => {
   });
 
   it('consumes no quota: the key has as much left after three preflights as before', async () => {
-    const counted = await createKey(redis, ['--plan', 'free']);
+    const counted = await createKey(redis, ['--plan', 'free', '--per-minute', '50', '--per-day', '50']);
     const first = await call(url('/v1/categories'), { headers: { ...bearer(counted.key), origin: APP }, from: '127.0.0.14' });
     expect(first.status).toBe(200);
     for (let i = 0; i < 3; i++)
@@ -222,7 +225,7 @@ describe('every error answer to an allowed origin carries Access-Control-Allow-O
   });
 
   it('429 rate_limit_exceeded with Retry-After', async () => {
-    const tight = await createKey(redis, ['--plan', 'free', '--per-minute', '1', '--per-day', '100']);
+    const tight = await createKey(redis, ['--plan', 'free', '--per-minute', '1', '--per-day', '1']);
     await call(url('/v1/categories'), { headers: { ...bearer(tight.key), origin: APP }, from: '127.0.0.34' });
     const res = await call(url('/v1/categories'), { headers: { ...bearer(tight.key), origin: APP }, from: '127.0.0.34' });
     expect(res.status).toBe(429);

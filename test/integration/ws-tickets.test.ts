@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { awayFromDayEdge } from '../helpers/windows.js';
 import { TestRedis } from '../helpers/redis-server.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/ws-echo-upstream.js';
 import { bearer, createKey, keysCli, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
@@ -22,8 +23,10 @@ beforeAll(async () => {
     startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: upstream.url }),
     startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: upstream.url }),
   ]);
-  key = await createKey(redis, ['--plan', 'free']);
-}, 60_000);
+  // A day as small as the minute: counts compared below change only at midnight.
+  key = await createKey(redis, ['--plan', 'free', '--per-minute', '50', '--per-day', '50']);
+  await awayFromDayEdge();
+}, 90_000);
 
 afterAll(async () => {
   await Promise.all([a?.process.stop(), b?.process.stop()]);
@@ -131,7 +134,7 @@ describe('a WebSocket handshake with a ticket', () => {
   });
 
   it('counts the handshake against the quota like any other', async () => {
-    const counted = await createKey(redis, ['--plan', 'free']);
+    const counted = await createKey(redis, ['--plan', 'free', '--per-minute', '50', '--per-day', '50']);
     const minted = await mint(a, counted.key);
     const { ws } = await open(wsUrl(b, `/v1/live?ticket=${minted.body.ticket}`));
     ws!.close();

@@ -2,6 +2,7 @@ import type { CorsConfig } from '../../policies/cors/cors-schema.js';
 import { corsRulesOf } from '../../policies/cors/cors-rules.js';
 import type { Upstreams } from '../../upstream/upstreams.js';
 import { CONTINUE, reject, type Answer, type Decision, type Policy, type RequestContext } from '../context.js';
+import { isWebSocketHandshake } from '../websocket-proxy.js';
 
 export interface CorsDeps {
   /** gateway.yaml's top-level `cors:` as of now (hot), absent when not configured. */
@@ -28,6 +29,7 @@ const PREFLIGHT_VARY = 'Origin, Access-Control-Request-Method, Access-Control-Re
  *   forwarded: 204 for an allowed origin, 403 cors_origin_not_allowed without any
  *   Access-Control-Allow-* field otherwise. It needs no key and costs no quota, so it counts under
  *   the failed-authentication limit of its address: past it, 429 like any unauthenticated flood.
+ * - A WebSocket handshake from a browser page whose origin is not allowed is refused 403.
  */
 export function cors(deps: CorsDeps): Policy {
   return (ctx) => {
@@ -43,6 +45,10 @@ export function cors(deps: CorsDeps): Policy {
     const preflight = req.method === 'OPTIONS' && origin !== undefined && req.headers['access-control-request-method'] !== undefined;
     if (!preflight) {
       res.setHeader('vary', 'Origin');
+      // Browsers apply no CORS to WebSockets but do send their page's Origin: a handshake from a
+      // page this section does not allow is refused here (cross-site WebSocket hijacking).
+      // Clients that are not browsers send no Origin and are not concerned.
+      if (!allowed && origin !== undefined && isWebSocketHandshake(req)) return reject('cors_origin_not_allowed');
       if (allowed) setAll(ctx, rules.actualHeaders(origin));
       return CONTINUE;
     }
