@@ -195,6 +195,8 @@ describe('error answers conform', () => {
     const answer = conforms(await send(gateway.url, 'POST', '/v1/ws-tickets', { headers: bearer(key.key) }), 201);
     expect(answer.body).toMatchObject({ expiresInSeconds: 30 });
     conforms(await send(gateway.url, 'POST', '/v1/ws-tickets', {}), 401);
+    const wrongMethod = conforms(await send(gateway.url, 'GET', '/v1/ws-tickets', { headers: bearer(key.key) }), 405);
+    expect(wrongMethod.headers.get('allow')).toBe('POST');
   });
 
   it('404 for a path the document does not list', async () => {
