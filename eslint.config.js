@@ -23,6 +23,8 @@ const FORBIDDEN = {
   'src/errors': [...servers, 'quota', 'identity', 'keys', 'store', 'config'],
   'src/observability': [...servers, 'quota', 'identity', 'keys', 'store'],
   'src/http': [...servers, 'quota', 'identity', 'keys', 'store'],
+  // Policy rules and their config schemas, kept together (cors/): config imports the schemas.
+  'src/policies': [...servers, 'store'],
   'src/tracing': [...servers, 'quota', 'identity', 'keys', 'upstream', 'store', 'config'],
 };
 

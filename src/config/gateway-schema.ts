@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { assertionSchema } from './assertion-schema.js';
 import { routesSchema } from './routes-schema.js';
 import { servicesSchema } from './services-schema.js';
+import { corsSchema } from '../policies/cors/cors-schema.js';
 import { upstreamTlsSchema } from '../upstream/upstream-tls.js';
 import { nodeEntryError } from './redis-target.js';
 
@@ -173,6 +174,11 @@ export const gatewayFileSchema = z.strictObject({
     .prefault({}),
   /** Upstream services routed by path prefix, each a pool of targets; hot, like `routes`. */
   services: servicesSchema,
+  /**
+   * Which web origins a browser may call the API from (docs/cors-and-websockets.md); a service's
+   * own `cors:` replaces it for its paths. Absent: no CORS answer at all. Hot, like `services`.
+   */
+  cors: corsSchema.optional(),
   /** Per-route rules (deprecation and sunset); hot: reloaded with the file, unlike the rest. */
   routes: routesSchema.prefault({}),
   /** The signed identity assertion for the upstream; the secret comes from the environment. */
@@ -184,6 +190,16 @@ export const gatewayFileSchema = z.strictObject({
       path: servedPath('/v1/openapi.json'),
       /** A YAML or JSON OpenAPI file; "" is the openapi.yaml shipped with tollgate. Relative to the config directory. */
       file: z.string().default(''),
+    })
+    .prefault({}),
+  /**
+   * WebSocket tickets for browsers (docs/cors-and-websockets.md): POST here with a key returns a
+   * single-use ticket a WebSocket handshake may carry instead of Authorization, for 30 seconds.
+   */
+  webSocketTickets: z
+    .strictObject({
+      /** Where they are minted; "" turns tickets off (the path is then proxied like any other). */
+      path: servedPath('/v1/ws-tickets'),
     })
     .prefault({}),
   /** Self-service usage: a key's own quotas and use, answered by the gateway without counting against them. */

@@ -16,11 +16,19 @@ export const ERRORS = {
   api_key_expired: { status: 401, message: 'The API key has expired.' },
   missing_admin_token: { status: 401, message: 'An admin token is required: send `Authorization: Bearer <admin token>`.' },
   invalid_admin_token: { status: 401, message: 'The admin token is not valid.' },
+  invalid_ws_ticket: {
+    status: 401,
+    message: 'The WebSocket ticket is unknown, expired or already used; get a new one with POST /v1/ws-tickets.',
+  },
   invalid_gateway_assertion: { status: 401, message: 'The request does not carry a valid gateway assertion.' },
   // 403: the caller is known but may not do this
   invalid_csrf_token: {
     status: 403,
     message: 'A console change must carry the X-CSRF-Token of its session, from the console page itself.',
+  },
+  cors_origin_not_allowed: {
+    status: 403,
+    message: 'This origin may not call the API from a browser (gateway.yaml cors.origins).',
   },
   service_not_in_plan: {
     status: 403,

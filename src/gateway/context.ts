@@ -18,6 +18,17 @@ export interface RequestContext {
   shadowRefusal?: ErrorCode;
   /** The code of the policy rejection this request was answered with (server.ts), for the console's traffic counters. */
   refusal?: ErrorCode;
+  /**
+   * A `cors:` section applies to this request's path (policies/cors.ts): the gateway's CORS fields
+   * stand, and the upstream's own Access-Control-* fields are dropped (upstream-response-headers.ts).
+   */
+  corsApplies?: boolean;
+  /**
+   * The `Sec-WebSocket-Protocol` entry a WebSocket ticket came in (authenticate-ws-ticket.ts),
+   * answered in the 101 when the upstream picks no subprotocol: a browser that offered only it
+   * refuses a 101 that names none.
+   */
+  ticketSubprotocol?: string;
   /** The service the path routes to and the path its targets receive (route-to-service.ts). */
   route?: Route;
   /** Where the request went upstream: the service, the target of the last try, and how many tries. */

@@ -639,7 +639,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.answered = true;
     this.clearDeadline();
     this.res.statusCode = status;
-    this.copied = copyResponseHeaders(headers, this.res);
+    this.copied = copyResponseHeaders(headers, this.res, this.ctx.corsApplies);
   }
 }
 

@@ -5,6 +5,7 @@ import type { Answer } from './context.js';
 export function sendAnswer(res: ServerResponse, answer: Answer): void {
   for (const name in answer.headers) res.setHeader(name, answer.headers[name]!);
   res.statusCode = answer.status;
-  res.setHeader('content-length', answer.body.length);
+  // RFC 9110 §8.6: a 204 carries no Content-Length.
+  if (answer.status !== 204) res.setHeader('content-length', answer.body.length);
   res.end(answer.body);
 }

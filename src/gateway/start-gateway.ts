@@ -23,6 +23,9 @@ import { KeyCache } from './key-cache.js';
 import { LocalVerdicts } from './local-verdicts.js';
 import { applyRouteRules } from './policies/apply-route-rules.js';
 import { authenticate } from './policies/authenticate.js';
+import { authenticateWsTicket } from './policies/authenticate-ws-ticket.js';
+import { cors } from './policies/cors.js';
+import { serveWsTickets } from './policies/serve-ws-tickets.js';
 import { enforceQuota } from './policies/enforce-quota.js';
 import { failedAuthLimiter } from './policies/limit-failed-auth.js';
 import { requestId } from './policies/request-id.js';
@@ -71,7 +74,9 @@ export async function startGateway(
       const file = loadGatewayFile(settings.configDir);
       const { deprecations, costs } = file.routes;
       const services = inForce.plans ? servicesKeepingPlanned(file.services, inForce.plans()) : file.services;
-      return { deprecations: new RouteRules(deprecations), costs: new RouteCosts(costs), services };
+      // CORS is hot with the services it may be set on (policies/cors.ts).
+      const cors = { global: file.cors, anyService: services.some((service) => service.cors !== undefined) };
+      return { deprecations: new RouteRules(deprecations), costs: new RouteCosts(costs), services, cors };
     },
     logger,
   );
@@ -143,23 +148,37 @@ export async function startGateway(
     ...loadGatewayFile(settings.configDir).routes.deprecations.map((rule) => rule.path),
   ]);
 
+  const quota = enforceQuota({
+    store: ownStores.quotas,
+    health,
+    plans: () => plans.current(),
+    costs: () => routes.current().costs,
+    local: verdicts,
+    fallback: { mode: settings.quota.onRedisFailure, store: new MemoryQuotaStore(), replicas: settings.quota.replicas },
+    metrics,
+    logger,
+  });
   // The policy chain, in order. Each returns a decision; the first rejection answers the request.
   const chain: readonly Policy[] = [
     requestId,
+    cors({
+      global: () => routes.current().cors.global,
+      anyService: () => routes.current().cors.anyService,
+      upstreams,
+      countPreflight: failedAuth.count,
+    }),
     serveOpenApi(settings.openapi, settings.configDir),
-    failedAuth.wrap(authenticate(keys, failedAuth.blockedSeconds)),
+    failedAuth.wrap(authenticateWsTicket(ownStores.tickets, keys, authenticate(keys, failedAuth.blockedSeconds), health)),
+    serveWsTickets(settings.webSocketTickets.path, {
+      tickets: ownStores.tickets,
+      quota,
+      quotas: ownStores.quotas,
+      plans: () => plans.current(),
+      health,
+    }),
     serveUsage(settings.usage.path, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
     routeToService(upstreams, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
-    enforceQuota({
-      store: ownStores.quotas,
-      health,
-      plans: () => plans.current(),
-      costs: () => routes.current().costs,
-      local: verdicts,
-      fallback: { mode: settings.quota.onRedisFailure, store: new MemoryQuotaStore(), replicas: settings.quota.replicas },
-      metrics,
-      logger,
-    }),
+    quota,
     applyRouteRules(() => routes.current().deprecations),
     upstreamIdentity(assertions),
   ];

@@ -225,7 +225,9 @@ class Handshake implements Dispatcher.DispatchHandler {
   private relayUpgrade(statusCode: number, rawHeaders: Buffer[] | string[] | null, socket: Duplex): void {
     const { res } = this.ctx;
     const headers = responseHeadersOf((rawHeaders ?? []) as Buffer[]);
-    copyResponseHeaders(headers, res);
+    copyResponseHeaders(headers, res, this.ctx.corsApplies);
+    const ticketEntry = this.ctx.ticketSubprotocol;
+    if (ticketEntry !== undefined && !res.hasHeader('sec-websocket-protocol')) res.setHeader('sec-websocket-protocol', ticketEntry);
     res.setHeader('connection', 'Upgrade');
     res.setHeader('upgrade', 'websocket');
     res.writeHead(statusCode);
@@ -239,7 +241,7 @@ class Handshake implements Dispatcher.DispatchHandler {
     const { res } = this.ctx;
     try {
       res.statusCode = statusCode;
-      copyResponseHeaders(responseHeadersOf(rawHeaders), res);
+      copyResponseHeaders(responseHeadersOf(rawHeaders), res, this.ctx.corsApplies);
     } catch (err) {
       this.failed = true;
       this.abort?.();

@@ -10,6 +10,9 @@ import { connectRedis, watchConnection, whenReady, type RedisClient } from './re
 import { describeRedis, topologyOf, type RedisTarget } from '../config/redis-target.js';
 import { RedisAuditLog } from './redis/redis-audit-log.js';
 import { RedisKeyStore } from './redis/redis-key-store.js';
+import { RedisWsTicketStore } from './redis/redis-ws-ticket-store.js';
+import { MemoryWsTicketStore } from './memory/memory-ws-ticket-store.js';
+import type { WsTicketStore } from './ws-ticket-store.js';
 
 const STARTUP_WAIT_MS = 5000;
 /** The default of gateway.yaml's admin.auditMaxEntries. */
@@ -19,6 +22,8 @@ export interface Stores {
   keys: KeyStore;
   quotas: QuotaStore;
   audit: AuditLog;
+  /** WebSocket tickets waiting for their handshake (ws-ticket-store.ts). */
+  tickets: WsTicketStore;
   /** The shared Redis client, absent on the embedded store. */
   redis?: RedisClient;
   close(): Promise<void>;
@@ -47,6 +52,7 @@ export async function openStores(
     keys,
     quotas: new RedisQuotaStore(redis),
     audit: new RedisAuditLog(redis, auditMaxEntries),
+    tickets: new RedisWsTicketStore(redis),
     redis,
     async close() {
       await keys.close();
@@ -57,5 +63,11 @@ export async function openStores(
 
 /** The embedded store around `keys` (which `tollgate up` may have seeded with demo keys). */
 export function memoryStores(keys: MemoryKeyStore, auditMaxEntries = DEFAULT_AUDIT_MAX_ENTRIES): Stores {
-  return { keys, quotas: new MemoryQuotaStore(), audit: new MemoryAuditLog(auditMaxEntries), close: async () => {} };
+  return {
+    keys,
+    quotas: new MemoryQuotaStore(),
+    audit: new MemoryAuditLog(auditMaxEntries),
+    tickets: new MemoryWsTicketStore(),
+    close: async () => {},
+  };
 }

@@ -191,6 +191,14 @@ describe('error answers conform', () => {
     }
   });
 
+  it('POST /v1/ws-tickets: a ticket for the key', async () => {
+    const answer = conforms(await send(gateway.url, 'POST', '/v1/ws-tickets', { headers: bearer(key.key) }), 201);
+    expect(answer.body).toMatchObject({ expiresInSeconds: 30 });
+    conforms(await send(gateway.url, 'POST', '/v1/ws-tickets', {}), 401);
+    const wrongMethod = conforms(await send(gateway.url, 'GET', '/v1/ws-tickets', { headers: bearer(key.key) }), 405);
+    expect(wrongMethod.headers.get('allow')).toBe('POST');
+  });
+
   it('404 for a path the document does not list', async () => {
     for (const path of ['/v1/categories/1', '/v1/nowhere', '/v1/pets/1/toys']) {
       const answer = await send(gateway.url, 'GET', path, { headers: bearer(key.key) });

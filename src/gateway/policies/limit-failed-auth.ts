@@ -23,6 +23,11 @@ export function failedAuthLimiter(
   wrap: (authenticate: Policy) => Policy;
   /** Seconds the address stays blocked, or 0. */
   blockedSeconds: (ctx: RequestContext) => number;
+  /**
+   * Counts one unauthenticated attempt that is not a failure (a CORS preflight, answered without a
+   * key): the seconds to wait once the address is over its limit, else 0. Sets the limit's headers.
+   */
+  count: (ctx: RequestContext) => Promise<number>;
 } {
   const memory = new RateLimiterMemory({ points: perMinute, duration: WINDOW_SECONDS, keyPrefix: 'tg-unauth' });
   const limiter: RateLimiterAbstract = redis
@@ -50,22 +55,29 @@ export function failedAuthLimiter(
     return untilMs > Date.now() ? Math.ceil((untilMs - Date.now()) / 1000) : 0;
   };
 
-  async function onFailure(ctx: RequestContext, failure: Decision & object): Promise<Decision> {
+  /** One attempt counted: the seconds the address must now wait (0: under its limit, or both stores failed). */
+  async function count(ctx: RequestContext): Promise<number> {
     const address = clientAddress(ctx, trustedProxyHops);
     let result: RateLimiterRes;
     let limited = false;
     try {
       result = await limiter.consume(address);
     } catch (err) {
-      if (!(err instanceof RateLimiterRes)) return failure; // both stores failed: answer the 401 plainly
+      if (!(err instanceof RateLimiterRes)) return 0; // both stores failed: answer plainly
       result = err;
       limited = true;
     }
     const resetSeconds = Math.max(1, Math.ceil(result.msBeforeNext / 1000));
     setLimitHeaders(ctx, Math.max(0, result.remainingPoints), resetSeconds);
-    if (!limited) return failure;
+    if (!limited) return 0;
     blockedUntilMs.set(address, Date.now() + result.msBeforeNext);
-    return reject('too_many_unauthenticated_requests', undefined, { 'retry-after': resetSeconds });
+    return resetSeconds;
+  }
+
+  async function onFailure(ctx: RequestContext, failure: Decision & object): Promise<Decision> {
+    const waitSeconds = await count(ctx);
+    if (waitSeconds === 0) return failure;
+    return reject('too_many_unauthenticated_requests', undefined, { 'retry-after': waitSeconds });
   }
 
   const wrap =
@@ -79,7 +91,7 @@ export function failedAuthLimiter(
       };
       return decision instanceof Promise ? decision.then(settle) : settle(decision);
     };
-  return { wrap, blockedSeconds };
+  return { wrap, blockedSeconds, count };
 }
 
 /** The client's address; behind a load balancer, from X-Forwarded-For (see clientAddressOf). */

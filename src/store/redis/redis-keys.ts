@@ -9,3 +9,5 @@ export const AUDIT_STREAM = 'tg:audit';
 export const keyRecordKey = (id: string) => `tg:key:{${id}}`;
 /** `id`: a key id, or `owner:<name>` for the windows an owner's keys share (quota-subject.ts). */
 export const quotaKey = (id: string) => `tg:quota:{${id}}`;
+/** A WebSocket ticket waiting for its handshake, by the ticket's hash (src/keys/ws-ticket.ts). */
+export const wsTicketKey = (ticketHash: string) => `tg:wsticket:{${ticketHash}}`;
