@@ -128,6 +128,15 @@ export class QuotaLeases {
     return undefined;
   }
 
+  /**
+   * Redis refused a request of this key: the window is spent (or the key banned), so this
+   * replica's lease of it ends now rather than admit what is left of it after a ban.
+   */
+  refused(subject: string): void {
+    const lease = this.leases.get(subject);
+    if (lease) void this.end(subject, lease);
+  }
+
   /** A key changed (plan, record, ban, unban) or, with null, anything may have: its leases end now. */
   forget(subject: string | null): void {
     for (const [held, lease] of this.leases) {

@@ -1,13 +1,15 @@
-import { describe, expect, it } from 'vitest';
-import { quotaStack } from '../helpers/quota-stack.js';
-import { keysCli } from '../helpers/stack.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EchoUpstream } from '../helpers/echo-upstream.js';
+import { TestRedis } from '../helpers/redis-server.js';
+import { TEST_PROCESS_ENV } from '../helpers/processes.js';
+import { bearer, configCopy, createKey, keysCli, slackRedisTimeout, type GatewayHandle } from '../helpers/stack.js';
+import { startTollgate } from '../harness/tollgate.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
 // Quota leases with three real gateway processes on one real redis-server: hot keys are admitted
 // against blocks reserved in Redis, and no window ever admits more than its limit.
 
-const stack = quotaStack(
-  `
+const PLANS = `
 plans:
   hot:      { perMinute: 400, perDay: 1000000 }
   hotowner: { perMinute: 400, perDay: 1000000, scope: owner }
@@ -18,12 +20,53 @@ ban:
   afterRejections: 1000000
   window: 60
   duration: 60
-`,
-  (yaml) =>
-    yaml
-      .replace(/^ {2}replicas: 1 .*$/m, '  replicas: 3')
-      .replace(/^ {2}leases: .*$/m, '  leases: { enabled: true, leaseMs: 500, hotPerSecond: 10, minBlock: 4, maxBlock: 200, spread: 2 }'),
-);
+`;
+const LEASES = '  leases: { enabled: true, leaseMs: 500, hotPerSecond: 10, minBlock: 4, maxBlock: 200, spread: 2 }';
+
+let redis: TestRedis;
+let upstream: EchoUpstream;
+let configDir: string;
+const gateways: GatewayHandle[] = [];
+
+beforeAll(async () => {
+  configDir = configCopy({
+    'plans.yaml': () => PLANS,
+    'gateway.yaml': (y) =>
+      slackRedisTimeout(y)
+        .replace(/^ {2}replicas: 1 .*$/m, '  replicas: 3')
+        .replace(/^ {2}leases: .*$/m, LEASES),
+  });
+  redis = await TestRedis.start();
+  upstream = await new EchoUpstream().start();
+  // A patient start: on a loaded machine a gateway can take longer than the harness's 25 s.
+  const env = {
+    ...TEST_PROCESS_ENV,
+    GATEWAY_PORT: '0',
+    ADMIN_PORT: '0',
+    REDIS_URL: redis.url,
+    UPSTREAM_URL: upstream.url,
+    TOLLGATE_CONFIG_DIR: configDir,
+  };
+  const started = [0, 1, 2].map(() => startTollgate(['gateway'], env));
+  for (const process of started) {
+    const url = await process.listening('gateway', 170_000);
+    gateways.push({ process, url, adminUrl: String((await process.waitForLog('admin listening', 170_000)).url) });
+  }
+}, 180_000);
+
+afterAll(async () => {
+  await Promise.all(gateways.map((g) => g.process.stop()));
+  await upstream?.stop();
+  await redis?.stop();
+});
+
+const stack = {
+  gateways: () => gateways,
+  redis: () => redis,
+  configDir: () => configDir,
+  newKey: (args: string[]) => createKey(redis, args, configDir),
+  send: (key: string, i: number) => fetch(`${gateways[i % gateways.length]!.url}/v1/categories`, { headers: bearer(key) }),
+};
 
 interface Answer {
   status: number;

@@ -70,6 +70,7 @@ export function enforceQuota(deps: QuotaDeps): Policy {
         metrics.redisSeconds.observe({ operation: 'quota' }, (performance.now() - startedMs) / 1000);
         health.succeeded();
         local.remember(subject, outcome);
+        if (outcome.verdict !== 'allowed') deps.leases?.refused(subject);
         if (outcome.verdict === 'banned' && outcome.bannedUntilMs - outcome.nowMs === plans.ban.duration * 1000) {
           metrics.bans.inc({ plan: key.plan });
         }
