@@ -27,6 +27,10 @@ export const QUOTA_VARIANTS = {
     'plans.yaml': (y: string) =>
       y.replace(/enterprise: \{ perMinute: 3000, perDay: 1000000 \}/, 'enterprise: { perMinute: 3000, perDay: 1000000, scope: owner }'),
   },
+  // Quota leases on (docs/quota-leases.md): the hot key is admitted against blocks reserved in Redis.
+  'tollgate-leases': {
+    'gateway.yaml': (y: string) => y.replace(/^ {2}leases: \{ enabled: false \}/m, '  leases: { enabled: true }'),
+  },
 } as const;
 
 export type QuotaVariant = keyof typeof QUOTA_VARIANTS;

@@ -21,6 +21,13 @@ export interface RedisCounts {
   reads: number;
 }
 
+/** Redis's own CPU so far (INFO cpu: used_cpu_sys + used_cpu_user), in ms. */
+export async function readRedisCpuMs(redis: Redis): Promise<number> {
+  const info = await redis.info('cpu');
+  const field = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0);
+  return 1000 * (field('used_cpu_sys') + field('used_cpu_user'));
+}
+
 /** Zeroes Redis's counters (CONFIG RESETSTAT). */
 export async function resetRedisStats(redis: Redis): Promise<void> {
   await redis.config('RESETSTAT');

@@ -90,6 +90,9 @@ export interface LatencySide {
   queued: number;
   addedP50Ms?: number;
   addedP99Ms?: number;
+  /** Targets on Redis: commands the gateway sent (INFO commandstats, before and after) and Redis's CPU, per request. */
+  redisCommandsPerRequest?: number;
+  redisCpuUsPerRequest?: number;
 }
 
 export interface LatencyResults {
@@ -527,6 +530,8 @@ function latencyTable(r: BenchResults): string {
       'p90',
       'p99 (added)',
       'CPU µs/request',
+      'Redis commands/request',
+      'Redis CPU µs/request',
       'errors / non-2xx',
     ],
     sides.map((s) => [
@@ -535,6 +540,8 @@ function latencyTable(r: BenchResults): string {
       ms(s.latency.p90Ms, 3),
       `${ms(s.latency.p99Ms, 3)}${s.addedP99Ms === undefined || s.kind === 'bare' ? '' : ` (**${signed(s.addedP99Ms, 3)}**)`}`,
       int(s.proxyCpuUsPerRequest),
+      s.redisCommandsPerRequest === undefined ? '–' : s.redisCommandsPerRequest.toFixed(3),
+      s.redisCpuUsPerRequest === undefined ? '–' : s.redisCpuUsPerRequest.toFixed(1),
       `${s.errors} / ${s.non2xx}`,
     ]),
   );

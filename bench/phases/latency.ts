@@ -6,6 +6,7 @@ import type { LatencyResults, LatencySide } from '../report.js';
 import { Samples } from '../samples.js';
 import { PATH, type Stack } from '../stack.js';
 import { latencyStats, say } from './common.js';
+import { readRedisCpuMs, readRedisStats, resetRedisStats } from '../redis-stats.js';
 
 /**
  * Latency below saturation: an open-loop load at half tollgate's own maximum (issue 14's target:
@@ -44,12 +45,17 @@ export async function latencyPhase(stack: Stack, options: Options, tollgateMaxPe
   }
   stack.truncateLogs();
   const collected = new Map(
-    targets.map((t) => [t.name, { latency: new Samples(), fromDue: new Samples(), runs: [] as RawResult[], cpuMs: 0 }]),
+    targets.map((t) => [
+      t.name,
+      { latency: new Samples(), fromDue: new Samples(), runs: [] as RawResult[], cpuMs: 0, redisCommands: 0, redisCpuMs: 0 },
+    ]),
   );
   for (let round = 1; round <= options.latencyRounds; round++) {
     for (const target of targets) {
       const side = collected.get(target.name)!;
       const meter = new CpuMeter({ proxy: target.process.pid });
+      if (target.usesRedis) await resetRedisStats(stack.admin);
+      const redisCpuBeforeMs = target.usesRedis ? await readRedisCpuMs(stack.admin) : 0;
       const run = await openLoop({
         url: target.url,
         request: rawGet(target.url + PATH, stack.headers),
@@ -61,6 +67,10 @@ export async function latencyPhase(stack: Stack, options: Options, tollgateMaxPe
       side.fromDue.addAll(run.latencyFromDue);
       side.runs.push(run);
       side.cpuMs += meter.read().proxy!;
+      if (target.usesRedis) {
+        side.redisCommands += (await readRedisStats(stack.admin)).totalCommands;
+        side.redisCpuMs += (await readRedisCpuMs(stack.admin)) - redisCpuBeforeMs;
+      }
       stack.truncateLogs();
       say(
         `  round ${round} ${target.name.padEnd(18)} ${((1000 * run.requests) / run.elapsedMs).toFixed(0).padStart(6)} req/s  p50 ${run.latency.quantile(0.5).toFixed(3)} ms  p99 ${run.latency.quantile(0.99).toFixed(3)} ms  CPU ${((1000 * meter.read().proxy!) / run.requests).toFixed(0)} µs/request  non-2xx ${run.non2xx}  errors ${run.errors}`,
@@ -68,11 +78,13 @@ export async function latencyPhase(stack: Stack, options: Options, tollgateMaxPe
     }
   }
   const sides: LatencySide[] = targets.map((target) => {
-    const { latency, fromDue, runs, cpuMs } = collected.get(target.name)!;
+    const { latency, fromDue, runs, cpuMs, redisCommands, redisCpuMs } = collected.get(target.name)!;
+    const requests = runs.reduce((n, r) => n + r.requests, 0);
     return {
       name: target.name,
       kind: target.kind,
-      proxyCpuUsPerRequest: (1000 * cpuMs) / runs.reduce((n, r) => n + r.requests, 0),
+      proxyCpuUsPerRequest: (1000 * cpuMs) / requests,
+      ...(target.usesRedis && { redisCommandsPerRequest: redisCommands / requests, redisCpuUsPerRequest: (1000 * redisCpuMs) / requests }),
       latency: latencyStats(latency),
       latencyFromDue: latencyStats(fromDue),
       non2xx: runs.reduce((n, r) => n + r.non2xx, 0),

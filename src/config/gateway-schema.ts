@@ -154,6 +154,29 @@ export const gatewayFileSchema = z.strictObject({
       onRedisFailure: z.enum(['local', 'open', 'closed']).default('local'),
       /** Gateway replicas sharing the load; in `local` mode each enforces 1/replicas of a limit. */
       replicas: z.number().int().min(1).max(1000).default(1),
+      /**
+       * Quota leases (docs/quota-leases.md): a hot key far from its limits reserves blocks of units
+       * in Redis and is admitted without a round trip; never more than the limit per window.
+       */
+      leases: z
+        .strictObject({
+          /**
+           * Off by default: never over-admitting is proven, but a short burst over the limit can
+           * be under-admitted by the units out on leases for up to leaseMs (docs/quota-leases.md).
+           */
+          enabled: z.boolean().default(false),
+          /** Longest a lease lives without renewal; unused units go back to Redis after it. */
+          leaseMs: z.number().int().min(50).max(60_000).default(1000),
+          /** A key takes leases once this replica sees this many units of it in a second. */
+          hotPerSecond: z.number().int().min(1).max(1_000_000).default(50),
+          /** Smallest block worth a lease; fewer units left per replica: every request asks Redis. */
+          minBlock: z.number().int().min(1).max(1_000_000).default(8),
+          maxBlock: z.number().int().min(1).max(1_000_000).default(2000),
+          /** A block is at most the units left / (spread × replicas). */
+          spread: z.number().int().min(1).max(1000).default(4),
+        })
+        .refine((l) => l.minBlock <= l.maxBlock, { message: 'minBlock cannot exceed maxBlock', path: ['minBlock'] })
+        .prefault({}),
     })
     .prefault({}),
   unauthenticated: z

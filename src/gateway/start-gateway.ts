@@ -21,6 +21,7 @@ import { AssertionSigner } from './assertion-signer.js';
 import type { Policy } from './context.js';
 import { KeyCache } from './key-cache.js';
 import { LocalVerdicts } from './local-verdicts.js';
+import { QuotaLeases } from '../quota/quota-leases.js';
 import { applyRouteRules } from './policies/apply-route-rules.js';
 import { authenticate } from './policies/authenticate.js';
 import { authenticateWsTicket } from './policies/authenticate-ws-ticket.js';
@@ -118,6 +119,12 @@ export async function startGateway(
   const verdicts = new LocalVerdicts(settings.keyCache.maxEntries);
   // A key change (revocation, unban) can lift a cached ban; a plans reload cannot.
   ownStores.keys.onChange((id) => verdicts.forget(id));
+  // Leases need a store shared by replicas (Redis); the embedded store decides in memory anyway.
+  const { leases: leaseSettings, replicas } = settings.quota;
+  const reserving = ownStores.quotas.reserve ? { reserve: ownStores.quotas.reserve.bind(ownStores.quotas) } : undefined;
+  const leases = leaseSettings.enabled && reserving ? new QuotaLeases(reserving, { ...leaseSettings, replicas }) : undefined;
+  // A changed key (plan, record, ban, unban) ends its leases at once; a plans reload ends them on next use.
+  if (leases) ownStores.keys.onChange((id) => leases.forget(id));
 
   const failedAuth = failedAuthLimiter(settings.unauthenticated.perMinute, ownStores.redis, settings.gateway.trustProxyHops);
   const pools: Pool[] = [];
@@ -154,6 +161,7 @@ export async function startGateway(
     plans: () => plans.current(),
     costs: () => routes.current().costs,
     local: verdicts,
+    leases,
     fallback: { mode: settings.quota.onRedisFailure, store: new MemoryQuotaStore(), replicas: settings.quota.replicas },
     metrics,
     logger,
@@ -252,6 +260,7 @@ export async function startGateway(
       await closeGracefully(server, settings.gateway.shutdownGraceSeconds * 1000);
       await closeGracefully(admin, 0);
       upstreams.close();
+      await leases?.close();
       await ownStores.close();
       await tracing?.shutdown();
     },

@@ -16,4 +16,34 @@ export interface QuotaStore {
   usage(keyId: string): Promise<QuotaOutcome>;
   /** Lifts a ban and forgets counted rejections; false if the key was not banned. */
   unban(keyId: string): Promise<boolean>;
+  /**
+   * Quota leases (src/quota/quota-leases.ts): in one atomic step, gives back the unused units of an
+   * ended lease, then reserves a block from both windows. Only a store shared by replicas has it.
+   */
+  reserve?(keyId: string, quota: Quota, ban: BanPolicy, request: LeaseRequest): Promise<LeaseGrant>;
+}
+
+export interface LeaseRequest {
+  /** Units wanted (0: only give back). */
+  want: number;
+  /** A block is at most the units left in the tighter window / divisor. */
+  divisor: number;
+  /** A smaller block than this is not granted. */
+  minBlock: number;
+  /** Unused units of an ended lease, credited only to the windows they came from. */
+  giveBack: number;
+  giveBackMinuteStartMs: number;
+  giveBackDayStartMs: number;
+}
+
+export interface LeaseGrant {
+  /** Units reserved (0: none). */
+  granted: number;
+  /** The windows the units were taken from, and the store's clock, when it decided. */
+  minuteStartMs: number;
+  dayStartMs: number;
+  nowMs: number;
+  /** Units counted in each window after this step, every replica's leases included. */
+  minuteCount: number;
+  dayCount: number;
 }

@@ -3,6 +3,7 @@ import type { Logger } from '../../observability/log.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { quotaFor } from '../../quota/quota-for.js';
 import { quotaSubject } from '../../quota/quota-subject.js';
+import type { QuotaLeases } from '../../quota/quota-leases.js';
 import type { QuotaOutcome } from '../../quota/quota-state.js';
 import { rateLimitHeaders, retryAfterSeconds } from '../../quota/rate-limit-headers.js';
 import type { QuotaStore } from '../../store/quota-store.js';
@@ -22,13 +23,15 @@ export interface QuotaDeps {
   /** gateway.yaml routes.costs as of now (hot-reloaded): the units a request consumes. */
   costs: () => RouteCosts;
   local: LocalVerdicts;
+  /** Quota leases (gateway.yaml quota.leases): hot keys far from their limits admitted here, exactly. */
+  leases?: QuotaLeases;
   /** Used while the shared store is unreachable, in `local` mode (per-replica share of limits). */
   fallback: { mode: StoreFailureMode; store: QuotaStore; replicas: number };
   metrics: Metrics;
   logger: Logger;
 }
 
-type Source = 'store' | 'local_cache' | 'fallback';
+type Source = 'store' | 'local_cache' | 'lease' | 'fallback';
 
 /**
  * Both quota windows of the authenticated key, in one atomic store decision for the route's cost
@@ -53,6 +56,9 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     if (cached) return judge(ctx, deps, quota, cached, 'local_cache');
     const cost = deps.costs().costOf(ctx.req.method ?? 'GET', pathOf(ctx.req.url));
     if (!health.shouldTry()) return degrade(ctx, deps, quota, plans.ban, subject, cost);
+    // Units this replica reserved in Redis for a hot key (quota-leases.ts): no round trip.
+    const leased = deps.leases?.admit(subject, quota, plans.ban, cost);
+    if (leased) return judge(ctx, deps, quota, leased, 'lease');
 
     const startedMs = performance.now();
     const span = ctx.trace?.storeCall('tollgate quota decision', key.id);
@@ -64,6 +70,7 @@ export function enforceQuota(deps: QuotaDeps): Policy {
         metrics.redisSeconds.observe({ operation: 'quota' }, (performance.now() - startedMs) / 1000);
         health.succeeded();
         local.remember(subject, outcome);
+        if (outcome.verdict !== 'allowed') deps.leases?.refused(subject);
         if (outcome.verdict === 'banned' && outcome.bannedUntilMs - outcome.nowMs === plans.ban.duration * 1000) {
           metrics.bans.inc({ plan: key.plan });
         }

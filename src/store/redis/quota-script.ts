@@ -147,3 +147,50 @@ redis.call('HDEL', KEYS[1], 'bu', 'rs', 'rc')
 if s.bu > now then return 1 end
 return 0
 `;
+
+// Quota leases (src/quota/quota-leases.ts: the rule). One atomic step that first gives back what
+// an ended lease did not use, then reserves a new block, from the minute and the day together.
+// KEYS[1]  tg:quota:{id}
+// ARGV     perMinute, perDay, banWindowMs, nowMs ('' = Redis TIME), want (units; 0 = only give
+//          back), divisor (a block is at most the units left / divisor), minBlock (smaller blocks
+//          are not worth a lease: none is granted), returnUnits, returnMinuteStartMs, returnDayStartMs
+// Reply    { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount } (counts after the step)
+// Given-back units are credited only to the windows they were taken from: a window that has since
+// rolled over is not credited (its counters are the new window's). No block while banned, and
+// none once the units left are fewer than divisor × minBlock: from then on every request is
+// decided by QUOTA_SCRIPT alone, so the limit's edge, Retry-After and bans are exact as ever.
+export const LEASE_SCRIPT = `${CLOCK}
+local now = clock(ARGV[4])
+local perMinute, perDay, banWindowMs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local want, divisor, minBlock = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local back, backMinute, backDay = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local s = current(now)
+local changed = false
+if back > 0 then
+  if s.ms == backMinute and s.mc > 0 then s.mc = math.max(0, s.mc - back); changed = true end
+  if s.ds == backDay and s.dc > 0 then s.dc = math.max(0, s.dc - back); changed = true end
+end
+local granted = 0
+if want > 0 and s.bu <= now then
+  local left = math.min(perMinute - s.mc, perDay - s.dc)
+  granted = math.min(want, math.floor(left / divisor))
+  if granted < minBlock then
+    granted = 0
+  else
+    s.mc = s.mc + granted
+    s.dc = s.dc + granted
+    changed = true
+  end
+end
+if changed then
+  local rejectionsEnd = 0
+  if s.rc > 0 then rejectionsEnd = s.rs + banWindowMs end
+  local ex = math.max(s.ds + DAY_MS, rejectionsEnd, s.bu, math.ceil(s.mt / 1000))
+  -- Every field, as QUOTA_SCRIPT writes them: a hash past its 'ex' read as empty, and must not
+  -- come back to life with the old refusals or ban once 'ex' moves on.
+  redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu,
+    'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt))
+  redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS))
+end
+return { granted, s.ms, s.ds, now, s.mc, s.dc }
+`;

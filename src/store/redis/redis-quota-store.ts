@@ -2,8 +2,8 @@ import { Cluster, type ChainableCommander, type Redis } from 'ioredis';
 import type { RedisClient } from './connect.js';
 import type { BanPolicy, Quota } from '../../config/plans-schema.js';
 import type { QuotaOutcome, Verdict } from '../../quota/quota-state.js';
-import type { QuotaStore } from '../quota-store.js';
-import { QUOTA_REPLY_LENGTH, QUOTA_SCRIPT, UNBAN_SCRIPT, USAGE_SCRIPT } from './quota-script.js';
+import type { LeaseGrant, LeaseRequest, QuotaStore } from '../quota-store.js';
+import { LEASE_SCRIPT, QUOTA_REPLY_LENGTH, QUOTA_SCRIPT, UNBAN_SCRIPT, USAGE_SCRIPT } from './quota-script.js';
 import { quotaKey } from './redis-keys.js';
 import { TurnBatches } from './turn-batches.js';
 import { gcraMinute } from '../../quota/gcra.js';
@@ -14,6 +14,7 @@ interface QuotaCommands {
   tgQuota(key: string, ...args: Array<string | number>): Promise<number[]>;
   tgQuotaUsage(key: string, nowMs: string | number): Promise<number[]>;
   tgUnban(key: string, nowMs: string | number): Promise<number>;
+  tgLease(key: string, ...args: Array<string | number>): Promise<number[]>;
 }
 
 /** The quota script on a pipeline: queued, answered through its callback. */
@@ -57,6 +58,7 @@ export class RedisQuotaStore implements QuotaStore {
     redis.defineCommand('tgQuota', { numberOfKeys: 1, lua: QUOTA_SCRIPT });
     redis.defineCommand('tgQuotaUsage', { numberOfKeys: 1, lua: USAGE_SCRIPT });
     redis.defineCommand('tgUnban', { numberOfKeys: 1, lua: UNBAN_SCRIPT });
+    redis.defineCommand('tgLease', { numberOfKeys: 1, lua: LEASE_SCRIPT });
     this.commands = redis as unknown as QuotaCommands;
   }
 
@@ -135,6 +137,31 @@ export class RedisQuotaStore implements QuotaStore {
 
   async unban(keyId: string): Promise<boolean> {
     return (await this.commands.tgUnban(quotaKey(keyId), this.nowArg())) === 1;
+  }
+
+  async reserve(keyId: string, quota: Quota, ban: BanPolicy, request: LeaseRequest): Promise<LeaseGrant> {
+    const reply = await this.commands.tgLease(
+      quotaKey(keyId),
+      quota.perMinute,
+      quota.perDay,
+      ban.window * 1000,
+      this.nowArg(),
+      request.want,
+      request.divisor,
+      request.minBlock,
+      request.giveBack,
+      request.giveBackMinuteStartMs,
+      request.giveBackDayStartMs,
+    );
+    const [granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount] = reply.map(Number) as [
+      number,
+      number,
+      number,
+      number,
+      number,
+      number,
+    ];
+    return { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount };
   }
 
   private nowArg(): string | number {
