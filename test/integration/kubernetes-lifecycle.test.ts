@@ -59,6 +59,26 @@ describe('liveness and readiness', () => {
     await redis?.stop();
   });
 
+  it('opens two Redis connections per gateway and one per backend (docs/kubernetes.md sizes Redis by it)', async () => {
+    const gateway = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: `http://127.0.0.1:${await freePort()}` });
+    running.push(gateway.process);
+    const backend = await startBackend({ REDIS_URL: redis.url });
+    running.push(backend.process);
+    const client = redis.client();
+    try {
+      const names = async () =>
+        ((await client.call('CLIENT', 'LIST')) as string)
+          .split('\n')
+          .map((line) => /\bname=(\S*)/.exec(line)?.[1])
+          .filter((name) => name?.startsWith('tollgate-'))
+          .sort();
+      // The subscriber connects right after the command connection: wait for it.
+      await expect.poll(names, { timeout: 10_000 }).toEqual(['tollgate-backend', 'tollgate-gateway', 'tollgate-subscriber']);
+    } finally {
+      client.disconnect();
+    }
+  });
+
   it('keeps /healthz at 200 while Redis is stopped and the upstream is down; /readyz says 503', async () => {
     const deadUpstream = `http://127.0.0.1:${await freePort()}`;
     const gateway = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: deadUpstream });
