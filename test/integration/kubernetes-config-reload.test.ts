@@ -85,7 +85,7 @@ it('takes a new plan quota from a ConfigMap update (symlink flip) without a rest
   volume.flip({ 'plans.yaml': PLANS(13) });
   await expect.poll(limit, { timeout: 10_000 }).toBe('13');
   expect(handle.process.problems()).toEqual([]);
-});
+}, 60_000);
 
 it('keeps the last good plans when a ConfigMap update is invalid, and takes the next valid one', async () => {
   const handle = await startGateway({ REDIS_URL: redis.url, TOLLGATE_CONFIG_DIR: volume.dir, UPSTREAM_URL: upstream.url });
@@ -101,4 +101,4 @@ it('keeps the last good plans when a ConfigMap update is invalid, and takes the 
   } finally {
     await handle.process.stop();
   }
-});
+}, 60_000);

@@ -77,7 +77,7 @@ describe('liveness and readiness', () => {
     } finally {
       client.disconnect();
     }
-  });
+  }, 60_000);
 
   it('keeps /healthz at 200 while Redis is stopped and the upstream is down; /readyz says 503', async () => {
     const deadUpstream = `http://127.0.0.1:${await freePort()}`;
@@ -100,7 +100,7 @@ describe('liveness and readiness', () => {
       await redis.launch();
     }
     await expect.poll(async () => (await get(`${gateway.adminUrl}/readyz`)).status, { timeout: 10_000 }).toBe(200);
-  });
+  }, 60_000);
 });
 
 describe('drain after SIGTERM', () => {
@@ -130,7 +130,7 @@ describe('drain after SIGTERM', () => {
     const order = gateway.process.logs().map((l) => l.msg);
     expect(order.indexOf('draining')).toBeLessThan(order.indexOf('stopped'));
     agent.destroy();
-  });
+  }, 60_000);
 });
 
 const nginxPath = nginxBinary();
