@@ -19,12 +19,16 @@ export class Drain {
     return this.startedAt !== undefined;
   }
 
-  /** Marks responses of `server` with `Connection: close` while draining (HTTP/1.x only). */
+  /** Marks responses of `server` with `Connection: close` while draining (HTTP/1.x only). Call after its handlers are in place. */
   attach(server: Listener): void {
     // First in line: the flag must be set before any handler writes the head.
-    server.prependListener('request', (req: IncomingMessage, res: ServerResponse) => {
+    const mark = (req: IncomingMessage, res: ServerResponse) => {
       if (this.active && req.httpVersionMajor === 1) res.shouldKeepAlive = false;
-    });
+    };
+    server.prependListener('request', mark);
+    // `Expect: 100-continue` requests arrive there instead, when the server listens for them (a
+    // listener added here where there was none would stop Node's automatic 100).
+    if (server.listenerCount('checkContinue') > 0) server.prependListener('checkContinue', mark);
   }
 
   /** Begins the drain and resolves when its delay is over. */
