@@ -10,6 +10,8 @@ export interface AdminChecks {
    * one dead backend must not take every gateway replica out of its load balancer.
    */
   services?(): unknown;
+  /** True once a shutdown began (http/drain.ts): /readyz answers 503 whatever the checks say. */
+  draining?(): boolean;
   /** The metrics page; `accept` is the scraper's Accept (OpenMetrics, with exemplars, when it asks: observability/scrape.ts). */
   metrics?(accept?: string): Promise<{ contentType: string; body: string }>;
 }
@@ -28,9 +30,10 @@ export function createAdminServer(checks: AdminChecks, adminApi?: AdminApi): Ser
       if (path === '/healthz') return sendJson(res, 200, { status: 'ok' });
       if (path === '/readyz') {
         const checksResult = await checks.readiness();
-        const ready = Object.values(checksResult).every(Boolean);
+        const draining = checks.draining?.() ?? false;
+        const ready = !draining && Object.values(checksResult).every(Boolean);
         return sendJson(res, ready ? 200 : 503, {
-          status: ready ? 'ready' : 'not ready',
+          status: draining ? 'draining' : ready ? 'ready' : 'not ready',
           checks: checksResult,
           services: checks.services?.(),
         });

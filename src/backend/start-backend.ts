@@ -2,6 +2,7 @@ import http, { type IncomingMessage } from 'node:http';
 import type { Settings } from '../config/settings.js';
 import type { ErrorCode } from '../errors/registry.js';
 import { answerClientErrors } from '../http/client-errors.js';
+import { Drain } from '../http/drain.js';
 import { closeGracefully, listen } from '../http/listen.js';
 import type { Logger } from '../observability/log.js';
 import type { RedisTarget } from '../config/redis-target.js';
@@ -40,6 +41,9 @@ export async function startBackend(opts: BackendOptions): Promise<RunningBackend
     createRequestHandler({ store, logger, maxBodyBytes: settings.backend.maxBodyBytes, tracing }, opts.verifyRequest),
   );
   server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+  // As the gateway's: keeps serving while the Service stops sending here (gateway.drainDelaySeconds).
+  const drain = new Drain(settings.gateway.drainDelaySeconds * 1000);
+  drain.attach(server);
   answerClientErrors(server);
   let url: string;
   try {
@@ -53,6 +57,7 @@ export async function startBackend(opts: BackendOptions): Promise<RunningBackend
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
+      await drain.begin();
       // The process's shutdown grace (gateway.shutdownGraceSeconds) bounds in-flight requests here too.
       await closeGracefully(server, settings.gateway.shutdownGraceSeconds * 1000);
       await store.close();

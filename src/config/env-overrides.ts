@@ -18,6 +18,7 @@ export const ENV_OVERRIDES: readonly EnvOverride[] = [
   { name: 'LOG_LEVEL', path: ['log', 'level'], kind: 'string' },
   { name: 'LOG_FORMAT', path: ['log', 'format'], kind: 'string' },
   { name: 'GATEWAY_PORT', path: ['gateway', 'port'], kind: 'integer' },
+  { name: 'DRAIN_DELAY_SECONDS', path: ['gateway', 'drainDelaySeconds'], kind: 'integer' },
   { name: 'TRUST_PROXY_HOPS', path: ['gateway', 'trustProxyHops'], kind: 'integer' },
   // PEM paths; relative ones are read from the working directory (settings.ts).
   { name: 'GATEWAY_TLS_CERT', path: ['gateway', 'tls', 'cert'], kind: 'string' },

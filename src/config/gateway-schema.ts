@@ -79,6 +79,12 @@ export const gatewayFileSchema = z.strictObject({
       /** Seconds in-flight requests get to finish after SIGTERM before the process exits anyway. */
       shutdownGraceSeconds: z.number().int().min(0).max(300).default(10),
       /**
+       * Seconds between SIGTERM and closing the listener, during which it keeps serving, /readyz
+       * answers 503 and responses carry `Connection: close`: the time a load balancer (Kubernetes
+       * removing the pod from its endpoints) needs to stop sending here. 0: close at once.
+       */
+      drainDelaySeconds: z.number().int().min(0).max(300).default(0),
+      /**
        * Proxies in front that append the client's address to X-Forwarded-For (a load balancer: 1).
        * Per-address limits then count that address. 0: the socket's peer is the client.
        */

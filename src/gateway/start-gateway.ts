@@ -7,6 +7,7 @@ import { plansWithKnownServices, servicesKeepingPlanned } from '../config/plan-s
 import type { PlansConfig } from '../config/plans-schema.js';
 import { Reloading } from '../config/reloading.js';
 import type { Settings } from '../config/settings.js';
+import { Drain } from '../http/drain.js';
 import { closeGracefully, listen } from '../http/listen.js';
 import { assertionSecretsFromEnv, logSecretSource, type AssertionSecrets } from '../identity/assertion-secrets.js';
 import type { Logger } from '../observability/log.js';
@@ -208,6 +209,8 @@ export async function startGateway(
     tracing,
     faults,
   });
+  const drain = new Drain(settings.gateway.drainDelaySeconds * 1000);
+  drain.attach(server);
   const admin = createAdminServer(
     {
       metrics: scraper(metrics.registry),
@@ -222,6 +225,7 @@ export async function startGateway(
         upstreamAcceptsAssertion: proxy.assertionAccepted(),
       }),
       services: () => upstreams.summary(),
+      draining: () => drain.active,
     },
     adminTokens.configured
       ? createAdminApi(
@@ -253,6 +257,9 @@ export async function startGateway(
     adminUrl,
     stores: ownStores,
     async close() {
+      if (settings.gateway.drainDelaySeconds > 0) logger.info({ drainDelaySeconds: settings.gateway.drainDelaySeconds }, 'draining');
+      // Still serving (and reloading config) while the load balancer stops sending here.
+      await drain.begin();
       plans.close();
       routes.close();
       // WebSocket tunnels are long-lived: cut at once, not waited for over the grace period.

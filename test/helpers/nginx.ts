@@ -21,7 +21,7 @@ export function nginxBinary(): string | undefined {
  * temporary directory), `daemon off`, and the user (the current one). Every other directive
  * (keep-alive, headers, timeouts, retries) is the shipped one.
  */
-export function nginxConfigFor(opts: { listenPort: number; gateways: string[]; dir: string }): string {
+export function nginxConfigFor(opts: { listenPort: number; gateways: string[]; dir: string; retries?: boolean }): string {
   const shipped = readFileSync(NGINX_CONF, 'utf8');
   const servers = opts.gateways.map((address) => `        server ${address} max_fails=2 fail_timeout=5s;`).join('\n');
   let text = shipped;
@@ -35,6 +35,9 @@ export function nginxConfigFor(opts: { listenPort: number; gateways: string[]; d
   replace(/^pid [^;]+;/m, `pid ${join(opts.dir, 'nginx.pid')};`);
   replace(/\/tmp\/nginx-/g, `${opts.dir}/`);
   replace(/access_log \/dev\/stdout/, `access_log ${join(opts.dir, 'access.log')}`);
+  // No retry on another replica: a balancer such as kube-proxy, which cannot hide a replica that
+  // refuses or drops a connection.
+  if (opts.retries === false) replace(/proxy_next_upstream error;/, 'proxy_next_upstream off;');
   const user = process.getuid?.() === 0 ? `user ${userInfo().username};\n` : '';
   return `daemon off;\n${user}${text}`;
 }
@@ -54,17 +57,21 @@ export class TestNginx {
     readonly dir: string,
     private readonly child: ChildProcess,
     readonly output: string[],
+    private readonly port: number,
+    private readonly retries: boolean,
   ) {}
 
-  static async start(binary: string, gateways: string[]): Promise<TestNginx> {
+  /** `retries: false`: a failed try is the client's failure (proxy_next_upstream off). */
+  static async start(binary: string, gateways: string[], options: { retries?: boolean } = {}): Promise<TestNginx> {
+    const retries = options.retries ?? true;
     const dir = mkdtempSync(join(tmpdir(), 'tollgate-nginx-'));
     const port = await freePort();
     const file = join(dir, 'nginx.conf');
-    writeFileSync(file, nginxConfigFor({ listenPort: port, gateways, dir }));
+    writeFileSync(file, nginxConfigFor({ listenPort: port, gateways, dir, retries }));
     const child = spawn(binary, ['-c', file, '-p', dir, '-e', 'stderr'], { stdio: ['ignore', 'pipe', 'pipe'] });
     const output: string[] = [];
     for (const stream of [child.stdout, child.stderr]) stream.on('data', (d: Buffer) => output.push(d.toString()));
-    const nginx = new TestNginx(`http://127.0.0.1:${port}`, dir, child, output);
+    const nginx = new TestNginx(`http://127.0.0.1:${port}`, dir, child, output, port, retries);
     const deadline = Date.now() + 10_000;
     for (;;) {
       if (child.exitCode !== null) throw new Error(`nginx exited (${child.exitCode}): ${output.join('')}`);
@@ -76,6 +83,16 @@ export class TestNginx {
         await new Promise((r) => setTimeout(r, 50));
       }
     }
+  }
+
+  /**
+   * Points nginx at other gateways, as a configuration reload (SIGHUP): new workers take the new
+   * upstream list, the old ones finish their requests and exit. What a Kubernetes ingress or
+   * kube-proxy does when a pod leaves its Service's endpoints.
+   */
+  reconfigure(gateways: string[]): void {
+    writeFileSync(join(this.dir, 'nginx.conf'), nginxConfigFor({ listenPort: this.port, gateways, dir: this.dir, retries: this.retries }));
+    this.child.kill('SIGHUP');
   }
 
   accessLog(): string[] {
