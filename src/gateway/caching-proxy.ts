@@ -217,7 +217,8 @@ export function createCachingProxy(proxy: UpstreamProxy, upstreams: Upstreams, c
       this.chunks.push(chunk);
     }
 
-    end(): void {
+    /** The response ends once it is stored (bounded by the store's command timeout): the client that saw `stored` finds it on any replica. */
+    end(): Promise<void> | void {
       if (this.finished) return;
       this.finished = true;
       if (!this.collecting || !this.admission) return this.p.flight?.done();
@@ -237,7 +238,7 @@ export function createCachingProxy(proxy: UpstreamProxy, upstreams: Upstreams, c
         service: place.service,
         path: place.path,
       };
-      cache
+      return cache
         .save(store, place, admission.scope, admission.varyFields, ctx.req.headers, entry)
         .catch((err: unknown) => cache.failed('store', err))
         .finally(() => this.p.flight?.done());
@@ -441,6 +442,9 @@ class StatusTee implements ResponseTee {
  * origin (RFC 9111 §4.4), before the client hears the answer, on every replica.
  */
 class InvalidatingTee implements ResponseTee {
+  /** The invalidations under way: the response ends once they are done, so the client's next read, on any replica, misses. */
+  private pending?: Promise<void>;
+
   constructor(
     private readonly place: CachePlace,
     private readonly store: CacheStore,
@@ -451,18 +455,22 @@ class InvalidatingTee implements ResponseTee {
   head(status: number, headers: IncomingHttpHeaders): boolean {
     if (status < 200 || status >= 400) return false;
     const { place, cache } = this;
-    void cache.invalidate(this.store, place);
+    const done = [cache.invalidate(this.store, place)];
     for (const field of [headers.location, headers['content-location']]) {
       const other = sameOriginPath(place, field);
       if (other === undefined || other === place.path) continue;
       const route = this.upstreams.route(other);
       const config = route.service.config.cache;
-      if (config) void cache.invalidate(cache.storeOf(route.service.name, config), { ...place, service: route.service.name, path: other });
+      if (config)
+        done.push(cache.invalidate(cache.storeOf(route.service.name, config), { ...place, service: route.service.name, path: other }));
     }
+    this.pending = Promise.all(done).then(() => undefined);
     return false;
   }
   data(): void {}
-  end(): void {}
+  end(): Promise<void> | void {
+    return this.pending;
+  }
   abort(): void {}
   answer(): void {}
   covers(): boolean {

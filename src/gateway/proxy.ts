@@ -42,8 +42,8 @@ export interface ResponseTee {
   head(status: number, headers: IncomingHttpHeaders): boolean;
   /** A body chunk as relayed. */
   data(chunk: Buffer): void;
-  /** The relayed response is complete. */
-  end(): void;
+  /** The relayed response is complete; a promise holds the response's end until it settles (an invalidation every replica must see first). */
+  end(): void | Promise<void>;
   /** The relayed response broke off: nothing of it may be kept. */
   abort(): void;
   /** The cache answers now (after `head` said so, or after a failure it offered to cover). */
@@ -485,8 +485,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       // the 0 bytes it read and fails the exchange (UND_ERR_RES_CONTENT_LENGTH_MISMATCH).
       this.settled = true;
       this.endTry(statusCode >= 500 ? 'status_5xx' : 'ok');
-      this.tee?.end();
-      this.res.end();
+      this.endResponse();
     }
     return true;
   }
@@ -517,24 +516,26 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.endTry(status >= 500 ? 'status_5xx' : 'ok');
     const held = this.held;
     if (this.absorbed) return this.tee!.answer();
-    if (!held) {
-      this.tee?.end();
-      this.res.end();
-      return;
-    }
+    if (!held) return this.endResponse();
     const body = Buffer.concat(held.chunks);
     if (!AssertionRejections.isRejection(body)) {
       if (this.tee?.head(held.status, held.headers)) return this.tee.answer();
       this.relayHead(held.status, held.headers);
       this.tee?.data(body);
-      this.tee?.end();
-      this.res.end(body);
-      return;
+      this.res.write(body);
+      return this.endResponse();
     }
     const { assertions, metrics } = this.shared;
     assertions.record(this.target.url);
     metrics.upstreamErrors.inc({ kind: 'assertion_rejected' });
     sendError(this.res, 'bad_gateway', 'The upstream refused the gateway’s credentials: a gateway configuration fault, not yours.');
+  }
+
+  /** Ends the relayed response, after what the cache must do first (tee.end). */
+  private endResponse(): void {
+    const pending = this.tee?.end();
+    if (!pending) return void this.res.end();
+    void pending.finally(() => this.res.end());
   }
 
   /** A retryable 5xx has been read and dropped (to its end, or cut): the next try follows. */
