@@ -7,15 +7,13 @@ import type { AdminDeps, AdminRoute } from '../admin-route.js';
  * of a service's response cache, which reaches every replica.
  */
 export function servicesRoutes({ services, purgeCache }: AdminDeps): AdminRoute[] {
-  const routes: AdminRoute[] = [
+  return [
     {
       method: 'GET',
       path: '/services',
       handle: async () => ({ status: 200, body: { services: services() } }),
     },
-  ];
-  if (purgeCache)
-    routes.push({
+    {
       method: 'DELETE',
       path: '/services/{name}/cache',
       handle: async (r) => {
@@ -24,10 +22,10 @@ export function servicesRoutes({ services, purgeCache }: AdminDeps): AdminRoute[
         const prefix = r.query.prefix;
         if (prefix !== undefined && !prefix.startsWith('/'))
           throw new LifecycleError('invalid_query', 'prefix must be a path starting with /');
-        const purged = await purgeCache(r.params.name!, prefix);
+        const purged = purgeCache ? await purgeCache(r.params.name!, prefix) : undefined;
         if (purged === undefined) throw new LifecycleError('not_found', `no service is named ${r.params.name}`);
         return { status: 200, body: { service: r.params.name, prefix: prefix ?? null, purged } };
       },
-    });
-  return routes;
+    },
+  ];
 }
