@@ -25,6 +25,8 @@ export class ResponseCache {
   private readonly memory = new Map<string, MemoryCacheStore>();
   private readonly redisStore?: RedisCacheStore;
   private readonly events: CacheEvents;
+  /** Hits and misses per service on this replica, for the admin API's services view (and the console's hit ratio). */
+  private readonly counts = new Map<string, { hits: number; misses: number }>();
 
   constructor(
     private readonly redis: RedisClient | undefined,
@@ -131,6 +133,22 @@ export class ResponseCache {
     } else {
       void this.memory.get(event.service)?.purge(event.service, event.prefix);
     }
+  }
+
+  /** Counts a request answered from the cache (hit) or by the upstream (miss). */
+  counted(service: string, hit: boolean): void {
+    let count = this.counts.get(service);
+    if (!count) this.counts.set(service, (count = { hits: 0, misses: 0 }));
+    if (hit) count.hits++;
+    else count.misses++;
+  }
+
+  /** A cached service's counts on this replica; undefined for a service without `cache`. */
+  summary(service: string, config: CacheConfig | undefined) {
+    if (!config) return undefined;
+    const { hits, misses } = this.counts.get(service) ?? { hits: 0, misses: 0 };
+    const store = config.store === 'redis' && this.redisStore ? ('redis' as const) : ('memory' as const);
+    return { store, hits, misses, hitRatio: hits + misses > 0 ? hits / (hits + misses) : null };
   }
 
   /** A store operation failed: counted and logged; the request goes on without the cache. */

@@ -74,6 +74,7 @@ export function createCachingProxy(proxy: UpstreamProxy, upstreams: Upstreams, c
 
   function count(place: CachePlace, result: string): void {
     metrics.cacheLookups.inc({ service: place.service, result });
+    if (result !== 'bypass') cache.counted(place.service, result !== 'miss');
   }
 
   /** Scopes this request may read: every consumer's, then its consumer's own (when kept per consumer). */

@@ -198,7 +198,11 @@ export async function startGateway(
               now: Date.now,
             },
             plans: () => ({ config: plans.current(), loadedAt: plansLoadedAt }),
-            services: () => upstreams.describe(),
+            services: () =>
+              upstreams.describe().map((described) => {
+                const cache = responseCache.summary(described.name, upstreams.all().find((s) => s.name === described.name)?.config.cache);
+                return cache ? { ...described, cache } : described;
+              }),
             traffic: metrics.traffic,
             purgeCache: async (name, prefix) => {
               const service = upstreams.all().find((s) => s.name === name);

@@ -423,6 +423,18 @@ describe('across replicas', () => {
     expect(purge.status).toBe(200);
     await until(async () => (await get(path, keyA, { via: gw2 })).cacheStatus !== 'tollgate; hit');
     expect((await admin(gw1.adminUrl, 'DELETE', '/services/nosuch/cache')).status).toBe(404);
+    // The services view (and the console's table) shows each cached service's hit ratio on this replica.
+    const listed = (await admin(gw2.adminUrl, 'GET', '/services')).body.services as Array<{
+      name: string;
+      cache?: { hits: number; misses: number; hitRatio: number | null; store: string };
+    }>;
+    const mem = listed.find((s) => s.name === 'mem')!.cache!;
+    expect(mem.store).toBe('memory');
+    expect(mem.hits).toBeGreaterThan(0);
+    expect(mem.hitRatio).toBeCloseTo(mem.hits / (mem.hits + mem.misses));
+    expect(listed.find((s) => s.name === 'default')!.cache).toBeUndefined();
+    const metrics = await (await fetch(`${gw2.adminUrl}/metrics`)).text();
+    expect(metrics).toMatch(/tollgate_cache_lookups_total\{service="mem",result="hit"\} [1-9]/);
   });
 
   it('Redis gone: requests to a redis-store service still succeed, bypassing the cache', async () => {
