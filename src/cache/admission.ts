@@ -75,6 +75,8 @@ export function admit(
   consumer: string | undefined,
   nowMs: number,
 ): Admission {
+  // A part of a representation (206) is never kept: this cache combines no ranges.
+  if (status === 206) return { store: false, reason: 'not-storable' };
   const fields = varyFields(headers.vary);
   if (fields.includes('*')) return { store: false, reason: 'vary-star' };
   if (headers['set-cookie'] !== undefined) return { store: false, reason: 'set-cookie' };

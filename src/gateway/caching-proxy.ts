@@ -66,6 +66,12 @@ export function createCachingProxy(proxy: UpstreamProxy, upstreams: Upstreams, c
       res.setHeader('cache-status', `${CACHE_NAME}; fwd=bypass; detail=request-body`);
       return proxy.forward(ctx, plan);
     }
+    // A range is a part of a representation: neither answered from a whole one here nor kept as one.
+    if (req.headers.range !== undefined) {
+      count(place, 'bypass');
+      res.setHeader('cache-status', `${CACHE_NAME}; fwd=bypass; detail=range`);
+      return proxy.forward(ctx, plan);
+    }
     serve(ctx, plan, config, store, place).catch(() => {
       // A fault of the cache itself: the request goes upstream as if there were none.
       if (!res.headersSent) proxy.forward(ctx, plan);

@@ -292,6 +292,21 @@ describe('the corpus: what is stored and served, directive by directive', () => 
     expect(got.cacheStatus).toBe('tollgate; fwd=stale; fwd-status=503; detail=stale-if-error');
   });
 
+  it('a Range request bypasses the cache: a part is never stored nor served as the whole', async () => {
+    const path = '/c/ranged';
+    origin.script(path, (req) =>
+      req.headers.range
+        ? { status: 206, headers: { 'cache-control': 'public, max-age=60', 'content-range': 'bytes 0-1/10' }, body: '01' }
+        : { headers: { 'cache-control': 'public, max-age=60' }, body: '0123456789' },
+    );
+    const part = await get(path, keyA, { headers: { range: 'bytes=0-1' } });
+    expect(part.status).toBe(206);
+    expect(part.cacheStatus).toBe('tollgate; fwd=bypass; detail=range');
+    const whole = await get(path);
+    expect(whole.body).toBe('0123456789');
+    expect(whole.cacheStatus).toBe('tollgate; fwd=miss; stored');
+  });
+
   it('a response larger than maxEntryBytes streams through unstored', async () => {
     const path = '/c/large';
     origin.script(path, () => ({ headers: { 'cache-control': 'public, max-age=60' }, body: 'x'.repeat(1024 * 1024 + 1) }));

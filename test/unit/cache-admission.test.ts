@@ -50,8 +50,9 @@ describe('admission', () => {
     });
   }
 
-  it('a 500 is never stored; a 404 may be', () => {
+  it('a 500 or a 206 is never stored; a 404 may be', () => {
     expect(decide({ 'cache-control': 'public, max-age=30' }, { status: 500 }).store).toBe(false);
+    expect(decide({ 'cache-control': 'public, max-age=30', 'content-range': 'bytes 0-1/10' }, { status: 206 }).store).toBe(false);
     expect(decide({ 'cache-control': 'public, max-age=30' }, { status: 404 }).store).toBe(true);
   });
 
