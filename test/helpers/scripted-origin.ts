@@ -5,7 +5,7 @@ import type { AddressInfo, Socket } from 'node:net';
 export type Script = (
   req: IncomingMessage,
   seen: number,
-) => { status?: number; headers?: Record<string, string | string[]>; body?: string; delayMs?: number };
+) => { status?: number; headers?: Record<string, string | string[] | undefined>; body?: string; delayMs?: number };
 
 /** One request as the origin saw it. */
 export interface OriginHit {
@@ -60,7 +60,7 @@ export class ScriptedOrigin {
       const answer = script(req, this.hitsOf(path).length);
       const send = () => {
         res.statusCode = answer.status ?? 200;
-        for (const [name, value] of Object.entries(answer.headers ?? {})) res.setHeader(name, value);
+        for (const [name, value] of Object.entries(answer.headers ?? {})) if (value !== undefined) res.setHeader(name, value);
         if (!res.hasHeader('content-type')) res.setHeader('content-type', 'application/json');
         res.end(answer.body ?? '');
       };
