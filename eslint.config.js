@@ -19,6 +19,8 @@ const FORBIDDEN = {
   'src/keys': servers,
   'src/upstream': [...servers, 'quota', 'identity', 'keys', 'store'],
   'src/store': servers,
+  // The response cache's storage side (stores, keys, coalescing, invalidation): below the gateway.
+  'src/cache': [...servers, 'quota', 'identity', 'keys'],
   'src/config': [...servers, 'quota', 'identity', 'keys'],
   'src/errors': [...servers, 'quota', 'identity', 'keys', 'store', 'config'],
   'src/observability': [...servers, 'quota', 'identity', 'keys', 'store'],

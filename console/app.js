@@ -176,9 +176,17 @@ function servicesTable(services) {
       t.inRotation ? 'in rotation' : t.ejected ? `ejected until ${when(t.ejectedUntil)}` : 'held out by health check',
       t.inFlight,
       t.ejections,
+      cacheCell(s.cache),
     ]),
   );
-  return table('Upstream health (this replica)', ['Service', 'Target', 'State', 'In flight', 'Ejections'], rows);
+  return table('Upstream health (this replica)', ['Service', 'Target', 'State', 'In flight', 'Ejections', 'Cache hit ratio'], rows);
+}
+
+/** A service's cache as this replica counted it: the hit ratio and its counts, or a dash without a cache. */
+function cacheCell(cache) {
+  if (!cache) return '—';
+  if (cache.hitRatio === null) return `${cache.store}, no requests yet`;
+  return `${(cache.hitRatio * 100).toFixed(1)} % (${cache.hits} hits, ${cache.misses} misses, ${cache.store})`;
 }
 
 function liftBanButton(id, after) {

@@ -34,4 +34,9 @@ export interface AdminDeps {
   services(): ReturnType<Upstreams['describe']>;
   /** This replica's traffic counters, for GET /traffic and /bans (console); none, no such routes. */
   traffic?: TrafficCounters;
+  /**
+   * Purges a service's response cache (entries under a path prefix, or all), on every replica:
+   * how many entries this replica's store dropped; undefined for a service that does not exist.
+   */
+  purgeCache?(service: string, prefix?: string): Promise<number | undefined>;
 }

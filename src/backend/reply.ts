@@ -20,5 +20,11 @@ export function writeReply(res: ServerResponse, reply: Reply): void {
     return;
   }
   if (reply.headers) for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value);
+  if (reply.status === 304) {
+    // Not Modified: the validators and Cache-Control only, no content (RFC 9110 §15.4.5).
+    res.statusCode = 304;
+    res.end();
+    return;
+  }
   sendJson(res, reply.status, reply.body);
 }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { canonicalPath } from '../http/canonical-target.js';
 import { upstreamTlsSchema } from '../upstream/upstream-tls.js';
 import { corsSchema } from '../policies/cors/cors-schema.js';
+import { cacheSchema } from './cache-schema.js';
 
 // Schema of the `services` section of gateway.yaml: the upstream services the gateway routes to by
 // path prefix, each a pool of targets. Hot: reloaded with the file (src/upstream/upstreams.ts).
@@ -101,6 +102,8 @@ export const serviceSchema = z.strictObject({
   tls: upstreamTlsSchema,
   /** This service's own CORS rules, replacing gateway.yaml's top-level `cors:` for its paths. */
   cors: corsSchema.optional(),
+  /** A response cache for the service's GET and HEAD (docs/cache.md); absent: nothing is stored. */
+  cache: cacheSchema.optional(),
 });
 
 export type ServiceConfig = z.infer<typeof serviceSchema>;

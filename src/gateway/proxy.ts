@@ -26,6 +26,31 @@ export interface ForwardPlan {
   body: BodyFraming;
   /** The Host the upstream receives: the absolute-form authority, else the client's Host. */
   host: string;
+  /** A response cache watching this exchange (gateway/caching-proxy.ts); absent: relayed only. */
+  tee?: ResponseTee;
+}
+
+/**
+ * What a response cache sees of an exchange: the final response head and body as relayed, and
+ * the chance to answer itself instead (a 304 to its own revalidation, a stored response standing
+ * in for an upstream error). It writes nothing through the exchange: it answers on `ctx.res`.
+ */
+export interface ResponseTee {
+  /**
+   * A final response head from the upstream (after retries, never a dropped 5xx). true: the
+   * cache answers instead (`answer` follows once the upstream's body is read); false: relayed.
+   */
+  head(status: number, headers: IncomingHttpHeaders): boolean;
+  /** A body chunk as relayed. */
+  data(chunk: Buffer): void;
+  /** The relayed response is complete; a promise holds the response's end until it settles (an invalidation every replica must see first). */
+  end(): void | Promise<void>;
+  /** The relayed response broke off: nothing of it may be kept. */
+  abort(): void;
+  /** The cache answers now (after `head` said so, or after a failure it offered to cover). */
+  answer(): void;
+  /** The exchange failed before any response was sent: true if the cache answers instead (stale-if-error). */
+  covers(failure: 'timeout' | 'error'): boolean;
 }
 
 /**
@@ -90,12 +115,18 @@ export function createUpstreamProxy(upstreams: Upstreams, trustedProxyHops: numb
     const method = req.method ?? 'GET';
     // A body is kept for a replay only where one could follow its sending (bounded, client-body.ts).
     const keep = hasBody && isRepeatable(method, headers['idempotency-key'] !== undefined, route.service.config.retries);
-    const exchange = new Exchange(shared, ctx, route, {
-      method,
-      path: route.path,
-      headers: fieldList(headers),
-      body: hasBody ? new ClientBody(req, keep) : null,
-    });
+    const exchange = new Exchange(
+      shared,
+      ctx,
+      route,
+      {
+        method,
+        path: route.path,
+        headers: fieldList(headers),
+        body: hasBody ? new ClientBody(req, keep) : null,
+      },
+      plan.tee,
+    );
     req.on('error', exchange.clientBroke);
     res.on('close', exchange.clientClosed);
     if (!hasBody) req.resume();
@@ -181,12 +212,16 @@ class Exchange implements Dispatcher.DispatchHandler {
   private backoffTimer?: NodeJS.Timeout;
   /** When the service's time runs out: `timeoutMs` after the first try went out. */
   private deadlineMs = 0;
+  /** The response cache answers instead of the upstream's response (its body is read and dropped). */
+  private absorbed = false;
+  private absorbedStatus = 0;
 
   constructor(
     private readonly shared: Shared,
     private readonly ctx: RequestContext,
     route: Route,
     private dispatch: UpstreamDispatch,
+    private readonly tee?: ResponseTee,
   ) {
     this.service = route.service;
     this.service.inFlight++;
@@ -351,6 +386,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     // A retry that found no target in rotation: it leaves the retry budget (no endTry follows).
     this.leaveBudget();
     this.shared.metrics.upstreamErrors.inc({ kind: 'upstream_unavailable' });
+    this.tee?.abort();
+    if (this.tee?.covers('error')) return this.tee.answer();
     sendError(this.res, 'upstream_unavailable', undefined, { 'retry-after': retryAfterSeconds });
   }
 
@@ -480,6 +517,18 @@ class Exchange implements Dispatcher.DispatchHandler {
       return true;
     }
     this.resumeUpstream = resume;
+    if (this.tee?.head(statusCode, headers)) {
+      this.absorbed = true;
+      this.absorbedStatus = statusCode;
+      this.answered = true;
+      this.clearDeadline();
+      if (statusCode === 204 || statusCode === 304) {
+        this.settled = true;
+        this.endTry('ok');
+        this.tee.answer();
+      }
+      return true;
+    }
     this.relayHead(statusCode, headers);
     if (statusCode === 204 || statusCode === 304) {
       // No content whatever its Content-Length says (RFC 9110 §6.4.1; a 304 may carry the length
@@ -487,7 +536,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       // the 0 bytes it read and fails the exchange (UND_ERR_RES_CONTENT_LENGTH_MISMATCH).
       this.settled = true;
       this.endTry(statusCode >= 500 ? 'status_5xx' : 'ok');
-      this.res.end();
+      this.endResponse();
     }
     return true;
   }
@@ -501,6 +550,8 @@ class Exchange implements Dispatcher.DispatchHandler {
       this.held.chunks.push(chunk);
       return true;
     }
+    if (this.absorbed) return true;
+    this.tee?.data(chunk);
     if (this.res.write(chunk)) return true;
     // The client reads slower than the upstream sends: the upstream waits for it.
     this.res.once('drain', this.resumeUpstream!);
@@ -512,23 +563,30 @@ class Exchange implements Dispatcher.DispatchHandler {
     // Settled before its end only as a 204/304, answered with its head.
     if (this.settled) return;
     this.settled = true;
-    const status = this.held?.status ?? this.res.statusCode;
+    const status = this.held?.status ?? (this.absorbed ? this.absorbedStatus : this.res.statusCode);
     this.endTry(status >= 500 ? 'status_5xx' : 'ok');
     const held = this.held;
-    if (!held) {
-      this.res.end();
-      return;
-    }
+    if (this.absorbed) return this.tee!.answer();
+    if (!held) return this.endResponse();
     const body = Buffer.concat(held.chunks);
     if (!AssertionRejections.isRejection(body)) {
+      if (this.tee?.head(held.status, held.headers)) return this.tee.answer();
       this.relayHead(held.status, held.headers);
-      this.res.end(body);
-      return;
+      this.tee?.data(body);
+      this.res.write(body);
+      return this.endResponse();
     }
     const { assertions, metrics } = this.shared;
     assertions.record(this.target.url);
     metrics.upstreamErrors.inc({ kind: 'assertion_rejected' });
     sendError(this.res, 'bad_gateway', 'The upstream refused the gateway’s credentials: a gateway configuration fault, not yours.');
+  }
+
+  /** Ends the relayed response, after what the cache must do first (tee.end). */
+  private endResponse(): void {
+    const pending = this.tee?.end();
+    if (!pending) return void this.res.end();
+    void pending.finally(() => this.res.end());
   }
 
   /** A retryable 5xx has been read and dropped (to its end, or cut): the next try follows. */
@@ -550,6 +608,15 @@ class Exchange implements Dispatcher.DispatchHandler {
     const failure = failureOf(err);
     // The dropped 5xx broke off (or was cut): the retry it was read for goes ahead.
     if (this.dropping) return this.retryDropped();
+    // The upstream's answer to be dropped broke off: the cache's own answer stands.
+    if (this.absorbed) {
+      if (!this.settled) {
+        this.settled = true;
+        this.endTry(failure ?? 'error');
+        this.tee!.answer();
+      }
+      return;
+    }
     // A try cut at the deadline after waiting for a connection says nothing of its target.
     const abandoned = this.clientGone || (this.cutAtDeadline && this.waitedInQueue);
     if (!this.settled) this.endTry(abandoned ? 'abandoned' : (failure ?? 'error'));
@@ -568,6 +635,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     // The client went away first (its close aborted the upstream request): nobody to answer.
     if (this.clientGone || (res.destroyed && !res.headersSent)) return;
     if (this.settled || res.headersSent) {
+      this.tee?.abort();
       // The response is under way: only this exchange ends, counted; the client sees a truncated
       // response, never a corrupted one.
       metrics.exchangeErrors.inc({ side: 'upstream' });
@@ -577,7 +645,13 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
     this.settled = true;
     for (const name of this.copied) res.removeHeader(name);
-    if (TIMEOUT_CODES.has((err as NodeJS.ErrnoException).code ?? '')) {
+    const timedOut = TIMEOUT_CODES.has((err as NodeJS.ErrnoException).code ?? '');
+    this.tee?.abort();
+    if (this.tee?.covers(timedOut ? 'timeout' : 'error')) {
+      metrics.upstreamErrors.inc({ kind: timedOut ? 'gateway_timeout' : 'bad_gateway' });
+      return this.tee.answer();
+    }
+    if (timedOut) {
       metrics.upstreamErrors.inc({ kind: 'gateway_timeout' });
       sendError(res, 'gateway_timeout');
       return;
@@ -622,6 +696,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private gone(): void {
     if (this.clientGone) return;
     this.clientGone = true;
+    this.tee?.abort();
     if (this.backoffTimer) {
       clearTimeout(this.backoffTimer);
       this.backoffTimer = undefined;

@@ -36,6 +36,8 @@ import { serveUsage } from './policies/serve-usage.js';
 import { upstreamIdentity } from './policies/upstream-identity.js';
 import { loadOpenApiDocument, openApiRouteTemplates } from './openapi-document.js';
 import { createUpstreamProxy } from './proxy.js';
+import { createCachingProxy } from './caching-proxy.js';
+import { ResponseCache } from '../cache/response-cache.js';
 import { routeToService } from './policies/route-to-service.js';
 import { Upstreams } from '../upstream/upstreams.js';
 import type { Pool } from 'undici';
@@ -146,10 +148,13 @@ export async function startGateway(
     logger,
   );
   routes.onChange((next) => upstreams.apply(next.services));
-  const proxy = createUpstreamProxy(upstreams, settings.gateway.trustProxyHops, logger, metrics);
+  const upstreamProxy = createUpstreamProxy(upstreams, settings.gateway.trustProxyHops, logger, metrics);
   // Pools made before the proxy existed, and every later one.
-  for (const pool of pools) proxy.watchPool(pool);
-  watchPool = proxy.watchPool;
+  for (const pool of pools) upstreamProxy.watchPool(pool);
+  watchPool = upstreamProxy.watchPool;
+  // Services with `cache` in gateway.yaml: hits are answered in front of the forward (docs/cache.md).
+  const responseCache = new ResponseCache(ownStores.redis, metrics, logger);
+  const proxy = createCachingProxy(upstreamProxy, upstreams, responseCache, metrics);
   // Metrics labels: the API's OpenAPI routes and the route rules at start; anything else is one label.
   const route = routeLabeler([
     ...openApiRouteTemplates(loadOpenApiDocument(settings.openapi.file, settings.configDir)),
@@ -238,8 +243,16 @@ export async function startGateway(
               now: Date.now,
             },
             plans: () => ({ config: plans.current(), loadedAt: plansLoadedAt }),
-            services: () => upstreams.describe(),
+            services: () =>
+              upstreams.describe().map((described) => {
+                const cache = responseCache.summary(described.name, upstreams.all().find((s) => s.name === described.name)?.config.cache);
+                return cache ? { ...described, cache } : described;
+              }),
             traffic: metrics.traffic,
+            purgeCache: async (name, prefix) => {
+              const service = upstreams.all().find((s) => s.name === name);
+              return service ? responseCache.purge(name, service.config.cache, prefix) : undefined;
+            },
           },
           adminTokens,
           logger,
@@ -268,6 +281,7 @@ export async function startGateway(
       await closeGracefully(admin, 0);
       upstreams.close();
       await leases?.close();
+      responseCache.close();
       await ownStores.close();
       await tracing?.shutdown();
     },

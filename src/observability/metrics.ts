@@ -128,6 +128,42 @@ export function createMetrics() {
       registers: [registry],
     }),
     /** Not Prometheus: the console's per-second and per-key view of this replica (traffic.ts). */
+    cacheLookups: new DeferredCounter({
+      name: 'tollgate_cache_lookups_total',
+      help: 'Requests to cached services by what the cache did: hit, stale_hit (served stale on an upstream error), revalidated (304), miss, bypass (not a cacheable request, or the store failed).',
+      labelNames: ['service', 'result'] as const,
+      registers: [registry],
+    }),
+    cacheStores: new Counter({
+      name: 'tollgate_cache_stores_total',
+      help: 'Responses stored (or refreshed by a 304), by service.',
+      labelNames: ['service'] as const,
+      registers: [registry],
+    }),
+    cacheEvictions: new Counter({
+      name: 'tollgate_cache_evictions_total',
+      help: 'Entries the memory store pushed out to stay within maxBytes, by service.',
+      labelNames: ['service'] as const,
+      registers: [registry],
+    }),
+    cacheBytes: new Gauge({
+      name: 'tollgate_cache_bytes',
+      help: 'Bytes held by the memory store, by service (this replica).',
+      labelNames: ['service'] as const,
+      registers: [registry],
+    }),
+    cacheCoalescedWaits: new Counter({
+      name: 'tollgate_cache_coalesced_waits_total',
+      help: 'Requests that waited for another request for the same URL instead of going upstream, by service and outcome (shared: answered from its response; alone: went upstream after all).',
+      labelNames: ['service', 'outcome'] as const,
+      registers: [registry],
+    }),
+    cacheStoreErrors: new Counter({
+      name: 'tollgate_cache_store_errors_total',
+      help: 'Failed operations on the cache store (the request bypassed the cache), by operation.',
+      labelNames: ['operation'] as const,
+      registers: [registry],
+    }),
     traffic: new TrafficCounters(),
   };
   return metrics;

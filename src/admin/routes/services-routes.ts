@@ -1,16 +1,31 @@
+import { LifecycleError } from '../../keys/lifecycle/lifecycle-error.js';
 import type { AdminDeps, AdminRoute } from '../admin-route.js';
 
 /**
  * The upstream services in force on this replica (each replica reloads gateway.yaml and keeps its
- * own health view): each service's targets with their load, standing and ejections. The default
- * service (upstream.url) comes first.
+ * own health view): each service's targets with their load, standing and ejections. And the purge
+ * of a service's response cache, which reaches every replica.
  */
-export function servicesRoutes({ services }: AdminDeps): AdminRoute[] {
+export function servicesRoutes({ services, purgeCache }: AdminDeps): AdminRoute[] {
   return [
     {
       method: 'GET',
       path: '/services',
       handle: async () => ({ status: 200, body: { services: services() } }),
+    },
+    {
+      method: 'DELETE',
+      path: '/services/{name}/cache',
+      handle: async (r) => {
+        for (const name of Object.keys(r.query))
+          if (name !== 'prefix') throw new LifecycleError('invalid_query', `unknown query parameter ${name}`);
+        const prefix = r.query.prefix;
+        if (prefix !== undefined && !prefix.startsWith('/'))
+          throw new LifecycleError('invalid_query', 'prefix must be a path starting with /');
+        const purged = purgeCache ? await purgeCache(r.params.name!, prefix) : undefined;
+        if (purged === undefined) throw new LifecycleError('not_found', `no service is named ${r.params.name}`);
+        return { status: 200, body: { service: r.params.name, prefix: prefix ?? null, purged } };
+      },
     },
   ];
 }
