@@ -174,15 +174,15 @@ describeNeeding(chromiumMissing, 'the operator console in Chromium', () => {
     expect((await use(key)).status).toBe(200);
     await page.goto(`${consoleUrl}#/overview`);
     const totals = page.locator('main p.muted');
-    await expect.poll(() => totals.innerText(), { timeout: 10_000 }).toMatch(/admitted [2-9]/);
+    await expect.poll(() => totals.innerText(), { timeout: 30_000 }).toMatch(/admitted [2-9]/);
     await expect.poll(() => page.locator('main').innerText()).toContain(id);
 
     const refusals: string[] = [];
     for (let i = 0; i < 6; i++) refusals.push((await use(key)).code ?? '');
     expect(refusals).toContain('rate_limit_exceeded');
     expect(refusals).toContain('api_key_banned');
-    await expect.poll(() => totals.innerText(), { timeout: 10_000 }).toMatch(/limited [1-9].*banned [1-9]/);
-    await expect.poll(() => page.locator('table', { hasText: 'Current bans' }).innerText(), { timeout: 10_000 }).toContain(id);
+    await expect.poll(() => totals.innerText(), { timeout: 30_000 }).toMatch(/limited [1-9].*banned [1-9]/);
+    await expect.poll(() => page.locator('table', { hasText: 'Current bans' }).innerText(), { timeout: 30_000 }).toContain(id);
     await screenshot('overview');
     await expectAccessible('overview');
   });

@@ -226,7 +226,7 @@ describe('the rules of HTTP/2 (RFC 9113 §8.2.2, §8.3.1)', () => {
     stream.close(H2_ERROR.CANCEL);
     // At once, not when the upstream timeout (1.5 s here) would have ended it anyway.
     expect(await closed).toBeLessThan(500);
-    const line = await stack.gateway.process.waitForLog('request', 5000, (l) => l.path === '/v1/slow');
+    const line = await stack.gateway.process.waitForLog('request', 60_000, (l) => l.path === '/v1/slow');
     expect(line).toMatchObject({ http: '2', aborted: true });
     // The session is unharmed.
     stack.upstream.reset();

@@ -41,7 +41,7 @@ describe('soak', () => {
     const pid = gateway.process.child.pid!;
     const warm = await load(10_000);
     expect(warm['2xx']).toBe(10_000);
-    await expect.poll(() => openSockets(pid), { timeout: 5000 }).toBeLessThan(200);
+    await expect.poll(() => openSockets(pid), { timeout: 30_000 }).toBeLessThan(200);
     const socketsBefore = openSockets(pid);
     const rssBefore = residentBytes(pid);
 
@@ -51,7 +51,7 @@ describe('soak', () => {
     expect(result['2xx']).toBe(100_000);
 
     // Client connections closed; upstream keep-alive pool back to its steady size.
-    await expect.poll(() => openSockets(pid), { timeout: 10_000, interval: 250 }).toBeLessThanOrEqual(socketsBefore + 5);
+    await expect.poll(() => openSockets(pid), { timeout: 30_000, interval: 250 }).toBeLessThanOrEqual(socketsBefore + 5);
     const rssAfter = residentBytes(pid);
     expect(rssAfter - rssBefore).toBeLessThan(128 * 1024 * 1024);
     expect((await fetch(`${gateway.adminUrl}/healthz`)).status).toBe(200);

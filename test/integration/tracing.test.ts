@@ -128,7 +128,7 @@ describe('one request, one trace across gateway and backend (http/protobuf, the 
     const server = spans.find((s) => s.service === 'tollgate-gateway' && s.kind === SERVER)!;
     expect(response.headers.get('traceresponse')).toBe(`00-${CLIENT_TRACE}-${server.spanId}-01`);
     // Waited for: the line is written when the response closes, and read from the process's stdout.
-    const line = await gateway.process.waitForLog('request', 10_000, (l) => l.traceId === CLIENT_TRACE);
+    const line = await gateway.process.waitForLog('request', 60_000, (l) => l.traceId === CLIENT_TRACE);
     expect(line).toMatchObject({ traceId: CLIENT_TRACE, service: 'default', tries: 1 });
   });
 
