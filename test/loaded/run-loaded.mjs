@@ -37,14 +37,19 @@ const suite = spawn(npm, ['test', ...(args.length ? ['--', ...args] : [])], {
   detached: process.platform !== 'win32',
 });
 
-function forward(signal) {
-  stopBusy();
+/** Signals every process of the suite's group (npm, vitest, its workers, what they started). */
+function signalSuite(signal) {
   try {
     if (process.platform !== 'win32') process.kill(-suite.pid, signal);
     else suite.kill(signal);
   } catch {
     // already gone
   }
+}
+
+function forward(signal) {
+  stopBusy();
+  signalSuite(signal);
 }
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   process.on(signal, () => {
@@ -61,6 +66,9 @@ suite.on('error', (err) => {
 });
 suite.on('exit', (code, signal) => {
   stopBusy();
+  // A test that failed before its cleanup can leave a gateway or redis-server behind, orphaned but
+  // still in the suite's process group: nothing of this run outlives it.
+  signalSuite('SIGKILL');
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const minutes = Math.floor(seconds / 60);
   const rest = (seconds - minutes * 60).toFixed(1);
