@@ -44,7 +44,7 @@ beforeAll(async () => {
   const env = { ...cluster.env, TOLLGATE_CONFIG_DIR: configDir, TOLLGATE_ASSERTION_SECRET: SECRET };
   backend = await startBackend(env);
   gateways = await Promise.all([1, 2, 3].map(() => startGateway({ ...env, UPSTREAM_URL: backend.url })));
-}, 60_000);
+});
 
 afterAll(async () => {
   await Promise.all(gateways?.map((g) => g.process.stop()) ?? []);
@@ -131,7 +131,7 @@ describe('on a 3-master Redis Cluster', () => {
     }
     // No request fell back to the degraded local mode.
     for (const g of gateways) expect(g.process.output()).not.toContain('degraded');
-  }, 60_000);
+  });
 
   it("shares an owner-scoped plan among keys on different masters: one state in the owner's slot, exact", async () => {
     await awayFromDayEdge(20);
@@ -174,7 +174,7 @@ describe('on a 3-master Redis Cluster', () => {
         if (key === keys[0]) expect((await usage(key)).bannedUntil).toBeNull();
       }),
     );
-  }, 60_000);
+  });
 
   it('manages keys with the CLI: list, show, set-plan, set-quota and revoke reach every gateway', async () => {
     const keys = await keysOnEveryMaster(['--plan', 'free']);
@@ -214,7 +214,7 @@ describe('on a 3-master Redis Cluster', () => {
         expect(statuses).toEqual([401, 401, 401]);
       }),
     );
-  }, 60_000);
+  });
 
   it('keeps categories in the cluster through the backend, both keys in one slot', async () => {
     const [key] = await fixtureKeysOnEveryMaster('pro');
@@ -274,6 +274,14 @@ describe('on a 3-master Redis Cluster', () => {
         10_000,
       ),
     ).toBe(200);
+    // How long the same request takes here and now with every node up: the bound below scales with
+    // it, so a loaded machine does not turn "did not wait" red (on an idle one it stays 1 s).
+    let referenceMs = 0;
+    for (let i = 0; i < 3; i++) {
+      const sentAt = Date.now();
+      await (await fetch(`${gateways[0]!.url}/v1/store/orders`, { headers: bearer(key!.key) })).text();
+      referenceMs = Math.max(referenceMs, Date.now() - sentAt);
+    }
     const port = await cluster.masterPortOf(`tg:quota:{${key!.id}}`);
     const master = cluster.nodes.find((n) => n.port === port)!;
     await master.kill();
@@ -282,7 +290,7 @@ describe('on a 3-master Redis Cluster', () => {
       // A path the backend answers without Redis: the categories may live on the lost master too.
       const res = await fetch(`${gateways[0]!.url}/v1/store/orders`, { headers: bearer(key!.key) });
       // ioredis would retry a command on a lost node 16 times, 100 ms apart; the gateway does not wait.
-      expect(Date.now() - startedAt).toBeLessThan(1000);
+      expect(Date.now() - startedAt).toBeLessThan(Math.max(1000, 4 * referenceMs));
       expect(res.status).toBe(200);
       expect(res.headers.get('x-tollgate-degraded')).toBe('quota-local');
       for (let i = 0; i < 20; i++) await fetch(`${gateways[0]!.url}/v1/store/orders`, { headers: bearer(key!.key) });
@@ -304,5 +312,5 @@ describe('on a 3-master Redis Cluster', () => {
       15_000,
     );
     expect(degraded).toBeNull();
-  }, 60_000);
+  });
 });

@@ -71,7 +71,7 @@ describeNeeding(chromiumMissing, 'the operator console in Chromium', () => {
     page = context.pages()[0] ?? (await context.newPage());
     page.on('pageerror', (err) => console.error('page error:', err.message));
     await awayFromDayEdge();
-  }, 60_000);
+  });
 
   afterAll(async () => {
     await browser?.close();

@@ -27,7 +27,7 @@ beforeAll(async () => {
         `gateway:\n  tls:\n    sni:\n      - { serverName: api.test, cert: ${api.cert}, key: ${api.key} }\n`,
       ),
   });
-}, 60_000);
+});
 afterAll(async () => {
   await stack?.stop();
   certs?.remove();

@@ -46,7 +46,7 @@ beforeAll(async () => {
     nginxPath!,
     gateways.map((g) => new URL(g.url).host),
   );
-}, 60_000);
+});
 
 afterAll(async () => {
   await lb?.stop();

@@ -293,9 +293,10 @@ describe('an exporter that is down or stuck', () => {
       };
       for (let round = 0; round < 10; round++) statuses.push(...(await Promise.all(Array.from({ length: 20 }, timed))));
       expect(statuses.filter((s) => s !== 200)).toEqual([]);
-      // The exporter's own timeout is 60 s here: a request that waited on an export would take
-      // that long. (Generous for a loaded test machine: a request takes milliseconds.)
-      expect(slowestMs).toBeLessThan(10_000);
+      // The exporter's own timeout is 60 s here: a request that waited on an export would take at
+      // least that long (timers never fire early), so anything sooner proves it did not, however
+      // loaded the machine.
+      expect(slowestMs).toBeLessThan(60_000);
       const page = await fetch(`${gateway.adminUrl}/metrics`).then((r) => r.text());
       // Dropped from the full queue, or with an export that failed: none of them reached anyone.
       const dropped = [...page.matchAll(/tollgate_trace_spans_dropped_total\{reason="(queue_full|export_failed)"\} (\d+)/g)];
