@@ -27,7 +27,7 @@ beforeAll(async () => {
   const pair = certs.make('gateway');
   stack = await EdgeStack.start({
     env: { GATEWAY_TLS_CERT: pair.cert, GATEWAY_TLS_KEY: pair.key },
-    gatewayYaml: (t) => t.replace(/^  timeoutMs: 1500\b/m, `  timeoutMs: ${UPSTREAM_TIMEOUT_MS}`),
+    gatewayYaml: (t) => t.replace(/^ {2}timeoutMs: 1500\b/m, `  timeoutMs: ${UPSTREAM_TIMEOUT_MS}`),
   });
   victim = await createKey(stack.redis, ['--plan', 'enterprise']);
 });
