@@ -8,7 +8,9 @@ export default defineConfig({
     maxWorkers: 2,
     // Generous, for a loaded 2-core machine (`npm run test:loaded`): a slow machine must make a test
     // slower, never red. Tests wait for events with their own deadlines; these only catch a hang.
-    testTimeout: 180_000,
-    hookTimeout: 300_000,
+    testTimeout: 300_000,
+    hookTimeout: 600_000,
+    // expect.poll waits for something to happen; its default (1 s) bets on a fast machine.
+    expect: { poll: { timeout: 30_000 } },
   },
 });
