@@ -79,10 +79,14 @@ export class NodeProcess {
     return readFileSync(this.logFile, 'utf8').split('\n').filter(Boolean);
   }
 
-  /** Waits for a JSON log line whose `msg` matches (and `where`, if given), and returns it parsed. */
+  /**
+   * Waits for a JSON log line whose `msg` matches (and `where`, if given), and returns it parsed.
+   * The deadline only decides how long a test takes to fail, so it is generous: on a loaded machine
+   * a process may take many seconds to get to a line it logs at once on an idle one.
+   */
   async waitForLog(
     msg: string | RegExp,
-    timeoutMs = 10_000,
+    timeoutMs = 60_000,
     where: (line: Record<string, unknown>) => boolean = () => true,
   ): Promise<Record<string, unknown>> {
     const deadline = Date.now() + timeoutMs;
@@ -103,7 +107,8 @@ export class NodeProcess {
   /**
    * Waits for the "<role> listening" log line and returns the base URL it names. A process that
    * never gets there is killed, so a failed start leaves nothing running. The wait is long: on a
-   * loaded 2-core machine a start has been seen to take over 30 s.
+   * loaded 2-core machine a start has been seen to take over 10 s, and over 25 s with both cores
+   * kept busy while two test files start gateways (`npm run test:loaded`).
    */
   async listening(role: string, timeoutMs = 120_000): Promise<string> {
     try {
@@ -116,7 +121,7 @@ export class NodeProcess {
   }
 
   /** Waits until the process accepts TCP connections on `port` (127.0.0.1): for a process that logs nothing. */
-  async accepting(port: number, timeoutMs = 15_000): Promise<void> {
+  async accepting(port: number, timeoutMs = 120_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline && this.exitCode === null) {
       const ok = await new Promise<boolean>((resolve) => {

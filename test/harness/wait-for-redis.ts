@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 
 /** Waits until a freshly started redis-server answers PING (tests and the benchmark start their own). */
-export async function waitForRedis(url: string, timeoutMs = 10_000): Promise<void> {
+export async function waitForRedis(url: string, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const client = new Redis(url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });

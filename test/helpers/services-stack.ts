@@ -85,7 +85,7 @@ export class ServicesStack {
         },
         body: options.body,
         // A bound against hangs, not a timing assertion.
-        signal: AbortSignal.timeout(options.timeoutMs ?? 20_000),
+        signal: AbortSignal.timeout(options.timeoutMs ?? 90_000),
       });
       const text = await res.text();
       let parsed: { code?: string; target?: string } = {};
@@ -114,7 +114,7 @@ export class ServicesStack {
   }
 
   /** Waits until `metric` reaches at least `min`; a bound against hangs. */
-  async metricAtLeast(name: string, labels: Record<string, string>, min: number, timeoutMs = 15_000): Promise<number> {
+  async metricAtLeast(name: string, labels: Record<string, string>, min: number, timeoutMs = 60_000): Promise<number> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const value = await this.metric(name, labels);
@@ -125,7 +125,7 @@ export class ServicesStack {
 
   /** The access line of each of these requests, by request id, once all are written (a bound against hangs). */
   async accessLines(answers: readonly Answer[]): Promise<Map<string, AccessLine>> {
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + 60_000;
     for (;;) {
       const lines = new Map<string, AccessLine>();
       for (const line of this.gateway.process.logs())
@@ -143,7 +143,7 @@ export class ServicesStack {
     const path = join(this.configDir, 'gateway.yaml');
     writeFileSync(`${path}.next`, withServices(shipped, servicesYaml));
     renameSync(`${path}.next`, path);
-    const deadline = Date.now() + 15_000;
+    const deadline = Date.now() + 60_000;
     while (this.gateway.process.logs().filter((l) => l.msg === 'services reloaded').length === before) {
       if (Date.now() > deadline) throw new Error(`no reload:\n${this.gateway.process.outputTail()}`);
       await sleep(25);

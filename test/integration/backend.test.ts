@@ -443,7 +443,7 @@ describe('category backend persistence and Redis failure (real process)', () => 
     } finally {
       await redis.launch();
     }
-    await expect.poll(async () => (await call(url, 'GET', '/v1/categories')).status, { timeout: 10_000, interval: 100 }).toBe(200);
+    await expect.poll(async () => (await call(url, 'GET', '/v1/categories')).status, { timeout: 30_000, interval: 100 }).toBe(200);
     expect((await post(url, { name: 'Back' })).status).toBe(201);
     expect(process.output()).not.toMatch(/Unhandled error event/);
     await process.stop();
@@ -460,7 +460,7 @@ describe('category backend started while Redis is down (real process)', () => {
       expectError(await call(backend.url, 'GET', '/v1/categories'), 503, 'service_unavailable');
       await redis.launch();
       await expect
-        .poll(async () => (await call(backend.url, 'GET', '/v1/categories')).status, { timeout: 10_000, interval: 100 })
+        .poll(async () => (await call(backend.url, 'GET', '/v1/categories')).status, { timeout: 30_000, interval: 100 })
         .toBe(200);
       await backend.process.waitForLog(/category store \(Redis\) connected/);
     } finally {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashApiKey, newApiKey } from '../../src/keys/format.js';
 import { RedisKeyStore } from '../../src/store/redis/redis-key-store.js';
+import { beforeKeyCacheExpiry } from '../helpers/poll.js';
 import { TestRedisCluster } from '../helpers/redis-cluster.js';
 import {
   bearer,
@@ -44,7 +45,7 @@ beforeAll(async () => {
   const env = { ...cluster.env, TOLLGATE_CONFIG_DIR: configDir, TOLLGATE_ASSERTION_SECRET: SECRET };
   backend = await startBackend(env);
   gateways = await Promise.all([1, 2, 3].map(() => startGateway({ ...env, UPSTREAM_URL: backend.url })));
-}, 60_000);
+});
 
 afterAll(async () => {
   await Promise.all(gateways?.map((g) => g.process.stop()) ?? []);
@@ -99,7 +100,7 @@ async function usage(key: CreatedKey) {
   return JSON.parse(result.stdout) as { minute: { used: number }; day: { used: number }; bannedUntil: string | null };
 }
 
-async function eventually<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 2000): Promise<T> {
+async function eventually<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let value = await read();
   while (!done(value) && Date.now() < deadline) {
@@ -131,7 +132,7 @@ describe('on a 3-master Redis Cluster', () => {
     }
     // No request fell back to the degraded local mode.
     for (const g of gateways) expect(g.process.output()).not.toContain('degraded');
-  }, 60_000);
+  });
 
   it("shares an owner-scoped plan among keys on different masters: one state in the owner's slot, exact", async () => {
     await awayFromDayEdge(20);
@@ -174,7 +175,7 @@ describe('on a 3-master Redis Cluster', () => {
         if (key === keys[0]) expect((await usage(key)).bannedUntil).toBeNull();
       }),
     );
-  }, 60_000);
+  });
 
   it('manages keys with the CLI: list, show, set-plan, set-quota and revoke reach every gateway', async () => {
     const keys = await keysOnEveryMaster(['--plan', 'free']);
@@ -187,13 +188,17 @@ describe('on a 3-master Redis Cluster', () => {
     expect(JSON.parse(shown.stdout)).toMatchObject({ id: keys[0]!.id, plan: 'free', status: 'active' });
     await Promise.all(
       keys.map(async (key) => {
-        // Warm every gateway's key cache.
+        // Warm every gateway's key cache. Each change below is polled for until just before the cached
+        // records could have expired on their own: seen by then, it was pushed, however slow the machine.
+        const cachedSince = Date.now();
+        const pushed = () => beforeKeyCacheExpiry(cachedSince) - Date.now();
         expect(await Promise.all([0, 1, 2].map((i) => send(key.key, i).then((r) => r.status)))).toEqual([200, 200, 200]);
 
         expect((await cli(['set-plan', key.id, 'business'])).code).toBe(0);
         const limits = await eventually(
           () => Promise.all([0, 1, 2].map((i) => send(key.key, i).then((r) => r.headers.get('x-ratelimit-limit')))),
           (l) => l.every((x) => x === '1000'),
+          pushed(),
         );
         expect(limits).toEqual(['1000', '1000', '1000']);
 
@@ -201,6 +206,7 @@ describe('on a 3-master Redis Cluster', () => {
         const policies = await eventually(
           () => Promise.all([0, 1, 2].map((i) => send(key.key, i).then((r) => r.headers.get('ratelimit-policy')))),
           (p) => p.every((x) => x === '"minute";q=7;w=60, "day";q=70;w=86400'),
+          pushed(),
         );
         expect(new Set(policies)).toEqual(new Set(['"minute";q=7;w=60, "day";q=70;w=86400']));
 
@@ -209,12 +215,12 @@ describe('on a 3-master Redis Cluster', () => {
         const statuses = await eventually(
           () => Promise.all([0, 1, 2].map((i) => send(key.key, i).then((r) => r.status))),
           (s) => s.every((x) => x === 401),
-          1000,
+          pushed(),
         );
         expect(statuses).toEqual([401, 401, 401]);
       }),
     );
-  }, 60_000);
+  });
 
   it('keeps categories in the cluster through the backend, both keys in one slot', async () => {
     const [key] = await fixtureKeysOnEveryMaster('pro');
@@ -271,9 +277,17 @@ describe('on a 3-master Redis Cluster', () => {
       await eventually(
         () => send(key!.key, 0).then((r) => r.status),
         (s) => s === 200,
-        10_000,
+        60_000,
       ),
     ).toBe(200);
+    // How long the same request takes here and now with every node up: the bound below scales with
+    // it, so a loaded machine does not turn "did not wait" red (on an idle one it stays 1 s).
+    let referenceMs = 0;
+    for (let i = 0; i < 3; i++) {
+      const sentAt = Date.now();
+      await (await fetch(`${gateways[0]!.url}/v1/store/orders`, { headers: bearer(key!.key) })).text();
+      referenceMs = Math.max(referenceMs, Date.now() - sentAt);
+    }
     const port = await cluster.masterPortOf(`tg:quota:{${key!.id}}`);
     const master = cluster.nodes.find((n) => n.port === port)!;
     await master.kill();
@@ -282,7 +296,7 @@ describe('on a 3-master Redis Cluster', () => {
       // A path the backend answers without Redis: the categories may live on the lost master too.
       const res = await fetch(`${gateways[0]!.url}/v1/store/orders`, { headers: bearer(key!.key) });
       // ioredis would retry a command on a lost node 16 times, 100 ms apart; the gateway does not wait.
-      expect(Date.now() - startedAt).toBeLessThan(1000);
+      expect(Date.now() - startedAt).toBeLessThan(Math.max(1000, 4 * referenceMs));
       expect(res.status).toBe(200);
       expect(res.headers.get('x-tollgate-degraded')).toBe('quota-local');
       for (let i = 0; i < 20; i++) await fetch(`${gateways[0]!.url}/v1/store/orders`, { headers: bearer(key!.key) });
@@ -293,7 +307,7 @@ describe('on a 3-master Redis Cluster', () => {
     // requests went there, so once per request would be 21 lines or more. A loaded machine may
     // see every node drop and return more than once while the cluster settles (ioredis refreshes
     // all node connections; 9 lines in 350 ms and a 10th later were seen in one full run).
-    await gateways[0]!.process.waitForLog('redis: cluster node lost', 3000);
+    await gateways[0]!.process.waitForLog('redis: cluster node lost');
     const lostLines = gateways[0]!.process.logs().filter((l) => l.msg === 'redis: cluster node lost');
     expect(lostLines.length, JSON.stringify(lostLines)).toBeGreaterThanOrEqual(1);
     expect(lostLines.length, JSON.stringify(lostLines)).toBeLessThan(21);
@@ -301,8 +315,8 @@ describe('on a 3-master Redis Cluster', () => {
     const degraded = await eventually(
       () => send(key!.key, 0).then((r) => r.headers.get('x-tollgate-degraded')),
       (d) => d === null,
-      15_000,
+      60_000,
     );
     expect(degraded).toBeNull();
-  }, 60_000);
+  });
 });

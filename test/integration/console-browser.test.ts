@@ -34,6 +34,8 @@ describeNeeding(chromiumMissing, 'the operator console in Chromium', () => {
   let consoleUrl: string;
   let id = '';
   let key = '';
+  /** The minute both admissions of the key fell in, if they fell in one. */
+  let admittedInMinute: number | undefined;
 
   beforeAll(async () => {
     redis = await TestRedis.start();
@@ -71,7 +73,7 @@ describeNeeding(chromiumMissing, 'the operator console in Chromium', () => {
     page = context.pages()[0] ?? (await context.newPage());
     page.on('pageerror', (err) => console.error('page error:', err.message));
     await awayFromDayEdge();
-  }, 60_000);
+  });
 
   afterAll(async () => {
     await browser?.close();
@@ -170,19 +172,21 @@ describeNeeding(chromiumMissing, 'the operator console in Chromium', () => {
   });
 
   it('counts the key’s use on the overview, then its refusals and its ban', async () => {
+    const firstMinute = Math.floor(Date.now() / 60_000);
     expect(await use(key)).toEqual({ status: 200, code: undefined });
     expect((await use(key)).status).toBe(200);
+    if (Math.floor(Date.now() / 60_000) === firstMinute) admittedInMinute = firstMinute;
     await page.goto(`${consoleUrl}#/overview`);
     const totals = page.locator('main p.muted');
-    await expect.poll(() => totals.innerText(), { timeout: 10_000 }).toMatch(/admitted [2-9]/);
+    await expect.poll(() => totals.innerText(), { timeout: 30_000 }).toMatch(/admitted [2-9]/);
     await expect.poll(() => page.locator('main').innerText()).toContain(id);
 
     const refusals: string[] = [];
     for (let i = 0; i < 6; i++) refusals.push((await use(key)).code ?? '');
     expect(refusals).toContain('rate_limit_exceeded');
     expect(refusals).toContain('api_key_banned');
-    await expect.poll(() => totals.innerText(), { timeout: 10_000 }).toMatch(/limited [1-9].*banned [1-9]/);
-    await expect.poll(() => page.locator('table', { hasText: 'Current bans' }).innerText(), { timeout: 10_000 }).toContain(id);
+    await expect.poll(() => totals.innerText(), { timeout: 30_000 }).toMatch(/limited [1-9].*banned [1-9]/);
+    await expect.poll(() => page.locator('table', { hasText: 'Current bans' }).innerText(), { timeout: 30_000 }).toContain(id);
     await screenshot('overview');
     await expectAccessible('overview');
   });
@@ -190,7 +194,14 @@ describeNeeding(chromiumMissing, 'the operator console in Chromium', () => {
   it('shows the key’s windows, ban and refusals, and lifts the ban after a confirmation', async () => {
     await page.goto(`${consoleUrl}#/keys/${id}`);
     await expect.poll(() => page.locator('h1').innerText()).toBe(`Key ${id}`);
-    await expect(page.locator('main').innerText()).resolves.toMatch(/This minute: 2 \/ 2 used/);
+    const shownInMinute = Math.floor(Date.now() / 60_000);
+    const main = await page.locator('main').innerText();
+    expect(main).toMatch(/This day: 2 \/ 2 used/);
+    // The minute window starts again at every minute edge: its count is known only while the minute
+    // of the two admissions lasts (a slow run may have crossed an edge since).
+    if (shownInMinute === admittedInMinute && Math.floor(Date.now() / 60_000) === admittedInMinute) {
+      expect(main).toMatch(/This minute: 2 \/ 2 used/);
+    }
     await expect(page.locator('#ban-state').innerText()).resolves.toContain('Banned until');
     await expect(page.locator('#refusals').innerText()).resolves.toMatch(/[1-9]\d* refused/);
     await screenshot('key-detail-banned');
@@ -204,7 +215,9 @@ describeNeeding(chromiumMissing, 'the operator console in Chromium', () => {
     await page.keyboard.press('Enter');
     await expect.poll(status).toContain('lifted');
     await expect.poll(() => page.locator('#ban-state').innerText()).toBe('Not banned.');
-    expect((await use(key)).code).toBe('rate_limit_exceeded'); // the quota is still spent; the ban is gone
+    // The ban is gone (the gateway forgets its cached ban when the change reaches it; until then it
+    // answers from memory and counts no refusal); the quota is still spent.
+    await expect.poll(async () => (await use(key)).code).toBe('rate_limit_exceeded');
   });
 
   it('changes the plan, sets and clears an expiry, rotates with grace, and revokes', async () => {

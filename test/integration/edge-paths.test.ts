@@ -50,7 +50,7 @@ describe('path normalisation before route rules', () => {
 
   it('logs and labels the canonical path', async () => {
     await stack.send([`GET /v1/x/../pets/77 HTTP/1.1\r\n${stack.auth}\r\n`]);
-    const line = await stack.gateway.process.waitForLog('request', 5000, (l) => l.path === '/v1/pets/77');
+    const line = await stack.gateway.process.waitForLog('request', 60_000, (l) => l.path === '/v1/pets/77');
     expect(line.status).toBe(200);
     expect(await stack.metrics()).toMatch(/tollgate_requests_total\{route="\/v1\/pets\/\{petId\}",method="GET",status="200"\}/);
     expect(await stack.metrics()).not.toMatch(/route="[^"]*\.\./);

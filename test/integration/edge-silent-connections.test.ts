@@ -70,10 +70,12 @@ describe('connections that never send a request head', () => {
     // The gateway ended every one of them (the test never closes them), none before the timeout.
     const endedAt = await Promise.all(silent.map((s) => s.endedAt));
     expect(Math.min(...endedAt) - openedAt).toBeGreaterThanOrEqual(HEADERS_TIMEOUT_MS - 50);
-    expect(Math.max(...endedAt) - openedAt).toBeLessThan(HEADERS_TIMEOUT_MS + 4000);
+    // (That the guard closed them, not Node's own timeout, is the metric below; the upper bound only
+    // says "not much later" and is generous for a loaded machine.)
+    expect(Math.max(...endedAt) - openedAt).toBeLessThan(HEADERS_TIMEOUT_MS + 30_000);
     // And let go of their descriptors, though these clients never close their side: Node's own
     // header timeout (which also runs from accept) only half-closes and waits for the client's FIN.
-    expect(await waitFor(async () => (await metric('tollgate_client_connections')) <= openBefore, 4000)).toBe(true);
+    expect(await waitFor(async () => (await metric('tollgate_client_connections')) <= openBefore, 30_000)).toBe(true);
     expect((await metric('tollgate_connections_closed_by_guard_total{reason="silent"}')) - silentBefore).toBe(SILENT);
     for (const s of silent) s.socket.destroy();
     // And serves again afterwards.
@@ -81,7 +83,7 @@ describe('connections that never send a request head', () => {
   });
 
   it('a connection that sent half a head gets 408 at the deadline', async () => {
-    const result = await stack.send([`GET /v1/categories HTTP/1.1\r\nHost: x\r\n`], { waitForClose: true, boundMs: 5000 });
+    const result = await stack.send([`GET /v1/categories HTTP/1.1\r\nHost: x\r\n`], { waitForClose: true, boundMs: 30_000 });
     expect(result.responses.at(-1)?.status).toBe(408);
     expect(result.closed).toBe(true);
   });
@@ -107,9 +109,10 @@ describe('maxConnectionsPerAddress', () => {
     const capBefore = await metric('tollgate_connections_closed_by_guard_total{reason="per_address"}');
     const held = await Promise.all(Array.from({ length: CAP }, () => silentConnection('127.0.2.7')));
     const over = await silentConnection('127.0.2.7');
-    const openedAt = Date.now();
-    // Closed at once, long before the head timeout.
-    expect((await over.endedAt) - openedAt).toBeLessThan(HEADERS_TIMEOUT_MS / 2);
+    // Closed at once, before the head timeout: the held connections, opened earlier and silent too,
+    // are all still open when it ends (a timeout would have closed them first), and the metric
+    // names the cap as the reason. No wall-clock bound: a loaded machine is slower, not wrong.
+    await over.endedAt;
     expect(held.filter((s) => s.socket.readyState === 'open').length).toBe(CAP);
     expect((await metric('tollgate_connections_closed_by_guard_total{reason="per_address"}')) - capBefore).toBe(1);
     const other = await stack.send([`GET /v1/categories HTTP/1.1\r\n${stack.auth}\r\n`]);

@@ -95,7 +95,7 @@ describe('authentication', () => {
       headers: { ...bearer(key.key), 'x-request-id': 'log-check-0001' },
     });
     expect(res.status).toBe(200);
-    const line = await gateway.process.waitForLog('request', 5000, (l) => l.reqId === 'log-check-0001');
+    const line = await gateway.process.waitForLog('request', 60_000, (l) => l.reqId === 'log-check-0001');
     expect(line).toMatchObject({ keyId: key.id, plan: 'pro', status: 200, method: 'GET', path: '/v1/categories' });
     expect(typeof line.ms).toBe('number');
     expect(gateway.process.output()).not.toContain(key.key);

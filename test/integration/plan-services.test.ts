@@ -149,7 +149,7 @@ describe('a plan limited to one service', () => {
     expect(await res.json()).toMatchObject({ target: 'dogs' });
     expect(res.headers.get('x-ratelimit-shadow')).toBe('service_not_in_plan');
     expect(remaining(res)).toBe(49);
-    const line = await gateway.process.waitForLog('request', 5000, (l) => l.keyId === key.id);
+    const line = await gateway.process.waitForLog('request', 60_000, (l) => l.keyId === key.id);
     expect(line).toMatchObject({ shadowRefusal: 'service_not_in_plan', service: 'dogs' });
     expect((await get(key, '/v1/cats/1')).headers.get('x-ratelimit-shadow')).toBeNull();
   });
@@ -173,7 +173,7 @@ describe('a plan without services', () => {
 // Last: these change the config files for good, in this order.
 describe('reloads checked across plans.yaml and gateway.yaml', () => {
   const refusal = (error: string) =>
-    gateway.process.waitForLog('config reload refused; the previous config stays in force', 10_000, (l) => l.error === error);
+    gateway.process.waitForLog('config reload refused; the previous config stays in force', 60_000, (l) => l.error === error);
 
   it('refuses a plans.yaml naming a service gateway.yaml does not define; the old plans stay', async () => {
     writeFileSync(join(configDir, 'plans.yaml'), PLANS.replace('services: [cats] }', 'services: [cats, dogs, birds] }'));
@@ -198,7 +198,7 @@ describe('reloads checked across plans.yaml and gateway.yaml', () => {
   it('takes the refused plans.yaml once a gateway.yaml defining its service is in force', async () => {
     const withBirds = services(`  - name: birds\n    paths: [/v1/birds]\n    targets: [${birds.url}]\n`);
     writeFileSync(join(configDir, 'gateway.yaml'), withServices(shippedGatewayYaml, withBirds));
-    await gateway.process.waitForLog('config reloaded', 10_000, (l) => l.reason === 'gateway.yaml reloaded');
+    await gateway.process.waitForLog('config reloaded', 60_000, (l) => l.reason === 'gateway.yaml reloaded');
     const key = await newKey(['--plan', 'catsonly']);
     expect(await (await get(key, '/v1/birds/1')).json()).toMatchObject({ target: 'birds' });
     expect(await (await get(key, '/v1/dogs/1')).json()).toMatchObject({ target: 'dogs' });

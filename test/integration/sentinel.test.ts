@@ -16,7 +16,7 @@ beforeAll(async () => {
   redis = await TestRedisSentinel.start();
   upstream = await new EchoUpstream().start();
   gateway = await startGateway({ ...redis.env, UPSTREAM_URL: upstream.url });
-}, 60_000);
+});
 
 afterAll(async () => {
   await gateway?.process.stop();

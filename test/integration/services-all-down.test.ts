@@ -7,6 +7,11 @@ import { answerStatus, echoAfter, ServicesStack, type Answer } from '../helpers/
 // its health probes: no queue of timeouts, no connection to a target known to be down.
 
 const EJECTION_MS = 5000;
+/**
+ * The services' try timeout, long on purpose: a request that waited for it took at least this long
+ * (timers never fire early), so an answer sooner proves it waited for none, on any machine.
+ */
+const TIMEOUT_MS = 60_000;
 const down = [new CountingTarget('down-a'), new CountingTarget('down-b'), new CountingTarget('down-c')];
 const probed = [new CountingTarget('probed-a'), new CountingTarget('probed-b')];
 let stack: ServicesStack;
@@ -19,13 +24,13 @@ services:
   - name: down
     paths: [/v1/down]
     targets: [${down.map((t) => t.url).join(', ')}]
-    timeoutMs: 10000
+    timeoutMs: ${TIMEOUT_MS}
     ejection: { consecutiveFailures: 2, baseMs: ${EJECTION_MS}, maxMs: ${EJECTION_MS}, maxEjectedPercent: 100 }
     panic: fail
   - name: probed
     paths: [/v1/probed]
     targets: [${probed.map((t) => t.url).join(', ')}]
-    timeoutMs: 10000
+    timeoutMs: ${TIMEOUT_MS}
     healthCheck: { path: /healthz, intervalMs: 300, healthyThreshold: 2, unhealthyThreshold: 2 }
     ejection: { consecutiveFailures: 1000 }
     panic: fail
@@ -36,7 +41,7 @@ services:
 
 afterAll(() => stack?.close());
 
-/** A request that must not wait for any timeout: it is answered well within the service's 10 s. */
+/** A request that must not wait for any timeout: it is answered before the service's could fire. */
 async function timed(method: string, path: string): Promise<Answer & { ms: number }> {
   const started = Date.now();
   const answer = await stack.request(method, path, method === 'POST' ? { body: '{}' } : {});
@@ -48,8 +53,8 @@ function expectUnavailable(answers: Array<Answer & { ms: number }>, maxRetryAfte
     expect(a).toMatchObject({ status: 503, code: 'upstream_unavailable' });
     expect(Number(a.retryAfter)).toBeGreaterThanOrEqual(1);
     expect(Number(a.retryAfter)).toBeLessThanOrEqual(maxRetryAfterSeconds);
-    // A bound that tells "answered at once" from "waited for a timeout" on any machine.
-    expect(a.ms).toBeLessThan(5000);
+    // Tells "answered at once" from "waited for a timeout" on any machine, however loaded.
+    expect(a.ms).toBeLessThan(TIMEOUT_MS);
   }
 }
 
@@ -86,7 +91,7 @@ describe('every instance out, panic: fail', () => {
     expect(await stack.metric('tollgate_upstream_panic_total', { service: 'down' })).toBeGreaterThanOrEqual(burst.length);
 
     // Once the ejections are over, the instances are back in rotation.
-    const deadline = Date.now() + 20_000;
+    const deadline = Date.now() + 60_000;
     let after: Answer | undefined;
     while (Date.now() < deadline) {
       after = await stack.request('GET', '/v1/down/back');
@@ -99,7 +104,7 @@ describe('every instance out, panic: fail', () => {
   it('held out by active probes: 503 upstream_unavailable at once, and only probes reach the targets', async () => {
     for (const t of probed) t.behaviour = answerStatus(t, 503);
     // Until the probes have taken both out (503s relayed before that).
-    const deadline = Date.now() + 20_000;
+    const deadline = Date.now() + 60_000;
     let answer: Answer | undefined;
     while (Date.now() < deadline) {
       answer = await stack.request('GET', '/v1/probed/x');
@@ -117,14 +122,14 @@ describe('every instance out, panic: fail', () => {
     expectUnavailable(burst, 1);
     // The probes go on meanwhile: what reached the targets since the burst began is probes only.
     const sinceBurst = () => probed.flatMap((t, i) => t.hits.slice(before[i]));
-    const probeDeadline = Date.now() + 10_000;
+    const probeDeadline = Date.now() + 60_000;
     while (sinceBurst().length < 2 && Date.now() < probeDeadline) await new Promise((r) => setTimeout(r, 50));
     expect(sinceBurst().length).toBeGreaterThanOrEqual(2);
     expect(sinceBurst().filter((h) => h.url !== '/healthz' || h.requestId !== '')).toEqual([]);
 
     // Healthy again: two good probes bring them back.
     for (const t of probed) t.behaviour = echoAfter(t, 0);
-    const backDeadline = Date.now() + 20_000;
+    const backDeadline = Date.now() + 60_000;
     while (Date.now() < backDeadline) {
       answer = await stack.request('GET', '/v1/probed/back');
       if (answer.status === 200) break;

@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, ADMIN_TOKENS } from '../helpers/admin-client.js';
 import { CountingTarget } from '../helpers/counting-targets.js';
+import { pollUntil } from '../helpers/poll.js';
 import { answerStatus, echoAfter, ServicesStack, sleep } from '../helpers/services-stack.js';
 
 // What an attacker or an upstream's author could do to the retries of a service (a security
@@ -10,6 +11,11 @@ import { answerStatus, echoAfter, ServicesStack, sleep } from '../helpers/servic
 // that never answers. Each case fails on the code before its fix.
 
 const [leakA, leakB] = [new CountingTarget('leak-a'), new CountingTarget('leak-b')];
+/**
+ * The flood service's timeout, long on purpose: a flood that is not cut holds the request until it
+ * fires (504), so a 200 from the other target sooner proves the cut on any machine.
+ */
+const FLOOD_TIMEOUT_MS = 30_000;
 const [floodE, floodG] = [new CountingTarget('flood-e'), new CountingTarget('flood-g')];
 const [trickleE, trickleG] = [new CountingTarget('trickle-e'), new CountingTarget('trickle-g')];
 const [soloOld, soloNew] = [new CountingTarget('solo-old'), new CountingTarget('solo-new')];
@@ -27,7 +33,7 @@ services:
   - name: flood
     paths: [/v1/flood]
     targets: [${floodE.url}, ${floodG.url}]
-    timeoutMs: 3000
+    timeoutMs: ${FLOOD_TIMEOUT_MS}
     ejection: { consecutiveFailures: 1000 }
   - name: trickle
     paths: [/v1/trickle]
@@ -99,23 +105,32 @@ describe('retries under attack', () => {
   it('a retryable 503 whose body floods without end is cut, and the retry goes ahead', async () => {
     floodE.behaviour = endless503(8 * 1024, 10);
     const started = Date.now();
-    const answer = await stack.request('GET', '/v1/flood/1', { timeoutMs: 8_000 });
+    const answer = await stack.request('GET', '/v1/flood/1', { timeoutMs: FLOOD_TIMEOUT_MS * 2 });
     // Before: the endless body was read and dropped for ever (its bytes reset the idle timer).
     expect(answer).toMatchObject({ status: 200, target: 'flood-g' });
-    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(Date.now() - started).toBeLessThan(FLOOD_TIMEOUT_MS);
     expect(floodG.hits.length).toBe(1);
   });
 
   it('a retryable 503 whose body trickles without end ends at the service timeout with 504', async () => {
     trickleE.behaviour = endless503(16, 100);
     const started = Date.now();
-    const answer = await stack.request('GET', '/v1/trickle/1', { timeoutMs: 8_000 });
+    // The client waits far longer than the service's 1.5 s: the 504 is the gateway ending it.
+    const answer = await stack.request('GET', '/v1/trickle/1', { timeoutMs: 60_000 });
     expect(answer).toMatchObject({ status: 504, code: 'gateway_timeout' });
-    expect(Date.now() - started).toBeLessThan(1_500 + 1_000);
+    // Ended by the service's timeout: not before it, and well before any other timer (the shortest
+    // other one, headersTimeoutMs, is 10 s), leaving a loaded machine 8 s of slack.
+    const elapsed = Date.now() - started;
+    expect(elapsed).toBeGreaterThanOrEqual(1_500);
+    expect(elapsed).toBeLessThan(10_000);
     // No try past the deadline: the other target was never sent a request doomed to time out.
     expect(trickleG.hits.length).toBe(0);
-    await sleep(100);
-    expect(await describeService('trickle')).toMatchObject({ inFlight: 0, retriesInFlight: 0 });
+    const described = await pollUntil(
+      () => describeService('trickle'),
+      (d) => d.inFlight === 0 && d.retriesInFlight === 0,
+      { deadline: Date.now() + 30_000 },
+    );
+    expect(described).toMatchObject({ inFlight: 0, retriesInFlight: 0 });
   });
 
   it('a retry after a closed connection never goes to the target a reload removed', async () => {
@@ -165,11 +180,11 @@ describe('retries under attack', () => {
       ),
     );
     expect(answers.filter((a) => a.status !== 0).length).toBeGreaterThan(0);
-    let described = await describeService('chaos');
-    for (let i = 0; i < 100 && (described.inFlight || described.retriesInFlight || described.targets.some((t) => t.inFlight)); i++) {
-      await sleep(50);
-      described = await describeService('chaos');
-    }
+    const described = await pollUntil(
+      () => describeService('chaos'),
+      (d) => !d.inFlight && !d.retriesInFlight && !d.targets.some((t) => t.inFlight),
+      { deadline: Date.now() + 60_000, everyMs: 50 },
+    );
     expect(described).toMatchObject({ inFlight: 0, retriesInFlight: 0 });
     expect(described.targets.map((t) => t.inFlight)).toEqual([0, 0, 0]);
   });

@@ -94,7 +94,7 @@ describe('services by path prefix', () => {
 
   it('names the service, the target and the tries in the access line', async () => {
     await get('/v2/dogs/77');
-    const line = await gateway.process.waitForLog('request', 5000, (l) => l.path === '/v2/dogs/77');
+    const line = await gateway.process.waitForLog('request', 60_000, (l) => l.path === '/v2/dogs/77');
     expect(line).toMatchObject({ service: 'dogs', target: dogs.url, tries: 1 });
   });
 });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { pollUntil } from '../helpers/poll.js';
 import { quotaStack } from '../helpers/quota-stack.js';
 import { bearer, keysCli } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
@@ -52,9 +53,18 @@ describe('shadow plans across three replicas on Redis', () => {
     const key = await stack.newKey(['--plan', 'trial']);
     await sixAdmitted((i) => stack.send(key.key, i));
     expect((await decisions('trial', 'shadow_limited')) - before).toBe(4);
-    await new Promise((r) => setTimeout(r, 100)); // the access log line is written when the response closes
-    const logged = stack.gateways().flatMap((g) => g.process.logs().filter((l) => l.msg === 'request' && l.keyId === key.id));
-    expect(logged.filter((l) => l.shadowRefusal === 'rate_limit_exceeded')).toHaveLength(4);
+    // The access log line is written when the response closes, in batches: wait for all four.
+    const shadowRefused = () =>
+      stack
+        .gateways()
+        .flatMap((g) => g.process.logs().filter((l) => l.msg === 'request' && l.keyId === key.id))
+        .filter((l) => l.shadowRefusal === 'rate_limit_exceeded');
+    const logged = await pollUntil(
+      async () => shadowRefused(),
+      (lines) => lines.length >= 4,
+      { deadline: Date.now() + 30_000 },
+    );
+    expect(logged).toHaveLength(4);
     const usage = JSON.parse((await keysCli(stack.redis(), ['usage', key.id, '--json'], stack.configDir())).stdout);
     expect(usage).toMatchObject({ bannedUntil: null, day: { used: 2 } });
   });
@@ -74,8 +84,13 @@ describe('shadow plans across three replicas on Redis', () => {
     expect(codes).toEqual(['ok', 'ok', 'rate_limit_exceeded', 'api_key_banned']);
     // ...and a shadow override admits even a banned key, telling why it would not have.
     expect((await keysCli(stack.redis(), ['set-quota', plain.id, '--shadow'], stack.configDir())).code).toBe(0);
-    await new Promise((r) => setTimeout(r, 200));
-    const res = await stack.send(plain.key, 0);
+    // Replica 0 answered the ban and holds it in memory until the pushed change reaches it; asked
+    // meanwhile, it answers from memory and counts nothing.
+    const res = await pollUntil(
+      () => stack.send(plain.key, 0),
+      (r) => r.status === 200,
+      { deadline: Date.now() + 30_000 },
+    );
     expect(res.status).toBe(200);
     expect(res.headers.get('x-ratelimit-shadow')).toBe('api_key_banned');
   });

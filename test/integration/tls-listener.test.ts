@@ -27,7 +27,7 @@ beforeAll(async () => {
         `gateway:\n  tls:\n    sni:\n      - { serverName: api.test, cert: ${api.cert}, key: ${api.key} }\n`,
       ),
   });
-}, 60_000);
+});
 afterAll(async () => {
   await stack?.stop();
   certs?.remove();
@@ -97,7 +97,7 @@ describe('HTTPS over HTTP/1.1', () => {
     expect(stack.upstream.header(stack.upstream.requests[0]!, 'x-forwarded-proto')).toEqual(['https']);
     const line = await stack.gateway.process.waitForLog(
       'request',
-      5000,
+      60_000,
       (l) => l.reqId === stack.upstream.header(stack.upstream.requests[0]!, 'x-request-id')[0],
     );
     expect(line).toMatchObject({ scheme: 'https', status: 200 });
@@ -121,7 +121,7 @@ describe('certificate reload', () => {
 
     const next = certs.make('next', 'localhost');
     certs.swap(served, next);
-    await stack.gateway.process.waitForLog('TLS certificates loaded', 10_000, (l) => l.fingerprint256 === next.fingerprint256);
+    await stack.gateway.process.waitForLog('TLS certificates loaded', 60_000, (l) => l.fingerprint256 === next.fingerprint256);
     // The session negotiated before the swap still carries requests.
     expect((await h2Request(session, { ':path': '/v1/categories', ...auth })).status).toBe(200);
     expect(session.destroyed).toBe(false);
@@ -136,7 +136,7 @@ describe('certificate reload', () => {
     const stranger = certs.make('stranger', 'localhost');
     const key = readFileSync(served.key);
     writeFileSync(served.key, readFileSync(stranger.key));
-    await stack.gateway.process.waitForLog('TLS certificate reload refused; the certificates in force stay', 10_000, (l) =>
+    await stack.gateway.process.waitForLog('TLS certificate reload refused; the certificates in force stay', 60_000, (l) =>
       /is not the private key of the certificate/.test(String(l.error)),
     );
     expect(await fingerprintSeen()).toBe(served.fingerprint256);
@@ -146,6 +146,6 @@ describe('certificate reload', () => {
 
   it('SIGHUP reads the files again (logged even when nothing changed)', async () => {
     stack.gateway.process.child.kill('SIGHUP');
-    await stack.gateway.process.waitForLog(/^TLS certificate/, 10_000, (l) => l.reason === 'SIGHUP');
+    await stack.gateway.process.waitForLog(/^TLS certificate/, 60_000, (l) => l.reason === 'SIGHUP');
   });
 });

@@ -119,14 +119,14 @@ describe('HTTPS upstreams', () => {
     const res = await get('/v1/untrusted/x');
     expect(res.status).toBe(502);
     expect(res.body).toMatchObject({ code: 'bad_gateway' });
-    const line = await gateway.process.waitForLog('upstream failed', 5000, (l) => l.service === 'no-ca');
+    const line = await gateway.process.waitForLog('upstream failed', 60_000, (l) => l.service === 'no-ca');
     expect(JSON.stringify(line.err)).toMatch(/UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED|unable to verify/i);
   });
 
   it('a certificate not naming the target host fails (127.0.0.1 is not in it), unless servername names it', async () => {
     const wrongName = await get('/v1/by-address/x');
     expect(wrongName.status).toBe(502);
-    const line = await gateway.process.waitForLog('upstream failed', 5000, (l) => l.service === 'by-address');
+    const line = await gateway.process.waitForLog('upstream failed', 60_000, (l) => l.service === 'by-address');
     expect(JSON.stringify(line.err)).toMatch(/ERR_TLS_CERT_ALTNAME_INVALID/);
     sniSeen.length = 0;
     const named = await get('/v1/named/x');

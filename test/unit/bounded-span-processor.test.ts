@@ -1,6 +1,6 @@
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import { BasicTracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { BoundedSpanProcessor } from '../../src/tracing/bounded-span-processor.js';
 
 // The span queue between the request path and the OTLP exporter: bounded, one export at a time,
@@ -39,9 +39,18 @@ function setup(mode: 'ok' | 'hang' | 'fail', options: Partial<ConstructorParamet
   return { exporter, dropped, processor, spans };
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+// The processor's timers run on a clock the test moves: what it asserts after "100 ms" is what the
+// processor does in 100 ms of its own time, however slowly the machine runs them.
+const sleep = (ms: number) => vi.advanceTimersByTimeAsync(ms);
 
 describe('BoundedSpanProcessor', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it('exports ended spans in batches of at most maxExportBatchSize', async () => {
     const { exporter, dropped, spans } = setup('ok');
     spans(9);
