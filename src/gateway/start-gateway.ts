@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { createAdminApi } from '../admin/admin-api.js';
+import { JwtAuthenticator } from '../auth/jwt/jwt-authenticator.js';
 import { createAdminServer } from '../admin/admin-server.js';
 import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
 import { GATEWAY_FILE, loadGatewayFile, loadPlans, PLANS_FILE } from '../config/load.js';
@@ -63,14 +64,17 @@ export async function startGateway(
   // rest need a restart). It loads first: plans.yaml is checked against its services, and each
   // later reload of either file against the other one in force (plan-services.ts).
   // Set once plans.yaml is loaded, just below: the first gateway.yaml load has no plans to check.
-  const inForce: { plans?: () => PlansConfig } = {};
+  const inForce: { plans?: () => PlansConfig; jwt?: JwtAuthenticator } = {};
   const routes = new Reloading(
     join(settings.configDir, GATEWAY_FILE),
     () => {
       const file = loadGatewayFile(settings.configDir);
       const { deprecations, costs } = file.routes;
       const services = inForce.plans ? servicesKeepingPlanned(file.services, inForce.plans()) : file.services;
-      return { deprecations: new RouteRules(deprecations), costs: new RouteCosts(costs), services };
+      // Identity providers are hot too; an issuer whose key source is unchanged keeps its cached keys.
+      const jwt =
+        file.jwt && new JwtAuthenticator(file.jwt, logger, { previous: inForce.jwt, maxCachedTokens: settings.keyCache.maxEntries });
+      return { deprecations: new RouteRules(deprecations), costs: new RouteCosts(costs), services, jwt };
     },
     logger,
   );
@@ -85,6 +89,8 @@ export async function startGateway(
   // Both files edited at once (a service added and a plan naming it, or both dropped): whichever
   // reload came first was refused, and is tried again once the other one is in force.
   routes.onChange(() => plans.retryRefused('gateway.yaml reloaded'));
+  inForce.jwt = routes.current().jwt;
+  routes.onChange((next) => (inForce.jwt = next.jwt));
   plans.onChange(() => routes.retryRefused('plans.yaml reloaded'));
   const assertionSecrets = secrets ?? assertionSecretsFromEnv(process.env);
   if (!secrets) logSecretSource(assertionSecrets, logger, 'gateway');
@@ -146,7 +152,7 @@ export async function startGateway(
   const chain: readonly Policy[] = [
     requestId,
     serveOpenApi(settings.openapi, settings.configDir),
-    failedAuth.wrap(authenticate(keys, failedAuth.blockedSeconds)),
+    failedAuth.wrap(authenticate(keys, failedAuth.blockedSeconds, () => inForce.jwt)),
     serveUsage(settings.usage.path, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
     routeToService(upstreams, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
     enforceQuota({
