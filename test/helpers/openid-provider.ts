@@ -69,7 +69,7 @@ export class OpenIdProvider {
       extraTokenClaims: () => ({ tier }),
       ttl: { ClientCredentials: 600 },
     });
-    this.server = provider.listen(this.port, '127.0.0.1') as unknown as Server;
+    this.server = provider.listen(this.port, '127.0.0.1');
     await new Promise<void>((resolve, reject) => {
       this.server!.once('listening', resolve);
       this.server!.once('error', reject);
