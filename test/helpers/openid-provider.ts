@@ -45,7 +45,7 @@ export class OpenIdProvider {
           scope: 'pets:read',
         },
       ],
-      jwks: { keys: this.keys as never },
+      jwks: { keys: this.keys },
       scopes: ['pets:read'],
       features: {
         devInteractions: { enabled: false },
