@@ -36,7 +36,7 @@ export async function latencyPhase(stack: Stack, options: Options, tollgateMaxPe
   for (const target of targets) {
     await openLoop({
       url: target.url,
-      request: rawGet(target.url + PATH, stack.headers),
+      request: rawGet(target.url + PATH, stack.headersOf(target)),
       ratePerSecond: rate,
       durationMs: warmupMs,
       connections: options.connections,
@@ -52,7 +52,7 @@ export async function latencyPhase(stack: Stack, options: Options, tollgateMaxPe
       const meter = new CpuMeter({ proxy: target.process.pid });
       const run = await openLoop({
         url: target.url,
-        request: rawGet(target.url + PATH, stack.headers),
+        request: rawGet(target.url + PATH, stack.headersOf(target)),
         ratePerSecond: rate,
         durationMs: options.latencySeconds * 1000,
         connections: options.connections,
