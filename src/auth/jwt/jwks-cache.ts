@@ -28,8 +28,6 @@ const MAX_JWKS_BYTES = 512 * 1024;
 
 interface Held {
   resolver: KeyResolver;
-  kids: number;
-  fetchedAtMs: number;
   freshUntilMs: number;
 }
 
@@ -64,7 +62,13 @@ export class JwksCache {
       return held.resolver;
     }
     if (!this.mayFetch(nowMs)) return undefined;
-    return this.refresh().then(() => this.held?.resolver);
+    return this.refresh().then(() => this.usable());
+  }
+
+  /** The held set, unless it is past its stale bound (a refresh just failed). */
+  private usable(): KeyResolver | undefined {
+    const held = this.held;
+    return held && this.now() < held.freshUntilMs + STALE_IF_ERROR_MS ? held.resolver : undefined;
   }
 
   /**
@@ -73,9 +77,9 @@ export class JwksCache {
    */
   refetchForUnknownKid(): Promise<KeyResolver | undefined> | undefined {
     const nowMs = this.now();
-    if (this.pending) return this.pending.then(() => this.held?.resolver);
+    if (this.pending) return this.pending.then(() => this.usable());
     if (nowMs - this.lastAttemptMs < UNKNOWN_KID_REFETCH_MS) return undefined;
-    return this.refresh().then(() => this.held?.resolver);
+    return this.refresh().then(() => this.usable());
   }
 
   /** Seconds a client should wait before trying again while no key set is held. */
@@ -96,7 +100,7 @@ export class JwksCache {
         ({ jwks, maxAgeMs }) => {
           const fetchedAtMs = this.now();
           const freshMs = Math.min(MAX_FRESH_MS, Math.max(MIN_FRESH_MS, maxAgeMs ?? MIN_FRESH_MS));
-          this.held = { resolver: createLocalJWKSet(jwks), kids: jwks.keys.length, fetchedAtMs, freshUntilMs: fetchedAtMs + freshMs };
+          this.held = { resolver: createLocalJWKSet(jwks), freshUntilMs: fetchedAtMs + freshMs };
           this.options.logger.info(
             { issuer: this.options.issuerName, keys: jwks.keys.length, freshSeconds: freshMs / 1000 },
             'jwks fetched',
