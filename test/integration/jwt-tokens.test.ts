@@ -49,6 +49,12 @@ jwt:
       audiences: [${AUDIENCE}, other-api]
       plan: { claim: tier, map: { gold: pro }, default: free }
       clockSkewSeconds: 30
+    - name: fwd-idp
+      issuer: https://forwarding.test
+      jwksUri: ${jwks.url}
+      audiences: [${AUDIENCE}]
+      plan: { default: free }
+      forwardToken: true
     - name: dead-idp
       issuer: https://dead.test
       jwksUri: http://127.0.0.1:${deadPort}/jwks
@@ -104,6 +110,15 @@ describe('a valid token', () => {
     expect(JSON.parse(usage.body)).toMatchObject({ id: 'jwt:test-idp:user-usage', plan: 'pro', minute: { used: 2, limit: 300 } });
   });
 
+  it('goes upstream as well only where the issuer says forwardToken: true', async () => {
+    const token = await mint(key, claims({ iss: 'https://forwarding.test', sub: 'user-fwd' }));
+    const before = upstream.requests.length;
+    expect((await call(token)).status).toBe(200);
+    const seen = upstream.requests[before]!;
+    expect(upstream.header(seen, 'authorization')).toEqual([`Bearer ${token}`]);
+    expect(upstream.header(seen, 'x-tollgate-consumer-id')).toEqual(['jwt:fwd-idp:user-fwd']);
+  });
+
   it('names an odd subject by a digest: no braces in Redis hash tags, bounded length', async () => {
     const before = upstream.requests.length;
     expect((await call(await mint(key, claims({ sub: '{evil}:' + 'x'.repeat(300) })))).status).toBe(200);
@@ -113,36 +128,41 @@ describe('a valid token', () => {
 });
 
 describe('the negative corpus', () => {
-  const refusals: Array<[string, () => Promise<string>]> = [
-    ['wrong iss', () => mint(key, claims({ iss: 'https://evil.test' }))],
-    ['iss of a configured issuer, signed by another', async () => mint(await signingKey('rsa-1'), claims())],
-    ['wrong aud', () => mint(key, claims({ aud: 'someone-else' }))],
-    ['expired (beyond the skew)', () => mint(key, claims({ exp: now() - 120 }))],
-    ['no exp', () => mint(key, { iss: ISSUER, aud: AUDIENCE, sub: 'user-1' })],
-    ['nbf in the future (beyond the skew)', () => mint(key, claims({ nbf: now() + 300 }))],
-    ['no subject', () => mint(key, claims({ sub: undefined }))],
-    ['alg none', async () => unsigned({ alg: 'none', typ: 'JWT' }, claims())],
-    ['HS256 signed with the public key bytes (algorithm confusion)', () => hmacWithPublicKey(key)],
-    ['alg RS256 on an EC key id', async () => mint({ ...key, kid: 'ec-1' }, claims())],
-    ['jku header', () => mint(key, claims(), { jku: 'https://evil.test/jwks' })],
-    ['x5u header', () => mint(key, claims(), { x5u: 'https://evil.test/cert.pem' })],
-    ['embedded jwk header', async () => embeddedJwk()],
-    ['unknown crit', async () => signedRaw(key, { alg: 'RS256', kid: 'rsa-1', crit: ['exp-policy'], 'exp-policy': 1 }, claims())],
-    ['JWE (encrypted)', () => encrypted(key)],
-    ['larger than 8 KiB', () => mint(key, claims({ padding: 'x'.repeat(9000) }))],
-    ['bad signature', async () => flipLastChar(await mint(key, claims()))],
-    ['unknown kid', async () => mint(await signingKey('rsa-unknown'), claims())],
-    ['two segments', async () => (await mint(key, claims())).split('.').slice(0, 2).join('.')],
-    ['garbage in the header segment', async () => 'e30x.' + (await mint(key, claims())).split('.').slice(1).join('.')],
+  const refusals: Array<[string, () => Promise<string>, RegExp]> = [
+    ['wrong iss', () => mint(key, claims({ iss: 'https://evil.test' })), /accepted issuer/],
+    ['iss of a configured issuer, signed by another', async () => mint(await signingKey('rsa-1'), claims()), /signature is invalid/],
+    ['wrong aud', () => mint(key, claims({ aud: 'someone-else' })), /audience/],
+    ['expired (beyond the skew)', () => mint(key, claims({ exp: now() - 120 })), /expired/],
+    ['no exp', () => mint(key, { iss: ISSUER, aud: AUDIENCE, sub: 'user-1' }), /expiry/],
+    ['nbf in the future (beyond the skew)', () => mint(key, claims({ nbf: now() + 300 })), /not valid yet/],
+    ['no subject', () => mint(key, claims({ sub: undefined })), /no subject/],
+    ['alg none', async () => unsigned({ alg: 'none', typ: 'JWT' }, claims()), /algorithm that is not accepted/],
+    ['HS256 signed with the public key bytes (algorithm confusion)', () => hmacWithPublicKey(key), /algorithm that is not accepted/],
+    ['alg RS256 on an EC key id', async () => mint({ ...key, kid: 'ec-1' }, claims()), /No key of the issuer/],
+    ['jku header', () => mint(key, claims(), { jku: 'https://evil.test/jwks' }), /Key-locating/],
+    ['x5u header', () => mint(key, claims(), { x5u: 'https://evil.test/cert.pem' }), /Key-locating/],
+    ['embedded jwk header', async () => embeddedJwk(), /Key-locating/],
+    [
+      'unknown crit',
+      async () => signedRaw(key, { alg: 'RS256', kid: 'rsa-1', crit: ['exp-policy'], 'exp-policy': 1 }, claims()),
+      /critical header/,
+    ],
+    ['JWE (encrypted)', () => encrypted(key), /JWE/],
+    ['larger than 8 KiB', () => mint(key, claims({ padding: 'x'.repeat(9000) })), /8 KiB/],
+    ['bad signature', async () => flipLastChar(await mint(key, claims())), /signature is invalid/],
+    ['unknown kid', async () => mint(await signingKey('rsa-unknown'), claims()), /No key of the issuer/],
+    ['two segments', async () => (await mint(key, claims())).split('.').slice(0, 2).join('.'), /not a compact JWS/],
+    ['garbage in the header segment', async () => 'e30x.' + (await mint(key, claims())).split('.').slice(1).join('.'), /malformed/],
   ];
 
-  it.each(refusals)('%s: 401 invalid_token with an RFC 6750 challenge, not forwarded, token not echoed', async (_name, make) => {
+  it.each(refusals)('%s: 401 invalid_token with an RFC 6750 challenge, not forwarded, token not echoed', async (_name, make, why) => {
     const token = await make();
     const before = upstream.requests.length;
     const res = await call(token, '/v1/categories', '127.0.0.3');
     expect(res.status).toBe(401);
     const body = JSON.parse(res.body) as { code: string; message: string };
     expect(body.code).toBe('invalid_token');
+    expect(body.message).toMatch(why);
     const challenge = String(res.headers['www-authenticate']);
     expect(challenge).toMatch(/^Bearer realm="tollgate", error="invalid_token", error_description="[\x20\x21\x23-\x5b\x5d-\x7e]+"$/);
     for (const part of token.split('.').filter((p) => p.length > 8)) {
