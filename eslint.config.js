@@ -4,7 +4,7 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
-// The import graph flows one way: cli → gateway | admin | backend → quota, identity, keys,
+// The import graph flows one way: cli → gateway | admin | backend → auth, quota, identity, keys,
 // upstream → store → config, errors, observability, http. tracing (OpenTelemetry) sits beside
 // observability, imported by gateway and backend. Each folder lists what it may never import.
 const servers = ['gateway', 'admin', 'backend', 'cli'];
@@ -13,21 +13,23 @@ const FORBIDDEN = {
   'src/gateway': ['backend', 'cli'],
   'src/admin': ['backend', 'cli'],
   // The console's server side: a leaf the admin API mounts; it never reaches back into it.
-  'src/console': [...servers, 'quota', 'identity', 'keys', 'store'],
+  'src/console': [...servers, 'quota', 'identity', 'keys', 'auth', 'store'],
+  // Authenticators (API key, JWT): each turns a credential into one consumer.
+  'src/auth': servers,
   'src/quota': servers,
   'src/identity': servers,
   'src/keys': servers,
-  'src/upstream': [...servers, 'quota', 'identity', 'keys', 'store'],
+  'src/upstream': [...servers, 'quota', 'identity', 'keys', 'auth', 'store'],
   'src/store': servers,
   // The response cache's storage side (stores, keys, coalescing, invalidation): below the gateway.
-  'src/cache': [...servers, 'quota', 'identity', 'keys'],
-  'src/config': [...servers, 'quota', 'identity', 'keys'],
-  'src/errors': [...servers, 'quota', 'identity', 'keys', 'store', 'config'],
-  'src/observability': [...servers, 'quota', 'identity', 'keys', 'store'],
-  'src/http': [...servers, 'quota', 'identity', 'keys', 'store'],
+  'src/cache': [...servers, 'quota', 'identity', 'keys', 'auth'],
+  'src/config': [...servers, 'quota', 'identity', 'keys', 'auth'],
+  'src/errors': [...servers, 'quota', 'identity', 'keys', 'auth', 'store', 'config'],
+  'src/observability': [...servers, 'quota', 'identity', 'keys', 'auth', 'store'],
+  'src/http': [...servers, 'quota', 'identity', 'keys', 'auth', 'store'],
   // Policy rules and their config schemas, kept together (cors/): config imports the schemas.
-  'src/policies': [...servers, 'store'],
-  'src/tracing': [...servers, 'quota', 'identity', 'keys', 'upstream', 'store', 'config'],
+  'src/policies': [...servers, 'auth', 'store'],
+  'src/tracing': [...servers, 'quota', 'identity', 'keys', 'auth', 'upstream', 'store', 'config'],
 };
 
 // One config object per folder: flat config lets a later object replace a rule, not add to it.
@@ -69,11 +71,11 @@ export default tseslint.config(
     },
   },
   {
-    files: ['**/*.js', '**/*.cjs'],
+    files: ['**/*.js', '**/*.cjs', '**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {
       ...tseslint.configs.disableTypeChecked.languageOptions,
-      globals: { process: 'readonly', URL: 'readonly', console: 'readonly' },
+      globals: { process: 'readonly', URL: 'readonly', console: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly' },
     },
   },
   {

@@ -63,7 +63,9 @@ export const HELP = `npm run bench -- [options]
                         or on an owner-scoped plan (bench/quota-variants.ts): each feature's cost
                         beside fixed windows, in the same rounds. tollgate-3-targets: the path served
                         by a service of three instances of the upstream, round robin
-                        (bench/spread-target.ts); the report shows how its requests spread
+                        (bench/spread-target.ts); the report shows how its requests spread.
+                        tollgate-jwt: tollgate called with a JWT access token (RS256, from a JWKS
+                        the bench serves) instead of the API key (bench/jwt-target.ts)
   --compare REF         also measure tollgate built from git REF (a commit, branch or tag), in Redis
                         mode, in the same rounds: every change judged A/B. Built once per commit into
                         ${'$'}TMPDIR/tollgate-bench-builds/ (git archive, npm ci, build); repeatable

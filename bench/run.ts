@@ -108,7 +108,7 @@ async function main(): Promise<void> {
 /** Every proxy answers 200 through to the backend, and each tollgate's answer carries its policy's headers. */
 async function sanityCheck(stack: Stack): Promise<void> {
   for (const target of stack.upstreams().flatMap((u) => stack.targetsFor(u.name))) {
-    const res = await fetch(`${target.url}/v1/categories`, { headers: stack.headers });
+    const res = await fetch(`${target.url}/v1/categories`, { headers: stack.headersOf(target) });
     const body = await res.text();
     if (res.status !== 200) throw new Error(`${target.name} (→ ${target.upstream}) answered ${res.status}: ${body.slice(0, 300)}`);
     if (target.kind === 'tollgate' && (!res.headers.get('x-ratelimit-limit') || !res.headers.get('x-request-id'))) {

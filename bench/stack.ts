@@ -10,6 +10,7 @@ import { createKeyWithCli } from './keys.js';
 import type { Options } from './options.js';
 import { logFileOf, workDir } from './processes.js';
 import { QUOTA_VARIANT_NAMES, quotaVariantConfig } from './quota-variants.js';
+import { JWT_TARGET, jwtConfig, startBenchIssuer, type BenchIssuer } from './jwt-target.js';
 import { SPREAD_INSTANCES, SPREAD_TARGET, spreadConfig } from './spread-target.js';
 import { TRACE_TARGET_NAMES, traceEnv } from './trace-targets.js';
 import type { UpstreamName } from './targets.js';
@@ -47,6 +48,8 @@ export interface Target {
   spreadUrls?: string[];
   /** A tollgate build: starts another process of it, as this one was started (--restart). */
   startAgain?: () => NodeProcess;
+  /** The credential it is called with, when not the run's API key (`tollgate-jwt`: a JWT). */
+  headers?: Record<string, string>;
 }
 
 // Peers and launchers are TypeScript run by tsx, as `npm run bench` runs this file.
@@ -84,6 +87,8 @@ export class Stack {
   // Gateways, peers, backend and bare proxy share an assertion secret of this run's own.
   private readonly secretEnv = { TOLLGATE_ASSERTION_SECRET: randomBytes(48).toString('base64') };
   private gatewayNodeArgs: string[] = [];
+  /** The bench's own identity provider, once `tollgate-jwt` asked for it. */
+  private issuer?: Promise<BenchIssuer>;
   /** The URL of the run's OTLP sink, once a tracing target asked for it. */
   private sink?: Promise<string>;
 
@@ -247,6 +252,12 @@ export class Stack {
     if (want.has('tollgate')) await addGateway('tollgate', () => this.startGateway(`gateway${suffix}`, [], CLI, undefined, upstreamUrl));
     if (want.has('tollgate-embedded'))
       await addGateway('tollgate-embedded', () => this.startEmbedded(`gateway-embedded${suffix}`, key, upstreamUrl), false);
+    if (want.has(JWT_TARGET)) {
+      const issuer = await (this.issuer ??= startBenchIssuer());
+      const config = jwtConfig(issuer.jwksUrl, suffix);
+      await addGateway(JWT_TARGET, () => this.startGateway(`gateway-${JWT_TARGET}${suffix}`, [], CLI, config, upstreamUrl));
+      list.at(-1)!.headers = issuer.headers;
+    }
     for (const name of QUOTA_VARIANT_NAMES) {
       if (want.has(name))
         await addGateway(name, () => this.startGateway(`gateway-${name}${suffix}`, [], CLI, quotaVariantConfig(name), upstreamUrl));
@@ -409,5 +420,11 @@ export class Stack {
     await Promise.allSettled(this.processes.map((p) => p.stop('SIGTERM', 15_000)));
     this.admin.disconnect();
     await this.redis.stop();
+    await (await this.issuer)?.close();
+  }
+
+  /** The credential headers a target is called with: its own (a JWT), or the run's API key. */
+  headersOf(target: Target): Record<string, string> {
+    return target.headers ?? this.headers;
   }
 }

@@ -1,3 +1,4 @@
+import { JWT_TARGET } from './jwt-target.js';
 import { QUOTA_VARIANT_NAMES } from './quota-variants.js';
 import { SPREAD_TARGET } from './spread-target.js';
 import { TRACE_TARGET_NAMES } from './trace-targets.js';
@@ -10,6 +11,7 @@ export const TARGET_NAMES = [
   'fastify',
   'tollgate',
   'tollgate-embedded',
+  JWT_TARGET,
   ...QUOTA_VARIANT_NAMES,
   ...TRACE_TARGET_NAMES,
   SPREAD_TARGET,

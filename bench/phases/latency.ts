@@ -37,7 +37,7 @@ export async function latencyPhase(stack: Stack, options: Options, tollgateMaxPe
   for (const target of targets) {
     await openLoop({
       url: target.url,
-      request: rawGet(target.url + PATH, stack.headers),
+      request: rawGet(target.url + PATH, stack.headersOf(target)),
       ratePerSecond: rate,
       durationMs: warmupMs,
       connections: options.connections,
@@ -58,7 +58,7 @@ export async function latencyPhase(stack: Stack, options: Options, tollgateMaxPe
       const redisCpuBeforeMs = target.usesRedis ? await readRedisCpuMs(stack.admin) : 0;
       const run = await openLoop({
         url: target.url,
-        request: rawGet(target.url + PATH, stack.headers),
+        request: rawGet(target.url + PATH, stack.headersOf(target)),
         ratePerSecond: rate,
         durationMs: options.latencySeconds * 1000,
         connections: options.connections,

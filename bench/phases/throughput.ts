@@ -83,7 +83,7 @@ export async function throughputPhase(stack: Stack, options: Options): Promise<T
   const load = (transport: Transport, target: Target, durationSeconds: number) => {
     const run: WrkOptions = {
       url: target.url + PATH,
-      headers: stack.headers,
+      headers: stack.headersOf(target),
       connections: options.connections,
       durationSeconds,
       threads: options.wrkThreads,

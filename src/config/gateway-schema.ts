@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { assertionSchema } from './assertion-schema.js';
+import { jwtSchema } from './jwt-schema.js';
 import { routesSchema } from './routes-schema.js';
 import { servicesSchema } from './services-schema.js';
 import { corsSchema } from '../policies/cors/cors-schema.js';
@@ -210,6 +211,8 @@ export const gatewayFileSchema = z.strictObject({
   cors: corsSchema.optional(),
   /** Per-route rules (deprecation and sunset); hot: reloaded with the file, unlike the rest. */
   routes: routesSchema.prefault({}),
+  /** Identity providers whose JWT access tokens are admitted besides API keys; absent: keys only. Hot. */
+  jwt: jwtSchema.optional(),
   /** The signed identity assertion for the upstream; the secret comes from the environment. */
   assertion: assertionSchema.prefault({}),
   /** The public OpenAPI document, served as JSON before authentication and quota (read at start). */

@@ -14,6 +14,7 @@ export const ERRORS = {
   invalid_api_key: { status: 401, message: 'The API key is not valid.' },
   revoked_api_key: { status: 401, message: 'The API key has been revoked.' },
   api_key_expired: { status: 401, message: 'The API key has expired.' },
+  invalid_token: { status: 401, message: 'The access token is not valid; the WWW-Authenticate header says why.' },
   missing_admin_token: { status: 401, message: 'An admin token is required: send `Authorization: Bearer <admin token>`.' },
   invalid_admin_token: { status: 401, message: 'The admin token is not valid.' },
   invalid_ws_ticket: {
@@ -59,6 +60,10 @@ export const ERRORS = {
   plan_not_configured: { status: 500, message: "The API key's plan is not configured on this gateway; contact the operator." },
   bad_gateway: { status: 502, message: 'The upstream service could not be reached or broke the connection.' },
   key_store_unavailable: { status: 503, message: 'The API key store is unavailable; retry shortly.' },
+  identity_provider_unavailable: {
+    status: 503,
+    message: "The identity provider's keys cannot be fetched, so the token cannot be checked; retry after the time in Retry-After.",
+  },
   rate_limit_store_unavailable: { status: 503, message: 'The rate-limit store is unavailable; retry shortly.' },
   service_unavailable: { status: 503, message: 'The service is shutting down or not ready.' },
   upstream_unavailable: {

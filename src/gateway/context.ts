@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ErrorCode } from '../errors/registry.js';
-import type { KeyRecord } from '../keys/record.js';
+import type { Consumer } from '../auth/consumer.js';
 import type { GatewayTrace } from '../tracing/gateway-trace.js';
 import type { Route } from '../upstream/service-routes.js';
 
@@ -10,8 +10,10 @@ export interface RequestContext {
   readonly res: ServerResponse;
   readonly startedAtMs: number;
   requestId: string;
-  /** The authenticated caller, once `authenticate` has passed. */
-  consumer?: KeyRecord;
+  /** The authenticated caller (an API key's record or a JWT's subject), once `authenticate` has passed. */
+  consumer?: Consumer;
+  /** The client's own access token, when its issuer says `forwardToken: true` (upstream-identity.ts). */
+  forwardToken?: string;
   /** Set when a decision was taken without the shared store (degraded mode). */
   degraded?: boolean;
   /** The code a shadow plan would have refused with; the request was admitted (README, "Shadow plans"). */

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { createAdminApi } from '../admin/admin-api.js';
+import { JwtAuthenticator } from '../auth/jwt/jwt-authenticator.js';
 import { createAdminServer } from '../admin/admin-server.js';
 import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
 import { GATEWAY_FILE, loadGatewayFile, loadPlans, PLANS_FILE } from '../config/load.js';
@@ -71,7 +72,7 @@ export async function startGateway(
   // rest need a restart). It loads first: plans.yaml is checked against its services, and each
   // later reload of either file against the other one in force (plan-services.ts).
   // Set once plans.yaml is loaded, just below: the first gateway.yaml load has no plans to check.
-  const inForce: { plans?: () => PlansConfig } = {};
+  const inForce: { plans?: () => PlansConfig; jwt?: JwtAuthenticator } = {};
   const routes = new Reloading(
     join(settings.configDir, GATEWAY_FILE),
     () => {
@@ -80,7 +81,10 @@ export async function startGateway(
       const services = inForce.plans ? servicesKeepingPlanned(file.services, inForce.plans()) : file.services;
       // CORS is hot with the services it may be set on (policies/cors.ts).
       const cors = { global: file.cors, anyService: services.some((service) => service.cors !== undefined) };
-      return { deprecations: new RouteRules(deprecations), costs: new RouteCosts(costs), services, cors };
+      // Identity providers are hot too; an issuer whose key source is unchanged keeps its cached keys.
+      const jwt =
+        file.jwt && new JwtAuthenticator(file.jwt, logger, { previous: inForce.jwt, maxCachedTokens: settings.keyCache.maxEntries });
+      return { deprecations: new RouteRules(deprecations), costs: new RouteCosts(costs), services, cors, jwt };
     },
     logger,
   );
@@ -95,6 +99,8 @@ export async function startGateway(
   // Both files edited at once (a service added and a plan naming it, or both dropped): whichever
   // reload came first was refused, and is tried again once the other one is in force.
   routes.onChange(() => plans.retryRefused('gateway.yaml reloaded'));
+  inForce.jwt = routes.current().jwt;
+  routes.onChange((next) => (inForce.jwt = next.jwt));
   plans.onChange(() => routes.retryRefused('plans.yaml reloaded'));
   const assertionSecrets = secrets ?? assertionSecretsFromEnv(process.env);
   if (!secrets) logSecretSource(assertionSecrets, logger, 'gateway');
@@ -182,7 +188,14 @@ export async function startGateway(
       countPreflight: failedAuth.count,
     }),
     serveOpenApi(settings.openapi, settings.configDir),
-    failedAuth.wrap(authenticateWsTicket(ownStores.tickets, keys, authenticate(keys, failedAuth.blockedSeconds), health)),
+    failedAuth.wrap(
+      authenticateWsTicket(
+        ownStores.tickets,
+        keys,
+        authenticate(keys, failedAuth.blockedSeconds, () => inForce.jwt),
+        health,
+      ),
+    ),
     serveWsTickets(settings.webSocketTickets.path, {
       tickets: ownStores.tickets,
       quota,

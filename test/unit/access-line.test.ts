@@ -34,7 +34,7 @@ function requestEnding(fields: {
     res: res as unknown as ServerResponse,
     startedAtMs: performance.now(),
     requestId: fields.requestId,
-    consumer: fields.consumer ? { id: 'abcdefghijkl', hash: 'h', name: 'n', plan: 'pro', status: 'active', createdAt: '' } : undefined,
+    consumer: fields.consumer ? { id: 'abcdefghijkl', plan: 'pro' } : undefined,
     degraded: fields.degraded,
   };
   return { ctx, end: () => res.emit('close') };

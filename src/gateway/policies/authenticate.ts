@@ -1,3 +1,5 @@
+import type { JwtAuthenticator, JwtOutcome } from '../../auth/jwt/jwt-authenticator.js';
+import { MAX_TOKEN_BYTES } from '../../auth/jwt/jwt-authenticator.js';
 import { hashApiKey, parseApiKey, sameHash } from '../../keys/format.js';
 import type { KeyRecord } from '../../keys/record.js';
 import { endSpan } from '../../tracing/gateway-trace.js';
@@ -12,6 +14,15 @@ const INVALID_TOKEN = { 'www-authenticate': 'Bearer realm="tollgate", error="inv
 const BEARER = /^[ \t]*bearer[ \t]+([^ \t]+)[ \t]*$/i;
 /** Longer headers are refused before any parsing: no key is that long. */
 const MAX_HEADER_LENGTH = 256;
+/** With identity providers configured: a JWT up to 8 KiB, and the scheme around it. */
+const MAX_JWT_HEADER_LENGTH = MAX_TOKEN_BYTES + 64;
+
+/** RFC 6750 §3: the challenge of a refused token, with a fixed description (never the token). */
+function invalidToken(description: string): Decision {
+  return reject('invalid_token', description, {
+    'www-authenticate': `Bearer realm="tollgate", error="invalid_token", error_description="${description}"`,
+  });
+}
 
 /**
  * `Authorization: Bearer <key>` → the key's record, or a 401 whose code tells the cause:
@@ -19,19 +30,37 @@ const MAX_HEADER_LENGTH = 256;
  * invalid_api_key (well-formed but unknown or wrong secret), revoked_api_key, api_key_expired.
  * Expiry and rotation grace are judged from the record itself (cached, or stale while Redis is
  * down): no store round trip of their own.
+ *
+ * With identity providers configured (`jwt:` in gateway.yaml), a token with a dot in it (an API
+ * key never has one) is a JWT for src/auth/jwt/ instead: the same consumer comes out of either, or
+ * 401 invalid_token, or 503 identity_provider_unavailable when the IdP's keys cannot be had.
  */
-export function authenticate(keys: KeyCache, blockedSeconds: (ctx: RequestContext) => number = () => 0): Policy {
+export function authenticate(
+  keys: KeyCache,
+  blockedSeconds: (ctx: RequestContext) => number = () => 0,
+  jwt: () => JwtAuthenticator | undefined = () => undefined,
+): Policy {
   return (ctx) => {
     const header = ctx.req.headers.authorization;
     if (header === undefined || header === '') return reject('missing_api_key', undefined, CHALLENGE);
     if (countAuthorizationHeaders(ctx) > 1) {
       return reject('malformed_api_key', 'Send exactly one Authorization header.', INVALID_TOKEN);
     }
-    const match = header.length <= MAX_HEADER_LENGTH ? BEARER.exec(header) : null;
+    const tokens = jwt();
+    const match = header.length <= (tokens ? MAX_JWT_HEADER_LENGTH : MAX_HEADER_LENGTH) ? BEARER.exec(header) : null;
+    if (!match && tokens && header.length > MAX_JWT_HEADER_LENGTH) {
+      return judgeToken(ctx, { invalid: 'The token is larger than 8 KiB.' }, blockedSeconds);
+    }
     if (!match) {
       return reject('malformed_api_key', 'Use the Bearer scheme: `Authorization: Bearer <API_KEY>`.', INVALID_TOKEN);
     }
     const token = match[1]!;
+    if (tokens && token.includes('.')) {
+      const outcome = tokens.verify(token);
+      // Usually synchronous: a token seen before is a cache hit until its exp.
+      if (!(outcome instanceof Promise)) return judgeToken(ctx, outcome, blockedSeconds, token);
+      return outcome.then((o) => judgeToken(ctx, o, blockedSeconds, token));
+    }
     const id = parseApiKey(token);
     if (id === null) return reject('malformed_api_key', undefined, INVALID_TOKEN);
     const lookup = keys.cached(id) ?? keys.lookup(id);
@@ -65,6 +94,19 @@ function judge(ctx: RequestContext, token: string, lookup: KeyLookup, blockedSec
   if (!matches) return reject('invalid_api_key', undefined, INVALID_TOKEN);
   if (record.status === 'revoked') return reject('revoked_api_key', undefined, INVALID_TOKEN);
   return reject('api_key_expired', `The API key expired at ${record.expiresAt}.`, INVALID_TOKEN);
+}
+
+/** A JWT's outcome as a decision; failures are throttled per address as for keys (see judge). */
+function judgeToken(ctx: RequestContext, outcome: JwtOutcome, blockedSeconds: (ctx: RequestContext) => number, token?: string): Decision {
+  if ('consumer' in outcome) {
+    ctx.consumer = outcome.consumer;
+    if (outcome.forwardToken) ctx.forwardToken = token;
+    return CONTINUE;
+  }
+  if ('unavailable' in outcome) return reject('identity_provider_unavailable', undefined, { 'retry-after': outcome.retryAfterSeconds });
+  const seconds = blockedSeconds(ctx);
+  if (seconds > 0) return reject('too_many_unauthenticated_requests', undefined, { 'retry-after': seconds });
+  return invalidToken(outcome.invalid);
 }
 
 /** The current secret, or the replaced one until its rotation grace ends (src/keys/lifecycle/rotate-key.ts). */

@@ -3,7 +3,7 @@ import { quotaFor } from '../../quota/quota-for.js';
 import { quotaSubject } from '../../quota/quota-subject.js';
 import type { QuotaOutcome } from '../../quota/quota-state.js';
 import { windowsOf } from '../../quota/rate-limit-headers.js';
-import type { KeyRecord } from '../record.js';
+import type { Consumer } from '../../auth/consumer.js';
 import type { LifecycleDeps } from './deps.js';
 import { findKey } from './find-key.js';
 import { LifecycleError } from './lifecycle-error.js';
@@ -35,7 +35,7 @@ export async function keyUsage(deps: LifecycleDeps, id: string): Promise<UsageRe
   return usageReport(record, quota, await deps.quotas.usage(quotaSubject(record, quota)));
 }
 
-export function usageReport(record: KeyRecord, quota: Quota, outcome: QuotaOutcome): UsageReport {
+export function usageReport(record: Consumer, quota: Quota, outcome: QuotaOutcome): UsageReport {
   const windows = windowsOf(quota, outcome);
   const of = (name: 'minute' | 'day'): WindowUsage => {
     const w = windows.find((x) => x.name === name)!;

@@ -1,0 +1,102 @@
+import type { Server } from 'node:http';
+import { exportJWK, generateKeyPair, type JWK } from 'jose';
+import Provider from 'oidc-provider';
+
+/** The resource (RFC 8707) whose access tokens the gateway admits, and the audience they carry. */
+export const RESOURCE = 'https://pets.api.test';
+export const AUDIENCE = 'pets-api';
+export const CLIENT_ID = 'pets-client';
+const CLIENT_SECRET = 'pets-client-secret-for-tests-only';
+
+/** A private signing key for the provider's JWKS. */
+export async function providerKey(kid: string): Promise<JWK> {
+  const { privateKey } = await generateKeyPair('RS256', { extractable: true });
+  return { ...(await exportJWK(privateKey)), kid, alg: 'RS256', use: 'sig' };
+}
+
+/**
+ * A real OpenID Provider (panva's certified oidc-provider) on 127.0.0.1:`port`: discovery, a JWKS
+ * of `keys`, and the client-credentials grant issuing JWT access tokens (RFC 9068) for RESOURCE,
+ * with a `tier` claim the gateway maps to a plan. Restarting it on the same port with other keys
+ * is a key rotation as an IdP does it.
+ */
+export class OpenIdProvider {
+  private server?: Server;
+  readonly issuer: string;
+
+  constructor(
+    readonly port: number,
+    private readonly keys: JWK[],
+    private readonly tier = 'gold',
+  ) {
+    this.issuer = `http://127.0.0.1:${port}`;
+  }
+
+  async start(): Promise<this> {
+    const tier = this.tier;
+    const provider = new Provider(this.issuer, {
+      clients: [
+        {
+          client_id: CLIENT_ID,
+          client_secret: CLIENT_SECRET,
+          grant_types: ['client_credentials'],
+          redirect_uris: [],
+          response_types: [],
+          scope: 'pets:read',
+        },
+      ],
+      jwks: { keys: this.keys },
+      scopes: ['pets:read'],
+      features: {
+        devInteractions: { enabled: false },
+        clientCredentials: { enabled: true },
+        resourceIndicators: {
+          enabled: true,
+          defaultResource: () => RESOURCE,
+          useGrantedResource: () => true,
+          getResourceServerInfo: (_ctx, resource) => {
+            if (resource !== RESOURCE) throw new Error(`unknown resource ${resource}`);
+            return {
+              scope: 'pets:read',
+              audience: AUDIENCE,
+              accessTokenFormat: 'jwt',
+              accessTokenTTL: 600,
+              jwt: { sign: { alg: 'RS256' } },
+            };
+          },
+        },
+      },
+      extraTokenClaims: () => ({ tier }),
+      ttl: { ClientCredentials: 600 },
+    });
+    this.server = provider.listen(this.port, '127.0.0.1');
+    await new Promise<void>((resolve, reject) => {
+      this.server!.once('listening', resolve);
+      this.server!.once('error', reject);
+    });
+    return this;
+  }
+
+  /** An access token from the token endpoint, as a service holding the client secret gets one. */
+  async accessToken(): Promise<string> {
+    const res = await fetch(`${this.issuer}/token`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: `Basic ${Buffer.from(`${CLIENT_ID}:${CLIENT_SECRET}`).toString('base64')}`,
+      },
+      body: new URLSearchParams({ grant_type: 'client_credentials', resource: RESOURCE, scope: 'pets:read' }),
+    });
+    const body = (await res.json()) as { access_token?: string; error?: string; error_description?: string };
+    if (!body.access_token) throw new Error(`token endpoint: ${res.status} ${body.error}: ${body.error_description}`);
+    return body.access_token;
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server;
+    if (!server) return;
+    this.server = undefined;
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+}
