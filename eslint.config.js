@@ -5,7 +5,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 // The import graph flows one way: cli → gateway | admin | backend → quota, identity, keys,
-// upstream → store → config, errors, observability, http. tracing (OpenTelemetry) sits beside
+// upstream → store → config → policies, errors, observability, http. tracing (OpenTelemetry) sits beside
 // observability, imported by gateway and backend. Each folder lists what it may never import.
 const servers = ['gateway', 'admin', 'backend', 'cli'];
 const FORBIDDEN = {
@@ -20,6 +20,9 @@ const FORBIDDEN = {
   'src/upstream': [...servers, 'quota', 'identity', 'keys', 'store'],
   'src/store': servers,
   'src/config': [...servers, 'quota', 'identity', 'keys'],
+  // Edge policies' schemas and compiled rules (IP rules, header rules, OpenAPI validation): pure,
+  // imported by config (their schemas) and by the gateway's chain (their decisions).
+  'src/policies': [...servers, 'quota', 'identity', 'keys', 'store', 'config', 'upstream'],
   'src/errors': [...servers, 'quota', 'identity', 'keys', 'store', 'config'],
   'src/observability': [...servers, 'quota', 'identity', 'keys', 'store'],
   'src/http': [...servers, 'quota', 'identity', 'keys', 'store'],

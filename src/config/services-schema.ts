@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { canonicalPath } from '../http/canonical-target.js';
 import { upstreamTlsSchema } from '../upstream/upstream-tls.js';
+import { ipRulesSchema } from '../policies/ip-rules/ip-rules-schema.js';
 
 // Schema of the `services` section of gateway.yaml: the upstream services the gateway routes to by
 // path prefix, each a pool of targets. Hot: reloaded with the file (src/upstream/upstreams.ts).
@@ -98,6 +99,8 @@ export const serviceSchema = z.strictObject({
   maxSockets: z.number().int().min(1).max(65536).default(512),
   /** For https:// targets: a private CA, a client certificate (mTLS), the server name (src/upstream/upstream-tls.ts). */
   tls: upstreamTlsSchema,
+  /** Networks refused (`deny`) or the only ones admitted (`allow`) on this service's paths (docs/policies.md). */
+  ipRules: ipRulesSchema,
 });
 
 export type ServiceConfig = z.infer<typeof serviceSchema>;

@@ -32,6 +32,8 @@ import { upstreamIdentity } from './policies/upstream-identity.js';
 import { loadOpenApiDocument, openApiRouteTemplates } from './openapi-document.js';
 import { createUpstreamProxy } from './proxy.js';
 import { routeToService } from './policies/route-to-service.js';
+import { globalIpRules, keyIpRules, serviceIpRules } from './policies/ip-rules.js';
+import { IpRules } from '../policies/ip-rules/ip-rules.js';
 import { Upstreams } from '../upstream/upstreams.js';
 import type { Pool } from 'undici';
 import { routeLabeler } from './route-label.js';
@@ -70,7 +72,12 @@ export async function startGateway(
       const file = loadGatewayFile(settings.configDir);
       const { deprecations, costs } = file.routes;
       const services = inForce.plans ? servicesKeepingPlanned(file.services, inForce.plans()) : file.services;
-      return { deprecations: new RouteRules(deprecations), costs: new RouteCosts(costs), services };
+      // Edge rules are compiled here, so a reload that cannot compile is refused as a whole.
+      const ipRules = {
+        global: new IpRules(file.ipRules),
+        services: new Map(services.filter((s) => s.ipRules).map((s) => [s.name, new IpRules(s.ipRules)])),
+      };
+      return { deprecations: new RouteRules(deprecations), costs: new RouteCosts(costs), services, ipRules, globalIpRules: file.ipRules };
     },
     logger,
   );
@@ -142,11 +149,23 @@ export async function startGateway(
     ...loadGatewayFile(settings.configDir).routes.deprecations.map((rule) => rule.path),
   ]);
 
+  const ipRules = {
+    rules: () => routes.current().ipRules,
+    upstreams,
+    trustProxyHops: settings.gateway.trustProxyHops,
+    metrics,
+    countFailure: failedAuth.counted,
+  };
+
   // The policy chain, in order. Each returns a decision; the first rejection answers the request.
   const chain: readonly Policy[] = [
     requestId,
+    // From memory, before anything else: a denied network costs no Redis command (docs/policies.md).
+    globalIpRules(ipRules),
     serveOpenApi(settings.openapi, settings.configDir),
+    serviceIpRules(ipRules),
     failedAuth.wrap(authenticate(keys, failedAuth.blockedSeconds)),
+    keyIpRules(ipRules),
     serveUsage(settings.usage.path, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
     routeToService(upstreams, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
     enforceQuota({
@@ -194,6 +213,7 @@ export async function startGateway(
             },
             plans: () => ({ config: plans.current(), loadedAt: plansLoadedAt }),
             services: () => upstreams.describe(),
+            ipRules: () => routes.current().globalIpRules ?? null,
             traffic: metrics.traffic,
           },
           adminTokens,

@@ -44,6 +44,12 @@ export function createMetrics() {
       labelNames: ['code'] as const,
       registers: [registry],
     }),
+    ipRefusals: new Counter({
+      name: 'tollgate_ip_refusals_total',
+      help: 'Requests refused by IP rules, by rule: global, service:<name>, key (a key used outside its allowedCidrs).',
+      labelNames: ['rule'] as const,
+      registers: [registry],
+    }),
     redisErrors: new Counter({
       name: 'tollgate_redis_errors_total',
       help: 'Failed Redis operations on the request path, by operation.',

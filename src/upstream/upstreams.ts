@@ -91,6 +91,8 @@ export class Upstreams {
       paths: service.config.paths,
       stripPrefix: service.config.stripPrefix,
       balance: service.config.balance,
+      // The edge rules of this service as configured (docs/policies.md); null when unset.
+      ipRules: service.config.ipRules ?? null,
       inFlight: service.inFlight,
       retriesInFlight: service.retriesInFlight,
       maxEjected: service.maxEjected(),

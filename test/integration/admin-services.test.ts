@@ -87,6 +87,7 @@ describe('GET /admin/v1/services', () => {
       paths: ['/v1/cats'],
       stripPrefix: false,
       balance: 'round-robin',
+      ipRules: null,
       inFlight: 0,
       retriesInFlight: 0,
       maxEjected: 1,

@@ -5,12 +5,12 @@ import type { AdminDeps, AdminRoute } from '../admin-route.js';
  * own health view): each service's targets with their load, standing and ejections. The default
  * service (upstream.url) comes first.
  */
-export function servicesRoutes({ services }: AdminDeps): AdminRoute[] {
+export function servicesRoutes({ services, ipRules }: AdminDeps): AdminRoute[] {
   return [
     {
       method: 'GET',
       path: '/services',
-      handle: async () => ({ status: 200, body: { services: services() } }),
+      handle: async () => ({ status: 200, body: { services: services(), ipRules: ipRules?.() ?? null } }),
     },
   ];
 }

@@ -23,6 +23,8 @@ export function failedAuthLimiter(
   wrap: (authenticate: Policy) => Policy;
   /** Seconds the address stays blocked, or 0. */
   blockedSeconds: (ctx: RequestContext) => number;
+  /** A refusal that counts as a failed authentication (ip_not_allowed): counted, and 429 once over the limit. */
+  counted: (ctx: RequestContext, refusal: Decision & object) => Promise<Decision>;
 } {
   const memory = new RateLimiterMemory({ points: perMinute, duration: WINDOW_SECONDS, keyPrefix: 'tg-unauth' });
   const limiter: RateLimiterAbstract = redis
@@ -79,7 +81,7 @@ export function failedAuthLimiter(
       };
       return decision instanceof Promise ? decision.then(settle) : settle(decision);
     };
-  return { wrap, blockedSeconds };
+  return { wrap, blockedSeconds, counted: onFailure };
 }
 
 /** The client's address; behind a load balancer, from X-Forwarded-For (see clientAddressOf). */
