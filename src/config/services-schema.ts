@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { canonicalPath } from '../http/canonical-target.js';
 import { upstreamTlsSchema } from '../upstream/upstream-tls.js';
 import { ipRulesSchema } from '../policies/ip-rules/ip-rules-schema.js';
+import { headerRulesSchema } from '../policies/header-rules/header-rules-schema.js';
 
 // Schema of the `services` section of gateway.yaml: the upstream services the gateway routes to by
 // path prefix, each a pool of targets. Hot: reloaded with the file (src/upstream/upstreams.ts).
@@ -101,6 +102,10 @@ export const serviceSchema = z.strictObject({
   tls: upstreamTlsSchema,
   /** Networks refused (`deny`) or the only ones admitted (`allow`) on this service's paths (docs/policies.md). */
   ipRules: ipRulesSchema,
+  /** Fields set on or removed from the request the targets receive, after the policy decision (docs/policies.md). */
+  requestHeaders: headerRulesSchema,
+  /** Fields set on or removed from the target's response as it is relayed (never the gateway's own Error bodies). */
+  responseHeaders: headerRulesSchema,
 });
 
 export type ServiceConfig = z.infer<typeof serviceSchema>;

@@ -22,6 +22,8 @@ export interface RequestContext {
   route?: Route;
   /** Where the request went upstream: the service, the target of the last try, and how many tries. */
   upstream?: { service: string; target: string; tries: number };
+  /** The service's responseHeaders rules for this request (header-rules.ts), applied where the proxy relays the response head; returns the names it set. */
+  responseRules?: (res: ServerResponse) => string[];
   /** This request's spans, when tracing is on (README, "Tracing"); undefined otherwise: callers use `?.`. */
   trace?: GatewayTrace;
 }

@@ -589,6 +589,9 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.clearDeadline();
     this.res.statusCode = status;
     this.copied = copyResponseHeaders(headers, this.res);
+    // The service's responseHeaders rules, over what the target sent (never over the gateway's own Error bodies).
+    const ruled = this.ctx.responseRules?.(this.res);
+    if (ruled) this.copied.push(...ruled);
   }
 }
 

@@ -34,6 +34,8 @@ import { createUpstreamProxy } from './proxy.js';
 import { routeToService } from './policies/route-to-service.js';
 import { globalIpRules, keyIpRules, serviceIpRules } from './policies/ip-rules.js';
 import { IpRules } from '../policies/ip-rules/ip-rules.js';
+import { HeaderRules } from '../policies/header-rules/header-rules.js';
+import { headerRules } from './policies/header-rules.js';
 import { Upstreams } from '../upstream/upstreams.js';
 import type { Pool } from 'undici';
 import { routeLabeler } from './route-label.js';
@@ -77,7 +79,25 @@ export async function startGateway(
         global: new IpRules(file.ipRules),
         services: new Map(services.filter((s) => s.ipRules).map((s) => [s.name, new IpRules(s.ipRules)])),
       };
-      return { deprecations: new RouteRules(deprecations), costs: new RouteCosts(costs), services, ipRules, globalIpRules: file.ipRules };
+      const headers = new Map(
+        services
+          .filter((s) => s.requestHeaders || s.responseHeaders)
+          .map((s) => [
+            s.name,
+            {
+              request: s.requestHeaders && new HeaderRules(s.requestHeaders),
+              response: s.responseHeaders && new HeaderRules(s.responseHeaders),
+            },
+          ]),
+      );
+      return {
+        deprecations: new RouteRules(deprecations),
+        costs: new RouteCosts(costs),
+        services,
+        ipRules,
+        globalIpRules: file.ipRules,
+        headers,
+      };
     },
     logger,
   );
@@ -180,6 +200,8 @@ export async function startGateway(
     }),
     applyRouteRules(() => routes.current().deprecations),
     upstreamIdentity(assertions),
+    // After the decision and the identity fields: what the service's targets receive, and send back.
+    headerRules(() => routes.current().headers),
   ];
 
   const { guard, tunnels } = edgeConnections(settings.gateway, upstreams, ownStores.keys, logger, metrics.registry);

@@ -88,6 +88,8 @@ describe('GET /admin/v1/services', () => {
       stripPrefix: false,
       balance: 'round-robin',
       ipRules: null,
+      requestHeaders: null,
+      responseHeaders: null,
       inFlight: 0,
       retriesInFlight: 0,
       maxEjected: 1,
