@@ -1,3 +1,4 @@
+import { compileValidation } from '../gateway/validation-rules.js';
 import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
 import { startBackend } from '../backend/start-backend.js';
 import { assertionVerifier } from '../backend/verify-assertion.js';
@@ -68,6 +69,7 @@ async function main(argv: string[]): Promise<void> {
       const plans = plansWithKnownServices(loadPlans(settings.configDir), settings.services);
       AdminTokens.parse(env[ADMIN_TOKENS_ENV]);
       if (settings.openapi.path) loadOpenApiDocument(settings.openapi.file, settings.configDir);
+      compileValidation(settings, settings.services, settings.configDir);
       const secrets = assertionSecretsFromEnv(env, { allowDevelopment: true });
       if (secrets.source === 'development-default') {
         process.stderr.write(

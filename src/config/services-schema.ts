@@ -3,6 +3,7 @@ import { canonicalPath } from '../http/canonical-target.js';
 import { upstreamTlsSchema } from '../upstream/upstream-tls.js';
 import { ipRulesSchema } from '../policies/ip-rules/ip-rules-schema.js';
 import { headerRulesSchema } from '../policies/header-rules/header-rules-schema.js';
+import { validateSchema } from '../policies/validate/validate-schema.js';
 
 // Schema of the `services` section of gateway.yaml: the upstream services the gateway routes to by
 // path prefix, each a pool of targets. Hot: reloaded with the file (src/upstream/upstreams.ts).
@@ -106,6 +107,8 @@ export const serviceSchema = z.strictObject({
   requestHeaders: headerRulesSchema,
   /** Fields set on or removed from the target's response as it is relayed (never the gateway's own Error bodies). */
   responseHeaders: headerRulesSchema,
+  /** Requests checked against an OpenAPI document before they are forwarded (docs/policies.md). */
+  validate: validateSchema,
 });
 
 export type ServiceConfig = z.infer<typeof serviceSchema>;

@@ -100,13 +100,13 @@ export function createGatewayServer(parts: GatewayServerParts): Server | Http2Se
       const rejection = await runChain(ctx, chain);
       if (!rejection) {
         if (upgradeHead) return tunnels!.forward(ctx, plan, upgradeHead);
-        if (plan.expectsContinue) res.writeContinue();
+        if (plan.expectsContinue && !ctx.continued) res.writeContinue();
         return proxy.forward(ctx, plan);
       }
       if (isAnswer(rejection)) return sendAnswer(res, rejection);
       ctx.refusal = rejection.code;
       if (statusOf(rejection.code) === 401) metrics.authFailures.inc({ code: rejection.code });
-      sendError(res, rejection.code, rejection.message, rejection.headers);
+      sendError(res, rejection.code, rejection.message, rejection.headers, rejection.details);
     } catch (err) {
       logger.error({ err, reqId: ctx.requestId }, 'request failed in the policy chain');
       sendError(res, 'internal_error');

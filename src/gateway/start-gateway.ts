@@ -36,6 +36,8 @@ import { globalIpRules, keyIpRules, serviceIpRules } from './policies/ip-rules.j
 import { IpRules } from '../policies/ip-rules/ip-rules.js';
 import { HeaderRules } from '../policies/header-rules/header-rules.js';
 import { headerRules } from './policies/header-rules.js';
+import { validateRequest } from './policies/validate-request.js';
+import { compileValidation } from './validation-rules.js';
 import { Upstreams } from '../upstream/upstreams.js';
 import type { Pool } from 'undici';
 import { routeLabeler } from './route-label.js';
@@ -90,7 +92,9 @@ export async function startGateway(
             },
           ]),
       );
+      const validation = compileValidation(file, services, settings.configDir);
       return {
+        validation,
         deprecations: new RouteRules(deprecations),
         costs: new RouteCosts(costs),
         services,
@@ -199,6 +203,9 @@ export async function startGateway(
       logger,
     }),
     applyRouteRules(() => routes.current().deprecations),
+    // After the quota (invalid requests are charged: a flood of them cannot skip it) and before the
+    // proxy (they cost the backend nothing).
+    validateRequest({ rules: () => routes.current().validation, metrics, logger }),
     upstreamIdentity(assertions),
     // After the decision and the identity fields: what the service's targets receive, and send back.
     headerRules(() => routes.current().headers),

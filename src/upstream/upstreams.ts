@@ -95,6 +95,7 @@ export class Upstreams {
       ipRules: service.config.ipRules ?? null,
       requestHeaders: shownHeaderRules(service.config.requestHeaders),
       responseHeaders: shownHeaderRules(service.config.responseHeaders),
+      validate: service.config.validate ?? null,
       inFlight: service.inFlight,
       retriesInFlight: service.retriesInFlight,
       maxEjected: service.maxEjected(),

@@ -90,6 +90,7 @@ describe('GET /admin/v1/services', () => {
       ipRules: null,
       requestHeaders: null,
       responseHeaders: null,
+      validate: null,
       inFlight: 0,
       retriesInFlight: 0,
       maxEjected: 1,

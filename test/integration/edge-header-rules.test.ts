@@ -38,7 +38,7 @@ describe('header rules', () => {
       res.end(JSON.stringify({ headers: req.headers }));
     };
     key = await stack.key();
-  });
+  }, 120_000);
   afterAll(() => stack?.close());
 
   it('sets and removes request fields after the decision, with the consumer and request id filled in', async () => {

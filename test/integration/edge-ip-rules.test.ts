@@ -37,7 +37,7 @@ describe('IP rules behind a load balancer (trustProxyHops 1, X-Forwarded-For)', 
     const created = await stack.key();
     key = created.key;
     keyId = created.id;
-  });
+  }, 120_000);
   afterAll(() => stack?.close());
 
   it('the global deny refuses IPv4, IPv6 and IPv4-mapped IPv6 clients with 403 ip_not_allowed, on every path', async () => {
@@ -185,7 +185,7 @@ services:
 `,
       ),
     );
-  });
+  }, 120_000);
   afterAll(() => stack?.close());
 
   it('matches the IPv6 peer against service rules and key networks', async () => {
