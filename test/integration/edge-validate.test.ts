@@ -53,7 +53,7 @@ const CORPUS: Case[] = [
   { method: 'POST', path: '/v1/categories', body: '{"name":', contentType: json, status: 400, issues: ['body '] },
   { method: 'POST', path: '/v1/categories', body: 'name=Dog', contentType: 'application/x-www-form-urlencoded', status: 415 },
   { method: 'POST', path: '/v1/categories', status: 400, issues: ['body '] },
-  { method: 'PATCH', path: '/v1/categories', status: 405 },
+  { method: 'OPTIONS', path: '/v1/categories', status: 405 },
   { method: 'GET', path: '/v1/pets/42', status: 200 },
   { method: 'GET', path: '/v1/pets/forty-two', status: 400, issues: ['path /petId'] },
   { method: 'GET', path: '/v1/pets/42/toys', status: 404 },
