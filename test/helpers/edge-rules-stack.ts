@@ -127,10 +127,17 @@ export class EdgeRulesStack {
 /** gateway.yaml with its `services: []` line replaced by `yaml` (top-level sections may follow it). */
 export function replacingServices(gatewayYaml: string, yaml: string): string {
   if (!/^services: \[\]/m.test(gatewayYaml)) throw new Error('gateway.yaml has no `services: []` line to replace');
-  return gatewayYaml.replace(/^services: \[\][^\n]*\n/m, yaml.trimEnd() + '\n');
+  // A top-level ipRules in `yaml` replaces the shipped (empty) one: YAML allows no key twice.
+  const base = /^ipRules:/m.test(yaml) ? withoutShippedIpRules(gatewayYaml) : gatewayYaml;
+  return base.replace(/^services: \[\][^\n]*\n/m, yaml.trimEnd() + '\n');
 }
 
 /** gateway.yaml with the public listener on `host` (IPv6 `::1` for the IPv6 tests). */
 export function listeningOn(gatewayYaml: string, host: string): string {
   return gatewayYaml.replace(/^( {2}host: )0\.0\.0\.0/m, `$1"${host}"`);
+}
+
+/** gateway.yaml without its shipped `ipRules:` section (an empty deny list). */
+export function withoutShippedIpRules(gatewayYaml: string): string {
+  return gatewayYaml.replace(/^ipRules:[^\n]*\n {2}deny: \[\][^\n]*\n/m, '');
 }

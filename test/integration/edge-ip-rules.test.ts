@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin } from '../helpers/admin-client.js';
-import { call, EdgeRulesStack, listeningOn, replacingServices } from '../helpers/edge-rules-stack.js';
+import { call, EdgeRulesStack, listeningOn, replacingServices, withoutShippedIpRules } from '../helpers/edge-rules-stack.js';
 import { runCli } from '../helpers/processes.js';
 import { bearer, configCopy, keysCli } from '../helpers/stack.js';
 
@@ -209,7 +209,9 @@ services:
 
 describe('IP rules at load', () => {
   it('check-config refuses a bad CIDR naming the file and the field', async () => {
-    const dir = configCopy({ 'gateway.yaml': (t) => `${t}\nipRules:\n  deny: [203.0.113.0/24, "2001:db8::zz/48"]\n` });
+    const dir = configCopy({
+      'gateway.yaml': (t) => `${withoutShippedIpRules(t)}\nipRules:\n  deny: [203.0.113.0/24, "2001:db8::zz/48"]\n`,
+    });
     const result = await runCli(['check-config', dir], {});
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('gateway.yaml: ipRules.deny.1: "2001:db8::zz/48": must be an IPv4 or IPv6 address or CIDR');
