@@ -5,7 +5,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 // The import graph flows one way: cli → gateway | admin | backend → auth, quota, identity, keys,
-// upstream → store → config, errors, observability, http. tracing (OpenTelemetry) sits beside
+// upstream → store → config → policies, errors, observability, http. tracing (OpenTelemetry) sits beside
 // observability, imported by gateway and backend. Each folder lists what it may never import.
 const servers = ['gateway', 'admin', 'backend', 'cli'];
 const FORBIDDEN = {
@@ -24,11 +24,12 @@ const FORBIDDEN = {
   // The response cache's storage side (stores, keys, coalescing, invalidation): below the gateway.
   'src/cache': [...servers, 'quota', 'identity', 'keys', 'auth'],
   'src/config': [...servers, 'quota', 'identity', 'keys', 'auth'],
+  // Edge policies' schemas and compiled rules (CORS, IP rules, header rules, OpenAPI validation):
+  // pure, imported by config (their schemas) and by the gateway's chain (their decisions).
+  'src/policies': [...servers, 'quota', 'identity', 'keys', 'auth', 'store', 'config', 'upstream'],
   'src/errors': [...servers, 'quota', 'identity', 'keys', 'auth', 'store', 'config'],
   'src/observability': [...servers, 'quota', 'identity', 'keys', 'auth', 'store'],
   'src/http': [...servers, 'quota', 'identity', 'keys', 'auth', 'store'],
-  // Policy rules and their config schemas, kept together (cors/): config imports the schemas.
-  'src/policies': [...servers, 'auth', 'store'],
   'src/tracing': [...servers, 'quota', 'identity', 'keys', 'auth', 'upstream', 'store', 'config'],
 };
 

@@ -294,6 +294,7 @@ async function keysPage() {
   const expires = h('input', { type: 'datetime-local', name: 'expiresAt' });
   const perMinute = h('input', { type: 'number', min: 1, name: 'perMinute' });
   const perDay = h('input', { type: 'number', min: 1, name: 'perDay' });
+  const cidrs = h('input', { name: 'allowedCidrs', placeholder: '198.51.100.0/24 2001:db8::/32' });
   const create = h(
     'form',
     {
@@ -306,6 +307,7 @@ async function keysPage() {
         if (owner.value) body.owner = owner.value;
         if (expires.value) body.expiresAt = new Date(expires.value).toISOString();
         if (perMinute.value || perDay.value) Object.assign(body, { perMinute: Number(perMinute.value), perDay: Number(perDay.value) });
+        if (cidrs.value.trim()) body.allowedCidrs = networks(cidrs.value);
         try {
           const created = await api('POST', '/keys', body);
           create.reset();
@@ -326,12 +328,18 @@ async function keysPage() {
       field('Expires', expires, 'optional, local time'),
       field('Per minute', perMinute, 'own quota, optional'),
       field('Per day', perDay),
+      field('Networks', cidrs, 'optional: the only CIDRs it may be used from, space-separated'),
     ),
     h('button', { type: 'submit' }, 'Create key'),
   );
 
   show('Keys', search, results, create);
   await list();
+}
+
+/** A space- or comma-separated list of CIDRs, as typed; the admin API checks each one. */
+function networks(text) {
+  return text.split(/[\s,]+/).filter(Boolean);
 }
 
 async function showSecret(title, record) {
@@ -398,6 +406,7 @@ async function keyPage(id) {
       ['Created', when(record.createdAt)],
       ['Expires', when(record.expiresAt)],
       ['Own quota', record.perMinute ? `${record.perMinute}/min, ${record.perDay}/day` : 'the plan’s'],
+      ['Networks', record.allowedCidrs ? record.allowedCidrs.join(' ') : 'any'],
       ['Previous secret works until', when(record.graceEndsAt)],
     ].map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]),
   );
@@ -440,6 +449,7 @@ async function keyPage(id) {
     const perDay = h('input', { type: 'number', min: 1, value: record.perDay ?? '' });
     const expires = h('input', { type: 'datetime-local' });
     const grace = h('input', { type: 'number', min: 0, max: 2592000, value: 3600 });
+    const cidrs = h('input', { value: (record.allowedCidrs ?? []).join(' '), placeholder: '198.51.100.0/24 2001:db8::/32' });
     const form = (label, inputs, onsubmit, extra) =>
       h(
         'form',
@@ -472,6 +482,12 @@ async function keyPage(id) {
         field('Expires at', expires, 'local time'),
         () => change({ expiresAt: expires.value ? new Date(expires.value).toISOString() : null }, 'Expiry set.'),
         h('button', { type: 'button', onclick: () => change({ expiresAt: null }, 'Expiry cleared.') }, 'Clear expiry'),
+      ),
+      form(
+        'Set networks',
+        field('Networks', cidrs, 'the only CIDRs the key may be used from, space-separated'),
+        () => change({ allowedCidrs: cidrs.value.trim() ? networks(cidrs.value) : null }, 'Networks set.'),
+        h('button', { type: 'button', onclick: () => change({ allowedCidrs: null }, 'Usable from any network.') }, 'Any network'),
       ),
       form('Rotate', field('Grace seconds', grace, 'how long the old secret keeps working'), async () => {
         if (!(await confirmAction('Rotate key', `Give ${id} a new secret? The old one works for ${grace.value} more seconds.`, 'Rotate')))

@@ -32,6 +32,8 @@ export interface AdminDeps {
   plans(): { config: PlansConfig; loadedAt: string };
   /** The upstream services in force on this replica, with their targets' load and health. */
   services(): ReturnType<Upstreams['describe']>;
+  /** gateway.yaml's global `ipRules` in force on this replica (null: none). */
+  ipRules?(): unknown;
   /** This replica's traffic counters, for GET /traffic and /bans (console); none, no such routes. */
   traffic?: TrafficCounters;
   /**

@@ -3,10 +3,12 @@ import type { KeyRecord } from '../keys/record.js';
 
 /**
  * The authenticated caller, whichever way it came in (an API key or a JWT): what quota, bans,
- * usage, the upstream assertion and the logs read, and all they read. An API key's record is one
+ * usage, the networks it may call from, the upstream assertion and the logs read, and all they read. An API key's record is one
  * as it is; a JWT's subject becomes one with the id `jwt:<issuer name>:<subject>` (jwt-consumer.ts).
  */
-export type Consumer = Readonly<Pick<KeyRecord, 'id' | 'plan' | 'perMinute' | 'perDay' | 'shadow' | 'owner' | 'expiresAt'>>;
+export type Consumer = Readonly<
+  Pick<KeyRecord, 'id' | 'plan' | 'perMinute' | 'perDay' | 'shadow' | 'owner' | 'expiresAt' | 'allowedCidrs'>
+>;
 
 /** Subjects kept as they are in consumer ids; anything else is replaced by a digest of it. */
 const PLAIN_SUBJECT = /^[A-Za-z0-9._@-]{1,64}$/;

@@ -15,6 +15,7 @@ export function describeKey(record: PublicKeyRecord): string {
     `plan:     ${record.plan}`,
     `quota:    ${quotaText(record)}`,
     ...(record.owner ? [`owner:    ${record.owner}`] : []),
+    ...(record.allowedCidrs ? [`networks: ${record.allowedCidrs.join(' ')}`] : []),
     `status:   ${record.status}`,
     `created:  ${record.createdAt}`,
     `expires:  ${record.expiresAt ?? 'never'}`,

@@ -26,8 +26,10 @@ import { describeUsage } from './usage-report.js';
 export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)
 
   create --plan P [--name N] [--per-minute X --per-day Y] [--expires-at DATE] [--shadow] [--owner O]
-                                                            create a key; prints the secret once. --owner:
-                                                            the customer it belongs to (scope: owner plans)
+         [--allow-cidr CIDR]...                             create a key; prints the secret once. --owner:
+                                                            the customer it belongs to (scope: owner plans);
+                                                            --allow-cidr (repeatable): the only networks it
+                                                            may be used from
   list [--plan P] [--status active|revoked|expired]         keys, in id order
   show ID                                                   one key
   revoke ID                                                 stop a key at once, on every replica
@@ -36,6 +38,7 @@ export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL,
                                                             negotiated quotas that override the plan's;
                                                             --shadow: refusals are only counted and logged
   set-expiry ID DATE | --clear                              the key stops at DATE (ISO 8601 with a zone)
+  set-cidrs ID CIDR... | --clear                            the only networks the key may be used from
   rotate ID --grace-seconds S                               a new secret for the same key; prints it once;
                                                             the old one keeps working S more seconds
   unban ID                                                  lift a ban at once, on every replica
@@ -44,7 +47,20 @@ export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL,
 
   --json   one JSON document on stdout, for scripts`;
 
-const KEY_ACTIONS = ['create', 'list', 'show', 'revoke', 'set-plan', 'set-quota', 'set-expiry', 'rotate', 'unban', 'usage', 'audit'];
+const KEY_ACTIONS = [
+  'create',
+  'list',
+  'show',
+  'revoke',
+  'set-plan',
+  'set-quota',
+  'set-expiry',
+  'set-cidrs',
+  'rotate',
+  'unban',
+  'usage',
+  'audit',
+];
 
 /** Fields named as the options that set them, so a refusal points at what to retype. */
 const OPTION_NAMES: Record<string, string> = {
@@ -59,8 +75,10 @@ const OPTION_NAMES: Record<string, string> = {
   status: '--status',
   shadow: '--shadow',
   owner: '--owner',
+  allowedCidrs: '--allow-cidr',
 };
-const CLI: Caller = { actor: 'cli', label: (field) => OPTION_NAMES[field] ?? field };
+// A list's item (`allowedCidrs.1`) is named by its option too.
+const CLI: Caller = { actor: 'cli', label: (field) => OPTION_NAMES[field] ?? OPTION_NAMES[field.split('.')[0]!] ?? field };
 
 interface Io {
   out(text: string): void;
@@ -84,6 +102,7 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
       clear: { type: 'boolean' },
       shadow: { type: 'boolean' },
       owner: { type: 'string' },
+      'allow-cidr': { type: 'string', multiple: true },
       json: { type: 'boolean' },
     },
   });
@@ -129,6 +148,7 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
             ...quotaOptions(values),
             shadow: values.shadow || undefined,
             owner: values.owner,
+            allowedCidrs: values['allow-cidr'],
           };
           const { record, key } = await createKey(deps, withoutUndefined(input), CLI);
           return print({ ...record, key }, `${describeKey(record)}\n\nAPI key (shown once; store it now):\n  ${key}`);
@@ -174,6 +194,13 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
             throw new CliError('give either an expiry date (ISO 8601 with a zone) or --clear');
           const label = (field: string) => (field === 'expiresAt' ? 'the expiry date' : CLI.label(field));
           return show(await updateKey(deps, keyId, { expiresAt: values.clear ? null : args[1] }, { ...CLI, label }));
+        }
+        case 'set-cidrs': {
+          const keyId = id();
+          const cidrs = args.slice(1);
+          if (Boolean(values.clear) === cidrs.length > 0) throw new CliError('give either one or more CIDRs or --clear');
+          const label = (field: string) => (field.startsWith('allowedCidrs') ? 'CIDR' : CLI.label(field));
+          return show(await updateKey(deps, keyId, { allowedCidrs: values.clear ? null : cidrs }, { ...CLI, label }));
         }
         case 'rotate': {
           const keyId = id();

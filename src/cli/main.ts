@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { compileValidation } from '../gateway/validation-rules.js';
 import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
 import { startBackend } from '../backend/start-backend.js';
 import { assertionVerifier } from '../backend/verify-assertion.js';
@@ -74,6 +75,7 @@ async function main(argv: string[]): Promise<void> {
         loadOpenApiDocument(settings.openapi.file, settings.configDir);
         read.push(openApiPath(settings.openapi.file, settings.configDir));
       }
+      compileValidation(settings, settings.services, settings.configDir);
       const secrets = assertionSecretsFromEnv(env, { allowDevelopment: true });
       if (secrets.source === 'development-default') {
         process.stderr.write(

@@ -6,6 +6,7 @@ import { servicesSchema } from './services-schema.js';
 import { corsSchema } from '../policies/cors/cors-schema.js';
 import { upstreamTlsSchema } from '../upstream/upstream-tls.js';
 import { nodeEntryError } from './redis-target.js';
+import { ipRulesSchema } from '../policies/ip-rules/ip-rules-schema.js';
 
 // Schema of config/gateway.yaml. Environment variables override some fields (see settings.ts).
 
@@ -202,6 +203,8 @@ export const gatewayFileSchema = z.strictObject({
       maxEntries: z.number().int().min(1).max(10_000_000).default(100_000),
     })
     .prefault({}),
+  /** Networks refused on every path before anything else is done (docs/policies.md); hot, like `services`. */
+  ipRules: ipRulesSchema,
   /** Upstream services routed by path prefix, each a pool of targets; hot, like `routes`. */
   services: servicesSchema,
   /**

@@ -3,6 +3,9 @@ import { canonicalPath } from '../http/canonical-target.js';
 import { upstreamTlsSchema } from '../upstream/upstream-tls.js';
 import { corsSchema } from '../policies/cors/cors-schema.js';
 import { cacheSchema } from './cache-schema.js';
+import { ipRulesSchema } from '../policies/ip-rules/ip-rules-schema.js';
+import { headerRulesSchema } from '../policies/header-rules/header-rules-schema.js';
+import { validateSchema } from '../policies/validate/validate-schema.js';
 
 // Schema of the `services` section of gateway.yaml: the upstream services the gateway routes to by
 // path prefix, each a pool of targets. Hot: reloaded with the file (src/upstream/upstreams.ts).
@@ -104,6 +107,14 @@ export const serviceSchema = z.strictObject({
   cors: corsSchema.optional(),
   /** A response cache for the service's GET and HEAD (docs/cache.md); absent: nothing is stored. */
   cache: cacheSchema.optional(),
+  /** Networks refused (`deny`) or the only ones admitted (`allow`) on this service's paths (docs/policies.md). */
+  ipRules: ipRulesSchema,
+  /** Fields set on or removed from the request the targets receive, after the policy decision (docs/policies.md). */
+  requestHeaders: headerRulesSchema,
+  /** Fields set on or removed from the target's response as it is relayed (never the gateway's own Error bodies). */
+  responseHeaders: headerRulesSchema,
+  /** Requests checked against an OpenAPI document before they are forwarded (docs/policies.md). */
+  validate: validateSchema,
 });
 
 export type ServiceConfig = z.infer<typeof serviceSchema>;

@@ -8,6 +8,7 @@ export const ERRORS = {
   invalid_body: { status: 400, message: 'The request body holds missing or invalid fields.' },
   invalid_query: { status: 400, message: 'The query string holds unknown or invalid parameters.' },
   unknown_plan: { status: 400, message: 'The plan is not defined in plans.yaml.' },
+  request_invalid: { status: 400, message: "The request does not match the API's OpenAPI description; see `errors`." },
   // 401: who is calling is unknown
   missing_api_key: { status: 401, message: 'An API key is required: send `Authorization: Bearer <API_KEY>`.' },
   malformed_api_key: { status: 401, message: 'The Authorization header does not hold a well-formed API key.' },
@@ -31,6 +32,7 @@ export const ERRORS = {
     status: 403,
     message: 'This origin may not call the API from a browser (gateway.yaml cors.origins).',
   },
+  ip_not_allowed: { status: 403, message: 'Requests from this network are not allowed here.' },
   service_not_in_plan: {
     status: 403,
     message: "The API key's plan does not include the service this path belongs to; no quota was consumed.",

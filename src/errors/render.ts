@@ -8,9 +8,9 @@ export interface ErrorBody {
   status: number;
 }
 
-export function errorBody(code: ErrorCode, message?: string): ErrorBody {
+export function errorBody(code: ErrorCode, message?: string, details?: Readonly<Record<string, unknown>>): ErrorBody {
   const entry = ERRORS[code];
-  return { code, message: message ?? entry.message, status: entry.status };
+  return { ...details, code, message: message ?? entry.message, status: entry.status };
 }
 
 /**
@@ -19,12 +19,18 @@ export function errorBody(code: ErrorCode, message?: string): ErrorBody {
  * started cannot be turned into an error: its socket is destroyed so the client sees a
  * truncated response instead of a corrupted one.
  */
-export function sendError(res: ServerResponse, code: ErrorCode, message?: string, headers?: Record<string, string | number>): void {
+export function sendError(
+  res: ServerResponse,
+  code: ErrorCode,
+  message?: string,
+  headers?: Readonly<Record<string, string | number>>,
+  details?: Readonly<Record<string, unknown>>,
+): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  const body = JSON.stringify(errorBody(code, message));
+  const body = JSON.stringify(errorBody(code, message, details));
   if (headers) for (const name in headers) res.setHeader(name, headers[name]!);
   res.statusCode = ERRORS[code].status;
   res.setHeader('content-type', 'application/json; charset=utf-8');

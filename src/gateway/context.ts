@@ -35,6 +35,12 @@ export interface RequestContext {
   route?: Route;
   /** Where the request went upstream: the service, the target of the last try, and how many tries. */
   upstream?: { service: string; target: string; tries: number };
+  /** The service's responseHeaders rules for this request (header-rules.ts), applied where the proxy relays the response head; returns the names it set. */
+  responseRules?: (res: ServerResponse) => string[];
+  /** The request body, read whole by a policy (OpenAPI validation): the proxy forwards these bytes. */
+  body?: Buffer;
+  /** `100 Continue` was sent already (a policy read the body): the server must not send it again. */
+  continued?: boolean;
   /** This request's spans, when tracing is on (README, "Tracing"); undefined otherwise: callers use `?.`. */
   trace?: GatewayTrace;
 }
@@ -46,6 +52,8 @@ export interface Rejection {
   readonly code: ErrorCode;
   readonly message?: string;
   readonly headers?: Readonly<Record<string, string | number>>;
+  /** More fields of the Error body (request_invalid's `errors`). */
+  readonly details?: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -64,8 +72,13 @@ export function isAnswer(decision: Rejection | Answer): decision is Answer {
   return 'body' in decision;
 }
 
-export function reject(code: ErrorCode, message?: string, headers?: Record<string, string | number>): Rejection {
-  return { code, message, headers };
+export function reject(
+  code: ErrorCode,
+  message?: string,
+  headers?: Record<string, string | number>,
+  details?: Record<string, unknown>,
+): Rejection {
+  return details ? { code, message, headers, details } : { code, message, headers };
 }
 
 /**

@@ -100,17 +100,21 @@ export function createUpstreamProxy(upstreams: Upstreams, trustedProxyHops: numb
     // ever tear the upstream request down. Send none. A pipelined request queued behind another
     // has a response not yet bound to the socket (never destroyed with it): its request and
     // socket tell (else it went out for a gone client, with an empty X-Forwarded-For).
-    if (res.destroyed || req.destroyed || req.socket.destroyed) return;
+    // A request whose body a policy read whole is destroyed by then (autoDestroy): its socket tells.
+    if (res.destroyed || (req.destroyed && !(ctx.body && req.complete)) || req.socket.destroyed) return;
     const route = ctx.route ?? upstreams.route(req.url ?? '/');
     const headers = req.headers;
     const host = plan.host || fallbackHost;
     Object.assign(headers, forwardedValues(req, trustedProxyHops, host));
     headers.host = host;
-    const hasBody = plan.body.kind === 'chunked' || (plan.body.kind === 'length' && plan.body.bytes > 0);
+    // A body a policy read whole (OpenAPI validation) goes as those bytes, with their length.
+    const read = ctx.body;
+    const hasBody = read ? read.length > 0 : plan.body.kind === 'chunked' || (plan.body.kind === 'length' && plan.body.bytes > 0);
     // A length the client declared is forwarded as such (undici checks the body against it); a
     // chunked body goes chunked, or with its exact length when it had fully arrived before it was
     // forwarded (undici measures a body stream that has ended): framed once, either way.
-    if (plan.body.kind === 'length' && hasBody) headers['content-length'] = String(plan.body.bytes);
+    if (read && hasBody) headers['content-length'] = String(read.length);
+    else if (plan.body.kind === 'length' && hasBody) headers['content-length'] = String(plan.body.bytes);
 
     const method = req.method ?? 'GET';
     // A body is kept for a replay only where one could follow its sending (bounded, client-body.ts).
@@ -123,13 +127,13 @@ export function createUpstreamProxy(upstreams: Upstreams, trustedProxyHops: numb
         method,
         path: route.path,
         headers: fieldList(headers),
-        body: hasBody ? new ClientBody(req, keep) : null,
+        body: read && hasBody ? read : hasBody ? new ClientBody(req, keep) : null,
       },
       plan.tee,
     );
     req.on('error', exchange.clientBroke);
     res.on('close', exchange.clientClosed);
-    if (!hasBody) req.resume();
+    if (!hasBody && !read) req.resume();
     exchange.start();
   }
 
@@ -715,6 +719,9 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.clearDeadline();
     this.res.statusCode = status;
     this.copied = copyResponseHeaders(headers, this.res, this.ctx.corsApplies);
+    // The service's responseHeaders rules, over what the target sent (never over the gateway's own Error bodies).
+    const ruled = this.ctx.responseRules?.(this.res);
+    if (ruled) this.copied.push(...ruled);
   }
 }
 

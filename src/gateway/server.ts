@@ -115,13 +115,13 @@ export function createGatewayServer(parts: GatewayServerParts): Server | Http2Se
       const rejection = await runChain(ctx, chain);
       if (!rejection) {
         if (upgradeHead) return tunnel!(ctx, plan, upgradeHead);
-        if (plan.expectsContinue) res.writeContinue();
+        if (plan.expectsContinue && !ctx.continued) res.writeContinue();
         return forward(ctx, plan);
       }
       if (isAnswer(rejection)) return sendAnswer(res, rejection);
       ctx.refusal = rejection.code;
       if (statusOf(rejection.code) === 401) metrics.authFailures.inc({ code: rejection.code });
-      sendError(res, rejection.code, rejection.message, rejection.headers);
+      sendError(res, rejection.code, rejection.message, rejection.headers, rejection.details);
     } catch (err) {
       answerFault(ctx, err, logger);
     }

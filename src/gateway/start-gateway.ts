@@ -40,6 +40,12 @@ import { createUpstreamProxy } from './proxy.js';
 import { createCachingProxy } from './caching-proxy.js';
 import { ResponseCache } from '../cache/response-cache.js';
 import { routeToService } from './policies/route-to-service.js';
+import { globalIpRules, keyIpRules, serviceIpRules } from './policies/ip-rules.js';
+import { IpRules } from '../policies/ip-rules/ip-rules.js';
+import { HeaderRules } from '../policies/header-rules/header-rules.js';
+import { headerRules } from './policies/header-rules.js';
+import { validateRequest } from './policies/validate-request.js';
+import { compileValidation } from './validation-rules.js';
 import { Upstreams } from '../upstream/upstreams.js';
 import type { Pool } from 'undici';
 import { routeLabeler } from './route-label.js';
@@ -79,12 +85,39 @@ export async function startGateway(
       const file = loadGatewayFile(settings.configDir);
       const { deprecations, costs } = file.routes;
       const services = inForce.plans ? servicesKeepingPlanned(file.services, inForce.plans()) : file.services;
+      // Edge rules are compiled here, so a reload that cannot compile is refused as a whole.
+      const ipRules = {
+        global: new IpRules(file.ipRules),
+        services: new Map(services.filter((s) => s.ipRules).map((s) => [s.name, new IpRules(s.ipRules)])),
+      };
+      const headers = new Map(
+        services
+          .filter((s) => s.requestHeaders || s.responseHeaders)
+          .map((s) => [
+            s.name,
+            {
+              request: s.requestHeaders && new HeaderRules(s.requestHeaders),
+              response: s.responseHeaders && new HeaderRules(s.responseHeaders),
+            },
+          ]),
+      );
+      const validation = compileValidation(file, services, settings.configDir);
       // CORS is hot with the services it may be set on (policies/cors.ts).
       const cors = { global: file.cors, anyService: services.some((service) => service.cors !== undefined) };
       // Identity providers are hot too; an issuer whose key source is unchanged keeps its cached keys.
       const jwt =
         file.jwt && new JwtAuthenticator(file.jwt, logger, { previous: inForce.jwt, maxCachedTokens: settings.keyCache.maxEntries });
-      return { deprecations: new RouteRules(deprecations), costs: new RouteCosts(costs), services, cors, jwt };
+      return {
+        validation,
+        deprecations: new RouteRules(deprecations),
+        costs: new RouteCosts(costs),
+        services,
+        ipRules,
+        globalIpRules: file.ipRules,
+        headers,
+        cors,
+        jwt,
+      };
     },
     logger,
   );
@@ -178,9 +211,19 @@ export async function startGateway(
     metrics,
     logger,
   });
+  const ipRules = {
+    rules: () => routes.current().ipRules,
+    upstreams,
+    trustProxyHops: settings.gateway.trustProxyHops,
+    metrics,
+    countFailure: failedAuth.counted,
+  };
+
   // The policy chain, in order. Each returns a decision; the first rejection answers the request.
   const chain: readonly Policy[] = [
     requestId,
+    // From memory, before anything else: a denied network costs no Redis command (docs/policies.md).
+    globalIpRules(ipRules),
     cors({
       global: () => routes.current().cors.global,
       anyService: () => routes.current().cors.anyService,
@@ -188,6 +231,7 @@ export async function startGateway(
       countPreflight: failedAuth.count,
     }),
     serveOpenApi(settings.openapi, settings.configDir),
+    serviceIpRules(ipRules),
     failedAuth.wrap(
       authenticateWsTicket(
         ownStores.tickets,
@@ -196,6 +240,7 @@ export async function startGateway(
         health,
       ),
     ),
+    keyIpRules(ipRules),
     serveWsTickets(settings.webSocketTickets.path, {
       tickets: ownStores.tickets,
       quota,
@@ -207,7 +252,12 @@ export async function startGateway(
     routeToService(upstreams, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
     quota,
     applyRouteRules(() => routes.current().deprecations),
+    // After the quota (invalid requests are charged: a flood of them cannot skip it) and before the
+    // proxy (they cost the backend nothing).
+    validateRequest({ rules: () => routes.current().validation, metrics, logger }),
     upstreamIdentity(assertions),
+    // After the decision and the identity fields: what the service's targets receive, and send back.
+    headerRules(() => routes.current().headers),
   ];
 
   const { guard, tunnels } = edgeConnections(settings.gateway, upstreams, ownStores.keys, logger, metrics.registry);
@@ -261,6 +311,7 @@ export async function startGateway(
                 const cache = responseCache.summary(described.name, upstreams.all().find((s) => s.name === described.name)?.config.cache);
                 return cache ? { ...described, cache } : described;
               }),
+            ipRules: () => routes.current().globalIpRules ?? null,
             traffic: metrics.traffic,
             purgeCache: async (name, prefix) => {
               const service = upstreams.all().find((s) => s.name === name);

@@ -20,12 +20,16 @@ export interface KeyRecord {
   shadow?: boolean;
   /** The customer the key belongs to: keys of one owner share the windows of a `scope: owner` plan. */
   owner?: string;
+  /** The only networks the key may be used from (CIDRs); absent: any. Elsewhere → 403 ip_not_allowed. */
+  allowedCidrs?: string[];
 }
 
 /** Owner names: they go inside a Redis hash tag (`{owner:…}`), so no braces, and short. */
 export const OWNER_PATTERN = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
-export type KeyPatch = Partial<Pick<KeyRecord, 'plan' | 'status' | 'perMinute' | 'perDay' | 'name' | 'expiresAt' | 'shadow' | 'owner'>>;
+export type KeyPatch = Partial<
+  Pick<KeyRecord, 'plan' | 'status' | 'perMinute' | 'perDay' | 'name' | 'expiresAt' | 'shadow' | 'owner' | 'allowedCidrs'>
+>;
 
 /** A record as it was and as it is after one change (for the audit). */
 export interface KeyChange {

@@ -44,6 +44,18 @@ export function createMetrics() {
       labelNames: ['code'] as const,
       registers: [registry],
     }),
+    ipRefusals: new Counter({
+      name: 'tollgate_ip_refusals_total',
+      help: 'Requests refused by IP rules, by rule: global, service:<name>, key (a key used outside its allowedCidrs).',
+      labelNames: ['rule'] as const,
+      registers: [registry],
+    }),
+    requestValidations: new Counter({
+      name: 'tollgate_request_validations_total',
+      help: "Requests checked against their service's OpenAPI document, by service and result: valid, refused, shadow_refused (shadow mode: forwarded).",
+      labelNames: ['service', 'result'] as const,
+      registers: [registry],
+    }),
     redisErrors: new Counter({
       name: 'tollgate_redis_errors_total',
       help: 'Failed Redis operations on the request path, by operation.',

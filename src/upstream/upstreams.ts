@@ -91,6 +91,11 @@ export class Upstreams {
       paths: service.config.paths,
       stripPrefix: service.config.stripPrefix,
       balance: service.config.balance,
+      // The edge rules of this service as configured (docs/policies.md); null when unset.
+      ipRules: service.config.ipRules ?? null,
+      requestHeaders: shownHeaderRules(service.config.requestHeaders),
+      responseHeaders: shownHeaderRules(service.config.responseHeaders),
+      validate: service.config.validate ?? null,
       inFlight: service.inFlight,
       retriesInFlight: service.retriesInFlight,
       maxEjected: service.maxEjected(),
@@ -111,6 +116,18 @@ export class Upstreams {
     this.probes.close();
     for (const service of this.all()) for (const target of service.targets) target.pool.destroy().catch(() => undefined);
   }
+}
+
+/** Fields whose values are credentials: shown as set, never with their value. */
+const CREDENTIAL_FIELDS = new Set(['authorization', 'cookie', 'set-cookie', 'x-api-key']);
+
+/** A service's header rules as the admin API shows them: a credential a rule sets is masked. */
+function shownHeaderRules(rules: ServiceConfig['requestHeaders']) {
+  if (!rules) return null;
+  const set = Object.fromEntries(
+    Object.entries(rules.set).map(([name, value]) => [name, CREDENTIAL_FIELDS.has(name.toLowerCase()) ? '***' : value]),
+  );
+  return { set, remove: rules.remove };
 }
 
 /**

@@ -6,12 +6,12 @@ import type { AdminDeps, AdminRoute } from '../admin-route.js';
  * own health view): each service's targets with their load, standing and ejections. And the purge
  * of a service's response cache, which reaches every replica.
  */
-export function servicesRoutes({ services, purgeCache }: AdminDeps): AdminRoute[] {
+export function servicesRoutes({ services, purgeCache, ipRules }: AdminDeps): AdminRoute[] {
   return [
     {
       method: 'GET',
       path: '/services',
-      handle: async () => ({ status: 200, body: { services: services() } }),
+      handle: async () => ({ status: 200, body: { services: services(), ipRules: ipRules?.() ?? null } }),
     },
     {
       method: 'DELETE',

@@ -28,6 +28,8 @@ export function failedAuthLimiter(
    * key): the seconds to wait once the address is over its limit, else 0. Sets the limit's headers.
    */
   count: (ctx: RequestContext) => Promise<number>;
+  /** A refusal that counts as a failed authentication (ip_not_allowed): counted, and 429 once over the limit. */
+  counted: (ctx: RequestContext, refusal: Decision & object) => Promise<Decision>;
 } {
   const memory = new RateLimiterMemory({ points: perMinute, duration: WINDOW_SECONDS, keyPrefix: 'tg-unauth' });
   const limiter: RateLimiterAbstract = redis
@@ -91,7 +93,7 @@ export function failedAuthLimiter(
       };
       return decision instanceof Promise ? decision.then(settle) : settle(decision);
     };
-  return { wrap, blockedSeconds, count };
+  return { wrap, blockedSeconds, count, counted: onFailure };
 }
 
 /** The client's address; behind a load balancer, from X-Forwarded-For (see clientAddressOf). */

@@ -28,7 +28,8 @@ export interface PlanServiceDeps {
  */
 export function routeToService(upstreams: Upstreams, deps: PlanServiceDeps): Policy {
   return (ctx) => {
-    ctx.route = upstreams.route(ctx.req.url ?? '/');
+    // Routed already when the service's IP rules ran (ip-rules.ts).
+    ctx.route ??= upstreams.route(ctx.req.url ?? '/');
     const key = ctx.consumer!;
     // An unconfigured plan is enforce-quota's refusal (plan_not_configured), not this one.
     const quota = quotaFor(key, deps.plans());

@@ -12,7 +12,8 @@ export function changesBetween(before: PublicKeyRecord | null, after: PublicKeyR
   for (const field of fields) {
     const was = (before as Record<string, unknown> | null)?.[field] ?? null;
     const is = (after as Record<string, unknown>)[field] ?? null;
-    if (was !== is) changes[field] = { before: was, after: is };
+    // Lists (allowedCidrs) compare by content, not identity.
+    if (was !== is && JSON.stringify(was) !== JSON.stringify(is)) changes[field] = { before: was, after: is };
   }
   return changes;
 }

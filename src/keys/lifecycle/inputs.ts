@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { PLAN_NAME, quotaSchema, type PlansConfig } from '../../config/plans-schema.js';
+import { cidrSchema } from '../../policies/ip-rules/ip-rules-schema.js';
 import { OWNER_PATTERN } from '../record.js';
 import type { FieldLabel } from './deps.js';
 import { LifecycleError } from './lifecycle-error.js';
@@ -21,6 +22,11 @@ const owner = z
   .string(required('a string'))
   .regex(OWNER_PATTERN, 'must be 1 to 64 lowercase letters, digits, ".", "_" or "-", starting with a letter or digit');
 const shadow = z.boolean(required('true or false'));
+/** At least one network: an empty list would lock the key out everywhere (remove the list instead). */
+const allowedCidrs = z
+  .array(cidrSchema, required('a list of CIDRs'))
+  .min(1, 'must list at least one CIDR (null or --clear removes the restriction)')
+  .max(100, 'must list at most 100 CIDRs');
 const instant = z.iso.datetime({ offset: true, error: 'must be an ISO 8601 date-time with a zone, e.g. 2027-01-31T00:00:00Z' });
 
 export const createKeyInput = z.strictObject({
@@ -33,6 +39,8 @@ export const createKeyInput = z.strictObject({
   shadow: shadow.optional(),
   /** The customer the key belongs to: keys of one owner share a `scope: owner` plan's windows. */
   owner: owner.optional(),
+  /** The only networks the key may be used from; absent: any. */
+  allowedCidrs: allowedCidrs.optional(),
 });
 
 /** `null` removes an optional setting (own quotas, expiry). */
@@ -44,6 +52,7 @@ export const patchKeyInput = z
     perMinute: count.nullable().optional(),
     perDay: count.nullable().optional(),
     shadow: shadow.nullable().optional(),
+    allowedCidrs: allowedCidrs.nullable().optional(),
   })
   .refine((patch) => Object.keys(patch).length > 0, 'give at least one field to change');
 

@@ -70,7 +70,7 @@ export class RedisKeyStore implements KeyStore {
     const remove: string[] = [];
     for (const [field, value] of Object.entries(patch)) {
       if (value === undefined) remove.push(field);
-      else set.push(field, String(value));
+      else set.push(field, Array.isArray(value) ? value.join(CIDR_SEPARATOR) : String(value));
     }
     return this.changed(id, await this.scripts().tgUpdateKey(keyRecordKey(id), ...set, '--', ...remove));
   }
@@ -123,6 +123,9 @@ interface RedisWithScripts {
   tgRotateKey(key: string, hash: string, graceEndsAt: string): Promise<[string[], string[]] | null>;
 }
 
+/** `allowedCidrs` is one field: its networks joined with this (no CIDR holds one). */
+const CIDR_SEPARATOR = ',';
+
 /** Optional fields, stored only when set. */
 const OPTIONAL_TEXT = ['expiresAt', 'previousHash', 'graceEndsAt', 'owner'] as const;
 
@@ -139,6 +142,7 @@ function toFields(record: KeyRecord): Record<string, string> {
   if (record.perDay !== undefined) fields.perDay = String(record.perDay);
   for (const field of OPTIONAL_TEXT) if (record[field] !== undefined) fields[field] = record[field];
   if (record.shadow !== undefined) fields.shadow = String(record.shadow);
+  if (record.allowedCidrs !== undefined) fields.allowedCidrs = record.allowedCidrs.join(CIDR_SEPARATOR);
   return fields;
 }
 
@@ -156,6 +160,7 @@ function fromFields(fields: Record<string, string>): KeyRecord | null {
   if (fields.perDay !== undefined) record.perDay = Number(fields.perDay);
   for (const field of OPTIONAL_TEXT) if (fields[field] !== undefined) record[field] = fields[field];
   if (fields.shadow !== undefined) record.shadow = fields.shadow === 'true';
+  if (fields.allowedCidrs) record.allowedCidrs = fields.allowedCidrs.split(CIDR_SEPARATOR);
   return record;
 }
 
