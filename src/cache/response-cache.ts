@@ -35,6 +35,13 @@ export class ResponseCache {
   ) {
     if (redis) this.redisStore = new RedisCacheStore(redis);
     this.events = new CacheEvents(redis);
+  }
+
+  /**
+   * Other replicas' invalidations and purges, for this replica's memory stores: subscribed once the
+   * first memory store exists, so a gateway without one opens no third Redis connection.
+   */
+  private listenForEvents(): void {
     this.events.listen(
       (event) => this.applyLocally(event),
       () => {
@@ -51,6 +58,7 @@ export class ResponseCache {
     if (!store || store.maxBytes !== config.maxBytes) {
       store = new MemoryCacheStore(config.maxBytes, { evicted: () => this.metrics.cacheEvictions.inc({ service }) });
       this.memory.set(service, store);
+      this.listenForEvents();
     }
     return store;
   }
