@@ -152,3 +152,26 @@ describe('a fault at any stage on the TLS listener', () => {
     }
   });
 });
+
+describe('a fault while answering an upstream failure (inside undici onError)', () => {
+  let dead: EdgeStack;
+  beforeAll(async () => {
+    // An upstream whose port refuses connections: every try fails, and the gateway's own answer
+    // (a 502 written from undici's onError) is where the injected throw lands.
+    dead = await EdgeStack.start({ env: { TOLLGATE_TEST_FAULTS: '1', UPSTREAM_URL: 'http://127.0.0.1:1' } });
+  }, 120_000);
+  afterAll(async () => {
+    await dead?.stop();
+  });
+
+  it('the 502 without a fault, then with one: one 500 and a close, never a hang', async () => {
+    const clean = await dead.send([`GET /v1/categories HTTP/1.1\r\n${dead.auth}\r\n`], { boundMs: BOUND_MS });
+    expect(clean.responses.map((r) => r.status)).toEqual([502]);
+    const faulty = await dead.send([`GET /v1/categories HTTP/1.1\r\n${dead.auth}${FAULT}: relay-head\r\n\r\n`], {
+      waitForClose: true,
+      boundMs: BOUND_MS,
+    });
+    expectOneInternalError(faulty, 'relay-head in onError');
+    expect(dead.gateway.process.logs().some((l) => l.msg === 'uncaught error (process kept running)')).toBe(false);
+  });
+});
