@@ -214,6 +214,8 @@ export async function startGateway(
           logger,
         )
       : undefined,
+    logger,
+    faults,
   );
 
   const url = await listen(server, settings.gateway.host, settings.gateway.port);
