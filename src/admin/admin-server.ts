@@ -1,5 +1,9 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { sendError, sendJson } from '../errors/render.js';
+import { answerInternalError } from '../gateway/answer-fault.js';
+import { answerClientErrors } from '../http/client-errors.js';
+import type { TestFaults } from '../gateway/test-faults.js';
+import type { Logger } from '../observability/log.js';
 import type { AdminApi } from './admin-api.js';
 
 export interface AdminChecks {
@@ -21,29 +25,47 @@ export interface AdminChecks {
  * without auth, so it must not be reachable from clients; the admin API under /admin when admin
  * tokens are configured (404 otherwise).
  */
-export function createAdminServer(checks: AdminChecks, adminApi?: AdminApi): Server {
-  return createServer((req, res) => {
-    void (async () => {
-      const path = (req.url ?? '/').split('?', 1)[0]!;
-      if (path === '/admin' || path.startsWith('/admin/')) return adminApi ? adminApi.handle(req, res, path) : sendError(res, 'not_found');
-      if (req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, 'method_not_allowed');
-      if (path === '/healthz') return sendJson(res, 200, { status: 'ok' });
-      if (path === '/readyz') {
-        const checksResult = await checks.readiness();
-        const draining = checks.draining?.() ?? false;
-        const ready = !draining && Object.values(checksResult).every(Boolean);
-        return sendJson(res, ready ? 200 : 503, {
-          status: draining ? 'draining' : ready ? 'ready' : 'not ready',
-          checks: checksResult,
-          services: checks.services?.(),
-        });
-      }
-      if (path === '/metrics' && checks.metrics) {
-        const { contentType, body } = await checks.metrics(req.headers.accept);
-        res.setHeader('content-type', contentType);
-        return res.end(body);
-      }
-      sendError(res, 'not_found');
-    })().catch(() => sendError(res, 'internal_error'));
+export function createAdminServer(checks: AdminChecks, adminApi: AdminApi | undefined, logger: Logger, faults?: TestFaults): Server {
+  async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // As on the public listener: llhttp accepts `HTTP/2.0` and `HTTP/0.9` request lines.
+    if (req.httpVersionMajor !== 1) {
+      res.shouldKeepAlive = false;
+      return sendError(res, 'http_version_not_supported');
+    }
+    const path = (req.url ?? '/').split('?', 1)[0]!;
+    if (path === '/admin' || path.startsWith('/admin/')) return adminApi ? adminApi.handle(req, res, path) : sendError(res, 'not_found');
+    if (req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, 'method_not_allowed');
+    if (path === '/healthz') return sendJson(res, 200, { status: 'ok' });
+    if (path === '/readyz') {
+      const checksResult = await checks.readiness();
+      const draining = checks.draining?.() ?? false;
+      const ready = !draining && Object.values(checksResult).every(Boolean);
+      return sendJson(res, ready ? 200 : 503, {
+        status: draining ? 'draining' : ready ? 'ready' : 'not ready',
+        checks: checksResult,
+        services: checks.services?.(),
+      });
+    }
+    if (path === '/metrics' && checks.metrics) {
+      const { contentType, body } = await checks.metrics(req.headers.accept);
+      res.setHeader('content-type', contentType);
+      res.end(body);
+      return;
+    }
+    sendError(res, 'not_found');
+  }
+  // Test-only (test-faults.ts, stage `admin`); absent in production: the handler as it is.
+  const handle = faults ? faults.wrap('admin', serve, (req) => req) : serve;
+  const server = createServer((req, res) => {
+    void (async () => handle(req, res))().catch((err: unknown) => {
+      // A fault of ours (a readiness check, the metrics page, the admin API or the console): said
+      // at error level, and answered once: a 500, or a cut response if one had started (never a
+      // second answer, nor a response left open).
+      logger.error({ err, path: (req.url ?? '/').split('?', 1)[0] }, 'admin request failed: answered 500 internal_error');
+      answerInternalError(req, res);
+    });
   });
+  // Malformed requests: an Error body and a close, as on the public listener, not Node's empty 400.
+  answerClientErrors(server);
+  return server;
 }

@@ -179,6 +179,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** The final response has been settled: relayed to its end (a 204/304 with its head), or answered as an error. */
   private settled = false;
   private failed = false;
+  /** A fault of ours was answered (ourFault): nothing more is written for this exchange. */
+  private faulted = false;
   private clientGone = false;
   /** A possible assertion refusal (AssertionRejections): its head and body, held until its end. */
   private held?: { status: number; headers: IncomingHttpHeaders; chunks: Buffer[] };
@@ -368,7 +370,12 @@ class Exchange implements Dispatcher.DispatchHandler {
         this.leaveBudget();
         return;
       }
-      this.send(again);
+      // A timer's throw reaches no caller that could answer the client: answered here.
+      try {
+        this.send(again);
+      } catch (err) {
+        this.ourFault(err);
+      }
     }, backoffMs);
   }
 
@@ -430,6 +437,15 @@ class Exchange implements Dispatcher.DispatchHandler {
    */
   private readonly deadlinePassed = (): void => {
     this.deadlineTimer = undefined;
+    // A timer's throw reaches no caller that could answer the client: answered here.
+    try {
+      this.deadlineReached();
+    } catch (err) {
+      this.ourFault(err);
+    }
+  };
+
+  private deadlineReached(): void {
     if (this.dropping) return this.dropTooLong();
     if (this.abortUpstream) {
       // Not while the client is still sending its body: that is the client's pace, and undici's
@@ -445,7 +461,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     // an onError that finds the exchange failed and the try already ended here.
     this.endTry('abandoned');
     this.fail(new errors.HeadersTimeoutError('queued for a connection longer than the service timeout'));
-  };
+  }
 
   // undici's callbacks run our code: a throw in them is a fault of ours, never the target's, and
   // undici would otherwise read it as a broken connection (a 502, a retry, a target blamed).
@@ -480,7 +496,9 @@ class Exchange implements Dispatcher.DispatchHandler {
    * chain). The onError that the cut brings finds the exchange failed.
    */
   private ourFault(err: unknown): false {
-    if (this.failed) return false;
+    // Once only; not `failed`: a fault inside fail() itself (writing the 502) must still be answered.
+    if (this.faulted) return false;
+    this.faulted = true;
     this.failed = true;
     if (!this.settled) this.endTry('abandoned');
     this.settled = true;
@@ -602,6 +620,16 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onError(err: Error): void {
+    // Answering a failed try runs our code too (the retry's choice, the 502's head): a throw there
+    // would reach undici's errorRequest, which only re-emits it, and the client would wait for ever.
+    try {
+      this.error(err);
+    } catch (fault) {
+      this.ourFault(fault);
+    }
+  }
+
+  private error(err: Error): void {
     const { shared } = this;
     shared.delivered.add(err);
     this.clearDeadline();

@@ -322,6 +322,8 @@ export async function startGateway(
           logger,
         )
       : undefined,
+    logger,
+    faults,
   );
 
   const url = await listen(server, settings.gateway.host, settings.gateway.port);

@@ -12,7 +12,8 @@ import type { Policy } from './context.js';
  * Stages: `edge` (the edge decision), `policy:<i>` and `policy:<i>:async` (the i-th policy of the
  * chain throws, or rejects a turn later), `forward` and `tunnel` (the proxy's and the WebSocket
  * tunnel's entry), `relay-head` and `relay-body` (the proxy's relay of the upstream's response
- * head, or its first body chunk), `log` (the access log, once the response has closed).
+ * head, or its first body chunk), `log` (the access log, once the response has closed), `admin`
+ * (the admin listener's request handler).
  */
 export const TEST_FAULTS_ENV = 'TOLLGATE_TEST_FAULTS';
 export const TEST_FAULT_HEADER = 'x-test-fault';

@@ -252,16 +252,33 @@ class Handshake implements Dispatcher.DispatchHandler {
 
   onData(chunk: Buffer): boolean {
     // A refusal's body: small, and the connection ends with it; no backpressure needed.
-    if (!this.failed) this.ctx.res.write(chunk);
+    if (!this.failed) this.contained(() => this.ctx.res.write(chunk));
     return true;
   }
 
   onComplete(): void {
-    if (!this.failed) this.ctx.res.end();
+    if (!this.failed) this.contained(() => this.ctx.res.end());
+  }
+
+  /**
+   * Our code inside undici's callbacks: a throw is ours (answered 500, or the connection cut), never
+   * the target's; from onError, undici would only re-emit it and the client would wait for ever.
+   */
+  private contained(relay: () => unknown): void {
+    try {
+      relay();
+    } catch (err) {
+      this.failed = true;
+      this.abort?.();
+      this.ourFault(err);
+    }
   }
 
   onError(err: Error): void {
-    if (this.failed) return;
+    if (!this.failed) this.contained(() => this.answerError(err));
+  }
+
+  private answerError(err: Error): void {
     const { res, req } = this.ctx;
     if (res.headersSent) {
       res.destroy();

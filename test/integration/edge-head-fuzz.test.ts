@@ -9,7 +9,7 @@ import { TestCerts } from '../helpers/tls-certs.js';
 // Request lines and heads fuzzed as classes, on every listener: the plain one, the TLS one (HTTP/1.1
 // and HTTP/2) and the admin one. Methods (case, length, unknown tokens, odd bytes), request targets
 // (origin, absolute, authority and asterisk forms, odd bytes, long), versions (every HTTP/d.d and
-// malformed ones), line ends, field names and values. Whatever arrives, the property holds:
+// malformed ones), line ends, bytes before the request line, field names and values, many fields. Whatever arrives, the property holds:
 // 1. it is answered with a well-formed status line whose status the RFCs allow for it (never a 500:
 //    that would be a fault of ours), or the connection (the HTTP/2 stream) is closed or reset;
 // 2. within HEAD_FUZZ_DEADLINE_MS (a bound against hangs: 15 s here, 1 s in `npm run fuzz`);
@@ -92,6 +92,8 @@ const fieldValue = fc.oneof(
   fc.stringMatching(/^[a-z]{1000,20000}$/),
 );
 const head = fc.record({
+  // RFC 9112 §2.2: empty lines before the request line may be ignored; whitespace or NUL there may not.
+  lead: fc.constantFrom('', '', '', '', '\r\n', '\r\n\r\n', '\n', ' ', '\t', '\x00'),
   method,
   target,
   version,
@@ -100,15 +102,18 @@ const head = fc.record({
   host: fc.boolean(),
   auth: fc.boolean(),
   fields: fc.array(fc.tuple(fieldName, fieldValue), { maxLength: 6 }),
+  // Many fields now and then: around the gateway's field-count limit, and far past it.
+  many: fc.oneof({ weight: 6, arbitrary: fc.constant(0) }, fc.integer({ min: 90, max: 110 }), fc.integer({ min: 111, max: 3000 })),
 });
 type Head = typeof head extends fc.Arbitrary<infer T> ? T : never;
 
 /** The head's bytes (latin1: one byte a char). Framing fields stay out: edge-fuzz.test.ts fuzzes bodies. */
 function bytesOf(h: Head, auth: string): Buffer {
-  const lines = [`${h.method}${h.sep}${h.target}${h.sep}${h.version}`];
+  const lines = [`${h.lead}${h.method}${h.sep}${h.target}${h.sep}${h.version}`];
   if (h.host) lines.push('Host: gateway.test');
   if (h.auth) lines.push(auth);
   for (const [name, value] of h.fields) if (!/^(content-length|transfer-encoding)$/i.test(name)) lines.push(`${name}: ${value}`);
+  for (let i = 0; i < h.many; i++) lines.push(`x-f${i}: v`);
   return Buffer.from(lines.join(h.eol) + h.eol + h.eol, 'latin1');
 }
 

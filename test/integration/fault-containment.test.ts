@@ -2,6 +2,7 @@ import type { ClientHttp2Session } from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EdgeStack } from '../helpers/edge-stack.js';
 import { h2Request, h2Session } from '../helpers/h2-client.js';
+import { exchange } from '../helpers/raw-client.js';
 import { TestCerts } from '../helpers/tls-certs.js';
 
 // Fault containment as a property: a throw injected at each stage of the request path (the
@@ -114,6 +115,40 @@ describe('a fault at any stage: one 500, then the connection closes (HTTP/1.1, p
   });
 });
 
+describe('the admin listener', () => {
+  const adminSend = (text: string) =>
+    exchange(Number(new URL(plain.gateway.adminUrl).port), [text], { waitForClose: true, boundMs: BOUND_MS });
+
+  it('a fault in its request handler: one 500, then the connection closes', async () => {
+    for (const path of ['/healthz', '/readyz', '/metrics', '/admin/v1/keys', '/admin/console']) {
+      const result = await adminSend(
+        `GET ${path} HTTP/1.1\r\nHost: admin\r\n${FAULT}: admin\r\n\r\nGET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n`,
+      );
+      expectOneInternalError(result, `admin ${path}`);
+    }
+    expect((await adminSend('GET /healthz HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n')).responses.map((r) => r.status)).toEqual([
+      200,
+    ]);
+  });
+
+  it('a request line of another HTTP version is 505 and a close, as on the public listener', async () => {
+    for (const version of ['HTTP/2.0', 'HTTP/0.9']) {
+      const result = await adminSend(`GET /healthz ${version}\r\nHost: admin\r\n\r\n`);
+      expect(result.closed, version).toBe(true);
+      expect(
+        result.responses.map((r) => r.status),
+        version,
+      ).toEqual([505]);
+    }
+  });
+
+  it('malformed HTTP gets an Error body, not an empty 400', async () => {
+    const result = await adminSend('GET /healthz HTTP/1.1\r\nHost: admin\r\nbad name: x\r\n\r\n');
+    expect(result.responses.map((r) => r.status)).toEqual([400]);
+    expect(JSON.parse(result.responses[0]!.body)).toMatchObject({ code: 'bad_request', status: 400 });
+  });
+});
+
 describe('a fault at any stage on the TLS listener', () => {
   it('HTTP/1.1 over TLS: one 500, then the connection closes', async () => {
     const { connect } = await import('node:tls');
@@ -150,5 +185,39 @@ describe('a fault at any stage on the TLS listener', () => {
     } finally {
       session.close();
     }
+  });
+});
+
+describe('a fault while answering an upstream failure (inside undici onError)', () => {
+  let dead: EdgeStack;
+  beforeAll(async () => {
+    // An upstream whose port refuses connections: every try fails, and the gateway's own answer
+    // (a 502 written from undici's onError) is where the injected throw lands.
+    dead = await EdgeStack.start({ env: { TOLLGATE_TEST_FAULTS: '1', UPSTREAM_URL: 'http://127.0.0.1:1' } });
+  }, 120_000);
+  afterAll(async () => {
+    await dead?.stop();
+  });
+
+  it('the 502 without a fault, then with one: one 500 and a close, never a hang', async () => {
+    const clean = await dead.send([`GET /v1/categories HTTP/1.1\r\n${dead.auth}\r\n`], { boundMs: BOUND_MS });
+    expect(clean.responses.map((r) => r.status)).toEqual([502]);
+    const faulty = await dead.send([`GET /v1/categories HTTP/1.1\r\n${dead.auth}${FAULT}: relay-head\r\n\r\n`], {
+      waitForClose: true,
+      boundMs: BOUND_MS,
+    });
+    expectOneInternalError(faulty, 'relay-head in onError');
+    expect(dead.gateway.process.logs().some((l) => l.msg === 'uncaught error (process kept running)')).toBe(false);
+  });
+
+  it('the same for a WebSocket handshake whose upstream refuses the connection', async () => {
+    const handshake =
+      `GET /v1/socket HTTP/1.1\r\n${dead.auth}Connection: Upgrade\r\nUpgrade: websocket\r\n` +
+      'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n';
+    const clean = await dead.send([handshake + '\r\n'], { waitForClose: true, boundMs: BOUND_MS });
+    expect(clean.responses.map((r) => r.status)).toEqual([502]);
+    const faulty = await dead.send([`${handshake}${FAULT}: relay-head\r\n\r\n`], { waitForClose: true, boundMs: BOUND_MS });
+    expectOneInternalError(faulty, 'relay-head in the handshake onError');
+    expect(dead.gateway.process.logs().some((l) => l.msg === 'uncaught error (process kept running)')).toBe(false);
   });
 });
