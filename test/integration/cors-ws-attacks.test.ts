@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { allowFields, call, preflight } from '../helpers/cors-stack.js';
@@ -164,5 +165,50 @@ describe('a WebSocket ticket', () => {
     expect(refused.status).toBe(401);
     expect(refused.body).not.toContain(ticket);
     for (const gateway of [a, b]) expect(gateway.process.output()).not.toContain('tgws_');
+  });
+});
+
+describe('a WebSocket ticket in a raw handshake', () => {
+  /** Sends `head` as written and resolves with the first line of the answer. */
+  function rawHandshake(gateway: GatewayHandle, head: string): Promise<string> {
+    const { hostname, port } = new URL(gateway.url);
+    return new Promise((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => socket.write(head));
+      let answer = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => {
+        answer += chunk;
+        if (answer.includes('\r\n')) {
+          resolve(answer.split('\r\n', 1)[0]!);
+          socket.destroy();
+        }
+      });
+      socket.on('error', reject);
+    });
+  }
+
+  const handshake = (path: string, extra: string) =>
+    `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n` +
+    `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n${extra}\r\n`;
+
+  it('on a second Sec-WebSocket-Protocol line is still taken out before the upstream', async () => {
+    const ticket = await mint(a);
+    const before = upstream.handshakes.length;
+    const status = await rawHandshake(
+      b,
+      handshake('/v1/live', `Sec-WebSocket-Protocol: chat\r\nSec-WebSocket-Protocol: tollgate.ticket.${ticket}\r\n`),
+    );
+    expect(status).toBe('HTTP/1.1 101 Switching Protocols');
+    const seen = upstream.handshakes[before]!;
+    expect(seen.headers['sec-websocket-protocol']).toBe('chat');
+    expect(JSON.stringify(seen)).not.toContain(ticket);
+  });
+
+  it('sent twice (query and subprotocol) is refused and not forwarded', async () => {
+    const ticket = await mint(a);
+    const before = upstream.handshakes.length;
+    const status = await rawHandshake(b, handshake(`/v1/live?ticket=${ticket}`, `Sec-WebSocket-Protocol: tollgate.ticket.${ticket}\r\n`));
+    expect(status).toMatch(/^HTTP\/1\.1 401 /);
+    expect(upstream.handshakes.length).toBe(before);
   });
 });
