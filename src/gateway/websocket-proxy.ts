@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import { Gauge, type Registry } from 'prom-client';
 import type { Dispatcher } from 'undici';
 import { sendError } from '../errors/render.js';
+import { connectionOptions } from '../http/connection-options.js';
 import { forwardedValues } from '../http/forwarded-headers.js';
 import type { Logger } from '../observability/log.js';
 import type { Upstreams } from '../upstream/upstreams.js';
@@ -13,13 +14,17 @@ import { responseHeadersOf } from './upstream-response-fields.js';
 import { copyResponseHeaders } from './upstream-response-headers.js';
 
 /**
- * True for a WebSocket opening handshake (RFC 6455 §4.1): an HTTP/1.1 GET whose `Upgrade` lists
- * `websocket`. Any other upgrade (`h2c`, …) is ignored: the request is served as a plain one and
- * its connection closed after the answer (RFC 9110 §7.8 lets a server ignore Upgrade).
+ * True for a WebSocket opening handshake (RFC 6455 §4.1): an HTTP/1.1 GET whose `Connection` lists
+ * `upgrade` and whose `Upgrade` lists `websocket`. Any other upgrade (`h2c`, …) is ignored: the
+ * request is served as a plain one and its connection closed after the answer (RFC 9110 §7.8 lets
+ * a server ignore Upgrade). Without `Connection: upgrade`, Node hands the request over as a plain
+ * one and it is proxied as such: it must not pass for a handshake, or a WebSocket ticket would
+ * authenticate an ordinary request (authenticate-ws-ticket.ts).
  */
 export function isWebSocketHandshake(req: IncomingMessage): boolean {
   const upgrade = req.headers.upgrade;
   if (req.method !== 'GET' || req.httpVersion !== '1.1' || typeof upgrade !== 'string') return false;
+  if (!connectionOptions(req.headers.connection)?.includes('upgrade')) return false;
   return upgrade
     .toLowerCase()
     .split(',')
