@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { ErrorCode } from '../errors/registry.js';
+import { readBody } from './read-body.js';
 
 export type JsonBodyResult = { ok: true; value: unknown } | { ok: false; code: ErrorCode; message?: string };
 
@@ -18,53 +19,14 @@ export function isJsonContentType(header: string | undefined): boolean {
 /**
  * Reads and parses a JSON request body of at most `maxBodyBytes`.
  *
- * Refusals are returned as data. A declared Content-Length over the limit is refused before a
- * single byte is read; a chunked body is counted while it streams and buffering stops at the
- * limit (the request handler then discards whatever is left, bounded).
+ * Refusals are returned as data: an unsupported media type, then whatever readBody (read-body.ts)
+ * refuses (over the limit, cut short), then invalid JSON.
  */
 export function readJsonBody(req: IncomingMessage, maxBodyBytes: number): Promise<JsonBodyResult> {
   if (!isJsonContentType(req.headers['content-type'])) {
     return Promise.resolve({ ok: false, code: 'unsupported_media_type' });
   }
-  const declaredBytes = Number(req.headers['content-length'] ?? 0);
-  if (declaredBytes > maxBodyBytes) {
-    return Promise.resolve(tooLarge(maxBodyBytes));
-  }
-  const cutShort: JsonBodyResult = { ok: false, code: 'bad_request', message: 'The request body was cut short.' };
-  // The client may have gone away while we were busy before reading (e.g. verifying it).
-  if (req.destroyed && !req.complete) return Promise.resolve(cutShort);
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let receivedBytes = 0;
-    const finish = (result: JsonBodyResult) => {
-      req.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
-      resolve(result);
-    };
-    const onData = (chunk: Buffer) => {
-      receivedBytes += chunk.length;
-      if (receivedBytes > maxBodyBytes) {
-        req.pause();
-        finish(tooLarge(maxBodyBytes));
-        return;
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = () => finish(parseJson(Buffer.concat(chunks, receivedBytes)));
-    // The client went away mid-body; nobody will read the answer, but the promise must settle.
-    const onError = () => finish(cutShort);
-    const onClose = () => {
-      if (!req.complete) onError();
-    };
-    req.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
-  });
-}
-
-function tooLarge(maxBodyBytes: number): JsonBodyResult {
-  return {
-    ok: false,
-    code: 'payload_too_large',
-    message: `The request body is larger than ${maxBodyBytes} bytes.`,
-  };
+  return readBody(req, maxBodyBytes).then((read) => (read.ok ? parseJson(read.bytes) : read));
 }
 
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
