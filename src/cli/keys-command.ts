@@ -20,32 +20,9 @@ import { RedisKeyStore } from '../store/redis/redis-key-store.js';
 import { RedisQuotaStore } from '../store/redis/redis-quota-store.js';
 import { describeRedis, topologyOf } from '../config/redis-target.js';
 import { CliError } from './cli-error.js';
+import { KEYS_USAGE } from './keys-usage.js';
 import { describeAudit, describeKey, keyTable } from './describe-keys.js';
 import { describeUsage } from './usage-report.js';
-
-export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)
-
-  create --plan P [--name N] [--per-minute X --per-day Y] [--expires-at DATE] [--shadow] [--owner O]
-         [--allow-cidr CIDR]...                             create a key; prints the secret once. --owner:
-                                                            the customer it belongs to (scope: owner plans);
-                                                            --allow-cidr (repeatable): the only networks it
-                                                            may be used from
-  list [--plan P] [--status active|revoked|expired]         keys, in id order
-  show ID                                                   one key
-  revoke ID                                                 stop a key at once, on every replica
-  set-plan ID PLAN                                          move a key to another plan
-  set-quota ID [--per-minute X --per-day Y] [--shadow] | --clear
-                                                            negotiated quotas that override the plan's;
-                                                            --shadow: refusals are only counted and logged
-  set-expiry ID DATE | --clear                              the key stops at DATE (ISO 8601 with a zone)
-  set-cidrs ID CIDR... | --clear                            the only networks the key may be used from
-  rotate ID --grace-seconds S                               a new secret for the same key; prints it once;
-                                                            the old one keeps working S more seconds
-  unban ID                                                  lift a ban at once, on every replica
-  usage ID                                                  both windows: used, limit, remaining, reset
-  audit [--limit N] [--cursor C]                            admin changes, newest first (API and CLI)
-
-  --json   one JSON document on stdout, for scripts`;
 
 const KEY_ACTIONS = [
   'create',

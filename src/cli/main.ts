@@ -1,26 +1,9 @@
-import { join } from 'node:path';
-import { compileValidation } from '../gateway/validation-rules.js';
-import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
-import { startBackend } from '../backend/start-backend.js';
-import { assertionVerifier } from '../backend/verify-assertion.js';
 import { ConfigError } from '../config/config-error.js';
-import { GATEWAY_FILE, loadPlans, PLANS_FILE } from '../config/load.js';
-import { plansWithKnownServices } from '../config/plan-services.js';
-import { configDirFrom, loadSettings } from '../config/settings.js';
-import { loadOpenApiDocument, openApiPath } from '../gateway/openapi-document.js';
-import { startGateway } from '../gateway/start-gateway.js';
-import {
-  assertionSecretsFromEnv,
-  DEVELOPMENT_ENV,
-  DEVELOPMENT_SECRET,
-  logSecretSource,
-  SECRET_ENV,
-} from '../identity/assertion-secrets.js';
-import { createLogger } from '../observability/log.js';
 import { CliError } from './cli-error.js';
-import { KEYS_USAGE, keysCommand } from './keys-command.js';
-import { runUntilSignal } from './run-until-signal.js';
-import { upCommand } from './up-command.js';
+import { KEYS_USAGE } from './keys-usage.js';
+
+// Each command imports its own modules when it runs, so `tollgate keys …` and `--help` do not load
+// the gateway, the backend and their libraries (about half a second of CPU per CLI call).
 
 const USAGE = `tollgate <command>
 
@@ -41,53 +24,16 @@ async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   const env = process.env;
   switch (command) {
-    case 'up': {
-      const settings = loadSettings(env);
-      loadPlans(settings.configDir);
-      return upCommand(settings, createLogger(settings.logLevel, 'tollgate', settings.log.format), out);
-    }
-    case 'gateway': {
-      const settings = loadSettings(env);
-      loadPlans(settings.configDir);
-      const logger = createLogger(settings.logLevel, 'tollgate-gateway', settings.log.format);
-      const gateway = await startGateway(settings, logger);
-      return runUntilSignal(logger, gateway.close);
-    }
-    case 'backend': {
-      const settings = loadSettings(env);
-      const logger = createLogger(settings.logLevel, 'tollgate-backend', settings.log.format);
-      // The backend answers only requests carrying a valid gateway assertion (401 otherwise).
-      const secrets = assertionSecretsFromEnv(env);
-      logSecretSource(secrets, logger, 'backend');
-      const verifyRequest = assertionVerifier({ secrets, settings: settings.assertion, logger });
-      const backend = await startBackend({ settings, logger, redisUrl: settings.redis, verifyRequest });
-      return runUntilSignal(logger, backend.close);
-    }
+    case 'up':
+      return (await import('./serve-commands.js')).upFromEnv(env, out);
+    case 'gateway':
+      return (await import('./serve-commands.js')).gatewayCommand(env);
+    case 'backend':
+      return (await import('./serve-commands.js')).backendCommand(env);
     case 'keys':
-      return keysCommand(rest, env, { out });
-    case 'check-config': {
-      const dir = rest[0] ?? configDirFrom(env);
-      const settings = loadSettings({ ...env, TOLLGATE_CONFIG_DIR: dir });
-      const plans = plansWithKnownServices(loadPlans(settings.configDir), settings.services);
-      AdminTokens.parse(env[ADMIN_TOKENS_ENV]);
-      const read = [join(settings.configDir, GATEWAY_FILE), join(settings.configDir, PLANS_FILE)];
-      if (settings.openapi.path) {
-        loadOpenApiDocument(settings.openapi.file, settings.configDir);
-        read.push(openApiPath(settings.openapi.file, settings.configDir));
-      }
-      compileValidation(settings, settings.services, settings.configDir);
-      const secrets = assertionSecretsFromEnv(env, { allowDevelopment: true });
-      if (secrets.source === 'development-default') {
-        process.stderr.write(
-          `tollgate: warning: ${SECRET_ENV} is ${env[SECRET_ENV] === DEVELOPMENT_SECRET ? 'the public development default' : 'unset'}; ` +
-            `gateway and backend refuse to start without it unless ${DEVELOPMENT_ENV}=1\n`,
-        );
-      }
-      // Which files were read: with no TOLLGATE_CONFIG_DIR and no ./config the shipped defaults are.
-      for (const file of read) out(`read ${file}`);
-      out(`config OK: ${settings.configDir} (plans: ${Object.keys(plans.plans).join(', ')})`);
-      return;
-    }
+      return (await import('./keys-command.js')).keysCommand(rest, env, { out });
+    case 'check-config':
+      return (await import('./check-config-command.js')).checkConfigCommand(rest, env, out);
     case undefined:
     case 'help':
     case '--help':
