@@ -20,6 +20,7 @@ import { soakPhase } from './phases/soak.js';
 import { throughputPhase } from './phases/throughput.js';
 import { removeWorkDir, workDir } from './processes.js';
 import { requireWrk } from './wrk.js';
+import { checkPostTarget, POST_TARGETS, type PostTarget } from './post-targets.js';
 import { markdownReport, textReport, type BenchResults } from './report.js';
 import { Stack } from './stack.js';
 import { tlsGet, type Transport } from './transports.js';
@@ -114,6 +115,8 @@ async function sanityCheck(stack: Stack): Promise<void> {
     if (target.kind === 'tollgate' && (!res.headers.get('x-ratelimit-limit') || !res.headers.get('x-request-id'))) {
       throw new Error(`${target.name} answered without its rate-limit and request-id headers`);
     }
+    if (target.name in POST_TARGETS)
+      await checkPostTarget(target.name as PostTarget, `${target.url}/v1/categories`, stack.headersOf(target));
   }
 }
 
