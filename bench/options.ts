@@ -42,6 +42,11 @@ export const HELP = `npm run bench -- [options]
   --latency-duration S  seconds per fixed-rate round (default 10)
   --latency-rounds N    alternating fixed-rate rounds per side (default 2)
   --rate N              fixed rate of the latency rounds (default: half the bare proxy's maximum)
+  --many-keys N         the latency phase also calls tollgate and tollgate-leases (when in --targets)
+                        with a different key per request, round robin over N keys (default 10000; 0:
+                        not), one row each beside their one-key rows: what a cold key costs in
+                        p50/p90/p99 and Redis commands per request (bench/many-keys.ts). Its run:
+                        npm run bench -- --phases latency --targets bare,tollgate,tollgate-leases
   --keys N              key records written to Redis for the memory and soak runs (default 120000)
   --distinct N          distinct keys the memory run sends, one request each, in 4 steps (default:
                         all of them). The key cache holds keyCache.maxEntries (100000): to see
@@ -88,6 +93,8 @@ export interface Options {
   latencySeconds: number;
   latencyRounds: number;
   rate?: number;
+  /** Keys of the latency phase's many-keys rows (0: none). */
+  manyKeys: number;
   keys: number;
   distinct: number;
   soakMinutes: number;
@@ -120,6 +127,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
       'latency-duration': { type: 'string' },
       'latency-rounds': { type: 'string' },
       rate: { type: 'string' },
+      'many-keys': { type: 'string' },
       keys: { type: 'string' },
       distinct: { type: 'string' },
       'soak-minutes': { type: 'string' },
@@ -185,6 +193,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
     latencySeconds: int(values['latency-duration'], quick ? 3 : 10, 'latency-duration'),
     latencyRounds: int(values['latency-rounds'], 2, 'latency-rounds'),
     rate: values.rate === undefined ? undefined : int(values.rate, 0, 'rate'),
+    manyKeys: values['many-keys'] === '0' ? 0 : int(values['many-keys'], 10_000, 'many-keys'),
     keys,
     distinct: Math.min(keys, int(values.distinct, keys, 'distinct')),
     soakMinutes: int(values['soak-minutes'], quick ? 1 : 10, 'soak-minutes'),

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { CACHE_TARGET, cacheNote, cacheTargets } from './cache-target.js';
+import { manyKeysTargets } from './many-keys.js';
 import { POST_TARGET_NAMES, postNote, postTargets } from './post-targets.js';
 import type { ProfileDiff, ProfileSummary } from './profile-summary.js';
 import type { TargetKind } from './stack.js';
@@ -363,6 +364,7 @@ export function targets(r: BenchResults): Target[] {
       met: l.addedP99Ms <= 2,
     });
   }
+  list.push(...manyKeysTargets(r));
   if (r.overLimit) {
     const c = r.overLimit.redis.commandsPerRequest;
     const measured = `${per(c)} (${r.overLimit.redis.totalCommands} in ${int(r.overLimit.redis.requests)})`;
