@@ -22,6 +22,14 @@ export function editedConfig(name: string, edits: ConfigEdits): string {
   return dir;
 }
 
+/** An edit replacing the line `pattern` matches; throws if none does (even when another edit of the same file changes it). */
+export const replaceLine =
+  (pattern: RegExp, line: string) =>
+  (yaml: string): string => {
+    if (!pattern.test(yaml)) throw new Error(`the shipped config has no line matching ${pattern}`);
+    return yaml.replace(pattern, line);
+  };
+
 /** gateway.yaml's `services: []` replaced by one service, given as its YAML lines (the first `- name: …`). */
 export const withService =
   (lines: string[]) =>

@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { CACHE_TARGET, cacheNote, cacheTargets } from './cache-target.js';
+import { exactnessTable, exactnessTargets } from './exactness-report.js';
 import { manyKeysTargets } from './many-keys.js';
+import type { ExactnessResults } from './phases/exactness.js';
 import { POST_TARGET_NAMES, postNote, postTargets } from './post-targets.js';
 import type { ProfileDiff, ProfileSummary } from './profile-summary.js';
 import type { TargetKind } from './stack.js';
@@ -215,6 +217,7 @@ export interface BenchResults {
   memory?: MemoryResults;
   profile?: ProfileResults;
   soak?: SoakResults;
+  exactness?: ExactnessResults;
 }
 
 export interface Target {
@@ -364,7 +367,7 @@ export function targets(r: BenchResults): Target[] {
       met: l.addedP99Ms <= 2,
     });
   }
-  list.push(...manyKeysTargets(r));
+  list.push(...manyKeysTargets(r), ...exactnessTargets(r.exactness));
   if (r.overLimit) {
     const c = r.overLimit.redis.commandsPerRequest;
     const measured = `${per(c)} (${r.overLimit.redis.totalCommands} in ${int(r.overLimit.redis.requests)})`;
@@ -708,6 +711,7 @@ export function markdownReport(r: BenchResults): string {
   if (redis) parts.push(redis);
   if (r.memory) parts.push(memoryTable(r));
   if (r.soak) parts.push(soakTable(r));
+  if (r.exactness) parts.push(exactnessTable(r.exactness));
   const t = targets(r);
   if (t.length)
     parts.push(

@@ -12,6 +12,7 @@ import { buildRef } from './compare-build.js';
 import { requireH2load } from './h2load.js';
 import { HELP, parseOptions } from './options.js';
 import { say } from './phases/common.js';
+import { exactnessPhase } from './phases/exactness.js';
 import { latencyPhase } from './phases/latency.js';
 import { memoryPhase } from './phases/memory.js';
 import { overLimitPhase } from './phases/over-limit.js';
@@ -82,6 +83,8 @@ async function main(): Promise<void> {
     if (options.phases.has('profile')) results.profile = await profilePhase(stack, options);
     stack.assertRunning();
     if (options.phases.has('soak')) results.soak = await soakPhase(stack, options);
+    stack.assertRunning();
+    if (options.phases.has('exactness')) results.exactness = await exactnessPhase(stack, options);
 
     for (const upstream of stack.upstreams()) {
       for (const target of stack.targetsFor(upstream.name)) {
