@@ -63,7 +63,7 @@ export function cacheNote(sides: Side[]): string {
   if (side?.upstreamRequestsPerRequest === undefined) return '';
   const upstream = side.upstream === 'plain' ? `a twin of this upstream answering \`Cache-Control: ${CACHE_CONTROL}\`` : 'this upstream';
   return (
-    `\n\n${CACHE_TARGET}: response cache on (memory store, ttlSeconds 5), in front of ${upstream}; it received ` +
-    `${upstreamRequests(side)} requests for ${side.requests.toLocaleString('en-US')} client requests (${side.upstreamRequestsPerRequest.toFixed(4)} per request).`
+    `\n\n${CACHE_TARGET}: response cache on (memory store, ttlSeconds 5), in front of ${upstream}: ` +
+    `${upstreamRequests(side)} upstream request(s) for ${side.requests.toLocaleString('en-US')} client requests (${side.upstreamRequestsPerRequest.toFixed(4)} per request).`
   );
 }
