@@ -4,7 +4,7 @@ import { REPO_ROOT } from '../test/harness/tollgate.js';
 import { DEFAULT_TARGETS, TARGET_NAMES, UPSTREAM_NAMES, type UpstreamName } from './targets.js';
 import { TLS_TARGET_NAMES, TRANSPORT_NAMES, type Transport } from './transports.js';
 
-export const PHASES = ['throughput', 'latency', 'overlimit', 'memory', 'profile', 'soak'] as const;
+export const PHASES = ['throughput', 'latency', 'overlimit', 'memory', 'profile', 'soak', 'exactness'] as const;
 export type Phase = (typeof PHASES)[number];
 export const PIN_MODES = ['split', 'loadgen', 'none'] as const;
 export type PinMode = (typeof PIN_MODES)[number];
@@ -42,12 +42,17 @@ export const HELP = `npm run bench -- [options]
   --latency-duration S  seconds per fixed-rate round (default 10)
   --latency-rounds N    alternating fixed-rate rounds per side (default 2)
   --rate N              fixed rate of the latency rounds (default: half the bare proxy's maximum)
+  --many-keys N         the latency phase also calls tollgate and tollgate-leases (when in --targets)
+                        with a different key per request, round robin over N keys (default 10000; 0:
+                        not), one row each beside their one-key rows: what a cold key costs in
+                        p50/p90/p99 and Redis commands per request (bench/many-keys.ts). Its run:
+                        npm run bench -- --phases latency --targets bare,tollgate,tollgate-leases
   --keys N              key records written to Redis for the memory and soak runs (default 120000)
   --distinct N          distinct keys the memory run sends, one request each, in 4 steps (default:
                         all of them). The key cache holds keyCache.maxEntries (100000): to see
                         memory level off beyond it, run with --keys 1000000 --distinct 400000
   --phases LIST         comma-separated, of ${PHASES.join(', ')}
-                        (default: all but profile and soak)
+                        (default: all but profile, soak and exactness)
   --soak-minutes M      length of the soak phase (default 10; 1 with --quick). The soak: --keys records
                         in Redis, a gateway of its own sent requests over all of them (each pass in a
                         new random order) at --soak-rate for M minutes, its RSS and JS heap sampled
@@ -56,6 +61,16 @@ export const HELP = `npm run bench -- [options]
                         key (forced GC before and after). Issue 14's run:
                         npm run bench -- --phases soak --targets tollgate --keys 100000
   --soak-rate R         requests per second of the soak, open loop (default 1000)
+  --exactness-minutes M whole UTC minutes of the exactness phase (default 2), after the partial one it
+                        starts in. The phase: 3 gateways with quota leases on, sharing the run's
+                        redis-server, one key with a per-minute limit sent over it, round robin over
+                        the three (open loop); per minute window on Redis's clock (from each answer's
+                        X-RateLimit-Reset): admitted (must be the limit in full windows, never more),
+                        refused, Redis commands per request; partial windows marked. Bans off for it
+                        (bench/phases/exactness.ts). Its run (bare: no other gateway on Redis):
+                        npm run bench -- --phases exactness --targets bare
+  --exactness-limit N   the key's per-minute limit (default 3000)
+  --exactness-rate R    requests per second sent (default: 4 × the limit / 60, 200 for 3000)
   --profile             also profile bare proxy and gateway under load (node --cpu-prof)
   --targets LIST        comma-separated, of ${TARGET_NAMES.join(', ')}
                         (default: ${DEFAULT_TARGETS.join(', ')}). The tollgate-gcra, -cost and -owner
@@ -66,6 +81,17 @@ export const HELP = `npm run bench -- [options]
                         (bench/spread-target.ts); the report shows how its requests spread.
                         tollgate-jwt: tollgate called with a JWT access token (RS256, from a JWKS
                         the bench serves) instead of the API key (bench/jwt-target.ts)
+                        tollgate-cache: tollgate with the response cache on for the path (memory,
+                        ttlSeconds 5; in front of plain, an upstream twin sending Cache-Control:
+                        public, max-age=5); the report judges the upstream's requests per client
+                        request (≤ 0.01) and the ratio to bare (≥ 2×) (bench/cache-target.ts).
+                        tollgate-post, tollgate-post-validated: POST /v1/categories with a small
+                        JSON body, without and with OpenAPI validation (enforce), plain upstream
+                        only; the report judges their ratio (≥ 0.9×) (bench/post-targets.ts).
+                        Their runs:
+                        npm run bench -- --phases throughput --targets bare,tollgate,tollgate-cache
+                        npm run bench -- --phases throughput --upstreams plain
+                          --targets bare,tollgate-post,tollgate-post-validated
   --compare REF         also measure tollgate built from git REF (a commit, branch or tag), in Redis
                         mode, in the same rounds: every change judged A/B. Built once per commit into
                         ${'$'}TMPDIR/tollgate-bench-builds/ (git archive, npm ci, build); repeatable
@@ -88,10 +114,16 @@ export interface Options {
   latencySeconds: number;
   latencyRounds: number;
   rate?: number;
+  /** Keys of the latency phase's many-keys rows (0: none). */
+  manyKeys: number;
   keys: number;
   distinct: number;
   soakMinutes: number;
   soakRate: number;
+  exactnessMinutes: number;
+  exactnessLimit: number;
+  /** Unset: 4 × exactnessLimit / 60. */
+  exactnessRate?: number;
   phases: Set<Phase>;
   /** A new process for every tollgate build before each throughput round after the first. */
   restart: boolean;
@@ -120,10 +152,14 @@ export function parseOptions(argv: string[]): Options | 'help' {
       'latency-duration': { type: 'string' },
       'latency-rounds': { type: 'string' },
       rate: { type: 'string' },
+      'many-keys': { type: 'string' },
       keys: { type: 'string' },
       distinct: { type: 'string' },
       'soak-minutes': { type: 'string' },
       'soak-rate': { type: 'string' },
+      'exactness-minutes': { type: 'string' },
+      'exactness-limit': { type: 'string' },
+      'exactness-rate': { type: 'string' },
       phases: { type: 'string' },
       profile: { type: 'boolean' },
       targets: { type: 'string' },
@@ -185,10 +221,14 @@ export function parseOptions(argv: string[]): Options | 'help' {
     latencySeconds: int(values['latency-duration'], quick ? 3 : 10, 'latency-duration'),
     latencyRounds: int(values['latency-rounds'], 2, 'latency-rounds'),
     rate: values.rate === undefined ? undefined : int(values.rate, 0, 'rate'),
+    manyKeys: values['many-keys'] === '0' ? 0 : int(values['many-keys'], 10_000, 'many-keys'),
     keys,
     distinct: Math.min(keys, int(values.distinct, keys, 'distinct')),
     soakMinutes: int(values['soak-minutes'], quick ? 1 : 10, 'soak-minutes'),
     soakRate: int(values['soak-rate'], 1000, 'soak-rate'),
+    exactnessMinutes: int(values['exactness-minutes'], 2, 'exactness-minutes'),
+    exactnessLimit: int(values['exactness-limit'], 3000, 'exactness-limit'),
+    exactnessRate: values['exactness-rate'] === undefined ? undefined : int(values['exactness-rate'], 0, 'exactness-rate'),
     phases,
     variants,
     gatewayNodeArgs: (values['gateway-node-args'] ?? '').split(' ').filter(Boolean),

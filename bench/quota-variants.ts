@@ -1,7 +1,4 @@
-import { cpSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { CONFIG_DIR } from '../test/harness/tollgate.js';
-import { workDir } from './processes.js';
+import { editedConfig } from './config-edit.js';
 
 /**
  * Tollgate targets that differ from `tollgate` only in how the run's key is limited (docs/clients.md,
@@ -38,13 +35,5 @@ export const QUOTA_VARIANT_NAMES = Object.keys(QUOTA_VARIANTS) as QuotaVariant[]
 
 /** The config directory of one variant; throws if the shipped file no longer has the line it edits. */
 export function quotaVariantConfig(name: QuotaVariant): string {
-  const dir = join(workDir(), `config-${name}`);
-  cpSync(CONFIG_DIR, dir, { recursive: true });
-  for (const [file, edit] of Object.entries(QUOTA_VARIANTS[name]) as Array<[string, (y: string) => string]>) {
-    const before = readFileSync(join(dir, file), 'utf8');
-    const after = edit(before);
-    if (after === before) throw new Error(`${name}: the shipped ${file} has no line to edit`);
-    writeFileSync(join(dir, file), after);
-  }
-  return dir;
+  return editedConfig(name, QUOTA_VARIANTS[name]);
 }

@@ -25,7 +25,8 @@ export interface RawResult {
   queued: number;
 }
 
-type Done = (status: number) => void;
+/** The answer's status (0: the connection broke) and its head (status line and fields). */
+type Done = (status: number, head: string) => void;
 
 /**
  * One keep-alive connection, one request at a time. The answer parser knows just enough HTTP/1.1
@@ -56,7 +57,7 @@ class Connection {
       this.reset();
       if (done) {
         this.onBroken();
-        done(0);
+        done(0, '');
       }
       this.open();
     });
@@ -96,7 +97,7 @@ class Connection {
     if (!complete) return;
     const done = this.done;
     this.reset();
-    done?.(status);
+    done?.(status, head);
   }
 }
 
@@ -141,6 +142,8 @@ export function openLoop(options: {
   ratePerSecond: number;
   durationMs: number;
   connections: number;
+  /** Called with every complete answer: its status and head (the exactness phase reads a field of it). */
+  onAnswer?: (status: number, head: string) => void;
 }): Promise<RawResult> {
   const result = newResult();
   const connections = openConnections(options.url, options.connections, result);
@@ -161,11 +164,12 @@ export function openLoop(options: {
         const dueMs = waiting.shift()!;
         const connection = idle.pop()!;
         const sentMs = performance.now();
-        connection.send(next(), (status) => {
+        connection.send(next(), (status, head) => {
           const endMs = performance.now();
           if (status !== 0) {
             result.latency.add(endMs - sentMs);
             result.latencyFromDue.add(endMs - dueMs);
+            options.onAnswer?.(status, head);
           }
           count(result, status);
           idle.push(connection);

@@ -1,5 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { CACHE_TARGET, cacheNote, cacheTargets } from './cache-target.js';
+import { exactnessTable, exactnessTargets } from './exactness-report.js';
+import { manyKeysTargets } from './many-keys.js';
+import type { ExactnessResults } from './phases/exactness.js';
+import { POST_TARGET_NAMES, postNote, postTargets } from './post-targets.js';
 import type { ProfileDiff, ProfileSummary } from './profile-summary.js';
 import type { TargetKind } from './stack.js';
 import type { UpstreamName } from './targets.js';
@@ -60,6 +65,9 @@ export interface Side {
   /** Round by round, the TCP connections the upstream accepted: the ones this proxy opened. */
   upstreamConnectionsPerRound?: number[];
   upstreamConnectionsPerRequest?: number;
+  /** Round by round, the requests the upstream received, and their sum per request sent (below 1 behind a cache). */
+  upstreamRequestsPerRound?: number[];
+  upstreamRequestsPerRequest?: number;
   /** `tollgate-3-targets`: requests each target of its service got over the measured rounds (tries, from /metrics). */
   spreadPerTarget?: number[];
   redis?: RedisPerRequest;
@@ -209,11 +217,12 @@ export interface BenchResults {
   memory?: MemoryResults;
   profile?: ProfileResults;
   soak?: SoakResults;
+  exactness?: ExactnessResults;
 }
 
-interface Target {
-  /** The issue that set it. */
-  issue?: number;
+export interface Target {
+  /** The issue that set it; '–' for targets the run was given without one. */
+  issue?: number | '–';
   what: string;
   target: string;
   measured: string;
@@ -253,7 +262,9 @@ export function targets(r: BenchResults): Target[] {
   // Issue 21, in front of the plain Node upstream, judged on the median of the round ratios; for
   // every tollgate build of the run (--compare, --variant), this checkout's first (tollgate-3-targets
   // is judged below, as issue 22's).
-  for (const p of r.throughput?.plainSides?.filter((s) => s.kind === 'tollgate' && !s.spreadPerTarget) ?? []) {
+  // The cached and POST targets measure something else than a proxied GET: judged below, on their own.
+  const ownTargets = new Set<string>([CACHE_TARGET, ...POST_TARGET_NAMES]);
+  for (const p of r.throughput?.plainSides?.filter((s) => s.kind === 'tollgate' && !s.spreadPerTarget && !ownTargets.has(s.name)) ?? []) {
     const who = p.name === 'tollgate' ? '' : ` (${p.name})`;
     const ratios = [
       { versus: 'bare proxy', median: p.medianRoundRatio, ofMeans: p.ratioToBare, wanted: 0.95, target: '≥ 0.95× (stretch 1.2×)' },
@@ -322,6 +333,7 @@ export function targets(r: BenchResults): Target[] {
       });
     }
   }
+  list.push(...cacheTargets(r), ...postTargets(r));
   const t = named(r.throughput?.sides, 'tollgate');
   if (t) {
     if (t.ratioToBestPeer !== undefined) {
@@ -355,6 +367,7 @@ export function targets(r: BenchResults): Target[] {
       met: l.addedP99Ms <= 2,
     });
   }
+  list.push(...manyKeysTargets(r), ...exactnessTargets(r.exactness));
   if (r.overLimit) {
     const c = r.overLimit.redis.commandsPerRequest;
     const measured = `${per(c)} (${r.overLimit.redis.totalCommands} in ${int(r.overLimit.redis.requests)})`;
@@ -461,7 +474,10 @@ function throughputTable(r: BenchResults, sides: Side[], upstream: UpstreamName)
         `${ms(s.latency.p50Ms)} / ${ms(s.latency.p99Ms)}`,
         `${s.errors} / ${s.non2xx}`,
       ]),
-    ) + spreadNote(sides)
+    ) +
+    spreadNote(sides) +
+    cacheNote(sides) +
+    postNote(sides)
   );
 }
 
@@ -695,6 +711,7 @@ export function markdownReport(r: BenchResults): string {
   if (redis) parts.push(redis);
   if (r.memory) parts.push(memoryTable(r));
   if (r.soak) parts.push(soakTable(r));
+  if (r.exactness) parts.push(exactnessTable(r.exactness));
   const t = targets(r);
   if (t.length)
     parts.push(

@@ -12,6 +12,7 @@ import { buildRef } from './compare-build.js';
 import { requireH2load } from './h2load.js';
 import { HELP, parseOptions } from './options.js';
 import { say } from './phases/common.js';
+import { exactnessPhase } from './phases/exactness.js';
 import { latencyPhase } from './phases/latency.js';
 import { memoryPhase } from './phases/memory.js';
 import { overLimitPhase } from './phases/over-limit.js';
@@ -20,6 +21,7 @@ import { soakPhase } from './phases/soak.js';
 import { throughputPhase } from './phases/throughput.js';
 import { removeWorkDir, workDir } from './processes.js';
 import { requireWrk } from './wrk.js';
+import { checkPostTarget, POST_TARGETS, type PostTarget } from './post-targets.js';
 import { markdownReport, textReport, type BenchResults } from './report.js';
 import { Stack } from './stack.js';
 import { tlsGet, type Transport } from './transports.js';
@@ -81,6 +83,8 @@ async function main(): Promise<void> {
     if (options.phases.has('profile')) results.profile = await profilePhase(stack, options);
     stack.assertRunning();
     if (options.phases.has('soak')) results.soak = await soakPhase(stack, options);
+    stack.assertRunning();
+    if (options.phases.has('exactness')) results.exactness = await exactnessPhase(stack, options);
 
     for (const upstream of stack.upstreams()) {
       for (const target of stack.targetsFor(upstream.name)) {
@@ -114,6 +118,8 @@ async function sanityCheck(stack: Stack): Promise<void> {
     if (target.kind === 'tollgate' && (!res.headers.get('x-ratelimit-limit') || !res.headers.get('x-request-id'))) {
       throw new Error(`${target.name} answered without its rate-limit and request-id headers`);
     }
+    if (target.name in POST_TARGETS)
+      await checkPostTarget(target.name as PostTarget, `${target.url}/v1/categories`, stack.headersOf(target));
   }
 }
 

@@ -1,7 +1,4 @@
-import { cpSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { CONFIG_DIR } from '../test/harness/tollgate.js';
-import { workDir } from './processes.js';
+import { editedConfig, withService } from './config-edit.js';
 
 /**
  * `tollgate-3-targets` (issue 22, item 8): tollgate with the benchmarked path served by a service
@@ -16,21 +13,8 @@ export const SPREAD_INSTANCES = 3;
 
 /** The config directory: the shipped one with `services:` claiming `path` for the three upstream URLs. */
 export function spreadConfig(urls: string[], path: string, suffix: string): string {
-  const dir = join(workDir(), `config-${SPREAD_TARGET}${suffix}`);
-  cpSync(CONFIG_DIR, dir, { recursive: true });
-  const file = join(dir, 'gateway.yaml');
-  const before = readFileSync(file, 'utf8');
-  const service = [
-    'services:',
-    `  - name: ${SPREAD_SERVICE}`,
-    `    paths: [${path}]`,
-    `    targets: [${urls.join(', ')}]`,
-    '    balance: round-robin',
-  ].join('\n');
-  const after = before.replace(/^services: \[\].*$/m, service);
-  if (after === before) throw new Error(`${SPREAD_TARGET}: the shipped gateway.yaml has no "services: []" line to edit`);
-  writeFileSync(file, after);
-  return dir;
+  const service = [`name: ${SPREAD_SERVICE}`, `paths: [${path}]`, `targets: [${urls.join(', ')}]`, 'balance: round-robin'];
+  return editedConfig(`${SPREAD_TARGET}${suffix}`, { 'gateway.yaml': withService(service) });
 }
 
 const trimmed = (url: string) => url.replace(/\/+$/, '');

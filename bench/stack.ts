@@ -12,6 +12,8 @@ import { logFileOf, workDir } from './processes.js';
 import { QUOTA_VARIANT_NAMES, quotaVariantConfig } from './quota-variants.js';
 import { JWT_TARGET, jwtConfig, startBenchIssuer, type BenchIssuer } from './jwt-target.js';
 import { SPREAD_INSTANCES, SPREAD_TARGET, spreadConfig } from './spread-target.js';
+import { CACHE_CONTROL, CACHE_TARGET, cacheConfig } from './cache-target.js';
+import { POST_REQUEST, POST_TARGET_NAMES, postConfig, type RequestSpec } from './post-targets.js';
 import { TRACE_TARGET_NAMES, traceEnv } from './trace-targets.js';
 import type { UpstreamName } from './targets.js';
 import { makeCertificate, TLS_TARGET_NAMES, type Certificate } from './transports.js';
@@ -28,7 +30,7 @@ export interface Upstream {
   name: UpstreamName;
   url: string;
   process: NodeProcess;
-  /** Serves `{"accepted":N}`: the TCP connections the upstream has accepted (./peers/count-connections.ts). */
+  /** Serves `{"accepted":N,"requests":M}`: the TCP connections and requests the upstream has accepted (./peers/count-connections.ts). */
   connectionsUrl: string;
 }
 
@@ -50,6 +52,10 @@ export interface Target {
   startAgain?: () => NodeProcess;
   /** The credential it is called with, when not the run's API key (`tollgate-jwt`: a JWT). */
   headers?: Record<string, string>;
+  /** What it forwards to when not its table's upstream process (`tollgate-cache` in front of plain: a cacheable twin). */
+  via?: Upstream;
+  /** Its request when not `GET ${PATH}` (the POST targets, ./post-targets.ts). */
+  request?: RequestSpec;
 }
 
 // Peers and launchers are TypeScript run by tsx, as `npm run bench` runs this file.
@@ -136,18 +142,13 @@ export class Stack {
       connectionsUrl: `http://127.0.0.1:${backendCounter}`,
     } as const;
 
-    if ((options.phases.has('throughput') || options.phases.has('profile')) && options.upstreams.includes('plain')) {
-      const counter = await freePort();
-      const process = this.spawn(
-        'plain-upstream',
-        [peer('plain-upstream.ts')],
-        { BENCH_CONNECTIONS_PORT: String(counter) },
-        COUNT_CONNECTIONS,
-      );
-      const url = await process.listening('plain upstream');
-      await process.accepting(counter);
-      this.upstreamList.push({ name: 'plain', url, process, connectionsUrl: `http://127.0.0.1:${counter}` });
-      this.plain = await this.startTargets(options, key, url, 'plain', '-plain');
+    const plainRuns = (options.phases.has('throughput') || options.phases.has('profile')) && options.upstreams.includes('plain');
+    if (!plainRuns && options.targets.some((name) => (POST_TARGET_NAMES as string[]).includes(name)))
+      throw new Error(`${POST_TARGET_NAMES.join(' and ')} run in front of the plain upstream only: --phases throughput --upstreams plain`);
+    if (plainRuns) {
+      const plain = await this.startPlainUpstream('plain-upstream');
+      this.upstreamList.push(plain);
+      this.plain = await this.startTargets(options, key, plain.url, 'plain', '-plain');
     }
     this.upstreamList.push(bundled);
     this.all = await this.startTargets(options, key, this.backendUrl, 'bundled', '');
@@ -157,6 +158,15 @@ export class Stack {
       for (const upstream of this.upstreamList.filter((u) => options.upstreams.includes(u.name)))
         this.tls.set(upstream.name, await this.startTlsTargets(options, upstream.url, upstream.name, this.certificate));
     }
+  }
+
+  /** A plain Node upstream (./peers/plain-upstream.ts), counting its connections and requests. */
+  private async startPlainUpstream(name: string, env: Record<string, string> = {}): Promise<Upstream> {
+    const counter = await freePort();
+    const process = this.spawn(name, [peer('plain-upstream.ts')], { ...env, BENCH_CONNECTIONS_PORT: String(counter) }, COUNT_CONNECTIONS);
+    const url = await process.listening('plain upstream');
+    await process.accepting(counter);
+    return { name: 'plain', url, process, connectionsUrl: `http://127.0.0.1:${counter}` };
   }
 
   /**
@@ -269,6 +279,22 @@ export class Stack {
     }
     for (const variant of options.variants)
       await addGateway(variant.name, () => this.startGateway(`gateway-${variant.name}${suffix}`, [], variant.cli, undefined, upstreamUrl));
+    if (want.has(CACHE_TARGET)) {
+      // In front of plain, a twin of the plain upstream that allows caching (./cache-target.ts).
+      const via =
+        upstream === 'plain'
+          ? await this.startPlainUpstream(`plain-upstream-${CACHE_TARGET}`, { BENCH_CACHE_CONTROL: CACHE_CONTROL })
+          : undefined;
+      const config = cacheConfig(via?.url ?? upstreamUrl, PATH, suffix);
+      await addGateway(CACHE_TARGET, () => this.startGateway(`gateway-${CACHE_TARGET}${suffix}`, [], CLI, config, upstreamUrl));
+      list.at(-1)!.via = via;
+    }
+    for (const name of POST_TARGET_NAMES) {
+      if (!want.has(name) || upstream !== 'plain') continue;
+      const config = postConfig(name, upstreamUrl, PATH, suffix);
+      await addGateway(name, () => this.startGateway(`gateway-${name}${suffix}`, [], CLI, config, upstreamUrl));
+      list.at(-1)!.request = POST_REQUEST;
+    }
     if (want.has(SPREAD_TARGET)) {
       const urls = [upstreamUrl];
       for (let i = 2; i <= SPREAD_INSTANCES; i++) urls.push(await this.startInstance(upstream, `${upstream}-upstream-${i}`));
@@ -312,10 +338,10 @@ export class Stack {
     return this.tls.get(upstream) ?? [];
   }
 
-  /** How many connections an upstream has accepted so far. */
-  async upstreamConnections(upstream: Upstream): Promise<number> {
+  /** How many connections an upstream has accepted, and requests it has received, so far. */
+  async upstreamCounts(upstream: Upstream): Promise<{ accepted: number; requests: number }> {
     const res = await fetch(upstream.connectionsUrl);
-    return ((await res.json()) as { accepted: number }).accepted;
+    return (await res.json()) as { accepted: number; requests: number };
   }
 
   target(name: string): Target | undefined {

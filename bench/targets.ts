@@ -1,4 +1,6 @@
+import { CACHE_TARGET } from './cache-target.js';
 import { JWT_TARGET } from './jwt-target.js';
+import { POST_TARGET_NAMES } from './post-targets.js';
 import { QUOTA_VARIANT_NAMES } from './quota-variants.js';
 import { SPREAD_TARGET } from './spread-target.js';
 import { TRACE_TARGET_NAMES } from './trace-targets.js';
@@ -15,6 +17,8 @@ export const TARGET_NAMES = [
   ...QUOTA_VARIANT_NAMES,
   ...TRACE_TARGET_NAMES,
   SPREAD_TARGET,
+  CACHE_TARGET,
+  ...POST_TARGET_NAMES,
 ] as const;
 /** What a run measures unless --targets says otherwise: the quota variants only on request. */
 export const DEFAULT_TARGETS = ['bare', 'naive', 'fastify', 'tollgate', 'tollgate-embedded'];

@@ -16,6 +16,9 @@ export interface WrkOptions {
   threads: number;
   /** A CPU list for taskset (e.g. "1"), or undefined to leave wrk where the scheduler puts it. */
   cpus?: string;
+  /** Another method than GET, and a body, sent on every request (set in the Lua script: wrk.method, wrk.body). */
+  method?: string;
+  body?: string;
 }
 
 export interface WrkResult {
@@ -57,7 +60,8 @@ export function hasTaskset(): boolean {
 
 // wrk calls done() once at the end with its summary; the report is one JSON line. os.clock() is
 // the process's CPU time (clock(3): all threads). No request() or response() function: wrk then
-// sends its prebuilt request and does not run Lua per response.
+// sends its prebuilt request and does not run Lua per response; a method and body set as
+// wrk.method and wrk.body at the top of the script become part of that prebuilt request.
 const REPORT_SCRIPT = `
 done = function(summary, latency, requests)
   local e = summary.errors
@@ -69,15 +73,27 @@ done = function(summary, latency, requests)
 end
 `;
 
-let scriptPath: string | undefined;
+/** A script file per method and body, written once per run. */
+const scripts = new Map<string, string>();
+
+function scriptFor(method = 'GET', body?: string): string {
+  const key = `${method} ${body ?? ''}`;
+  let path = scripts.get(key);
+  if (!path) {
+    // A Lua long bracket holds the body as is (no escapes), unless the body contains its closing bracket.
+    if (body?.includes(']==]')) throw new Error('wrk: a body containing "]==]" cannot be sent');
+    const head = `wrk.method = "${method}"\n${body === undefined ? '' : `wrk.body = [==[${body}]==]\n`}`;
+    path = join(workDir(), `wrk-${scripts.size}.lua`);
+    writeFileSync(path, head + REPORT_SCRIPT);
+    scripts.set(key, path);
+  }
+  return path;
+}
 
 /** One closed-loop run: every connection sends its next request as soon as the answer is complete. */
 export function runWrk(options: WrkOptions): Promise<WrkResult> {
   const wrk = requireWrk();
-  if (!scriptPath) {
-    scriptPath = join(workDir(), 'wrk-report.lua');
-    writeFileSync(scriptPath, REPORT_SCRIPT);
-  }
+  const scriptPath = scriptFor(options.method, options.body);
   const threads = Math.min(options.threads, options.connections);
   const args = [
     `-t${threads}`,

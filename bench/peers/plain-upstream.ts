@@ -4,7 +4,9 @@
 // (issue 21). Nothing here counts or checks anything: ./count-connections.ts, preloaded, counts
 // the connections it accepts. Run as its own process:
 //   node --import tsx bench/peers/plain-upstream.ts
-// Prints one JSON line `{"msg":"plain upstream listening","url":…}` on stdout.
+// Prints one JSON line `{"msg":"plain upstream listening","url":…}` on stdout. With
+// BENCH_CACHE_CONTROL set, every answer carries it as `Cache-Control` (the `tollgate-cache`
+// target's upstream: bench/cache-target.ts); without it, none, as Node's defaults.
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -15,8 +17,12 @@ const body = JSON.stringify({
   ],
   total: 2,
 });
+const cacheControl = process.env.BENCH_CACHE_CONTROL;
+const headers = cacheControl
+  ? { 'content-type': 'application/json', 'cache-control': cacheControl }
+  : { 'content-type': 'application/json' };
 const server = createServer((_req, res) => {
-  res.writeHead(200, { 'content-type': 'application/json' });
+  res.writeHead(200, headers);
   res.end(body);
 });
 server.listen(0, '127.0.0.1', () => {

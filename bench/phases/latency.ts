@@ -1,7 +1,8 @@
 import { closedLoop } from '../closed-loop.js';
 import { CpuMeter } from '../cpu.js';
 import type { Options } from '../options.js';
-import { openLoop, rawGet, type RawResult } from '../raw-load.js';
+import { latencyRows } from '../many-keys.js';
+import { openLoop, type RawResult } from '../raw-load.js';
 import type { LatencyResults, LatencySide } from '../report.js';
 import { Samples } from '../samples.js';
 import { PATH, type Stack } from '../stack.js';
@@ -27,38 +28,40 @@ export async function latencyPhase(stack: Stack, options: Options, tollgateMaxPe
         ).requestsPerSecond)
       : 2 * options.rate;
   const rate = Math.max(50, Math.round(maxRate / 2));
-  const targets = stack.targets();
+  const rows = await latencyRows(stack, stack.targets(), options.manyKeys, rate);
   const why = options.rate === undefined ? "half tollgate's maximum" : '--rate';
   say(
     `\nlatency at a fixed rate: ${rate} req/s (${why}), open loop, ${options.latencyRounds} × ${options.latencySeconds} s per side, alternating`,
   );
-  // Warm each target at the rate first (JIT, connection pools, caches): a cold process queues.
+  // Warm each row at the rate first (JIT, connection pools, caches): a cold process queues. A
+  // many-keys row sends each of its keys once at least (./many-keys.ts).
   const warmupMs = Math.min(3, options.warmupSeconds) * 1000;
-  for (const target of targets) {
+  for (const row of rows) {
     await openLoop({
-      url: target.url,
-      request: rawGet(target.url + PATH, stack.headersOf(target)),
+      url: row.target.url,
+      request: row.request,
       ratePerSecond: rate,
-      durationMs: warmupMs,
+      durationMs: Math.max(warmupMs, row.warmupMs),
       connections: options.connections,
     });
   }
   stack.truncateLogs();
   const collected = new Map(
-    targets.map((t) => [
+    rows.map((t) => [
       t.name,
       { latency: new Samples(), fromDue: new Samples(), runs: [] as RawResult[], cpuMs: 0, redisCommands: 0, redisCpuMs: 0 },
     ]),
   );
+  const width = Math.max(...rows.map((r) => r.name.length));
   for (let round = 1; round <= options.latencyRounds; round++) {
-    for (const target of targets) {
-      const side = collected.get(target.name)!;
+    for (const { name, target, request } of rows) {
+      const side = collected.get(name)!;
       const meter = new CpuMeter({ proxy: target.process.pid });
       if (target.usesRedis) await resetRedisStats(stack.admin);
       const redisCpuBeforeMs = target.usesRedis ? await readRedisCpuMs(stack.admin) : 0;
       const run = await openLoop({
         url: target.url,
-        request: rawGet(target.url + PATH, stack.headersOf(target)),
+        request,
         ratePerSecond: rate,
         durationMs: options.latencySeconds * 1000,
         connections: options.connections,
@@ -73,15 +76,15 @@ export async function latencyPhase(stack: Stack, options: Options, tollgateMaxPe
       }
       stack.truncateLogs();
       say(
-        `  round ${round} ${target.name.padEnd(18)} ${((1000 * run.requests) / run.elapsedMs).toFixed(0).padStart(6)} req/s  p50 ${run.latency.quantile(0.5).toFixed(3)} ms  p99 ${run.latency.quantile(0.99).toFixed(3)} ms  CPU ${((1000 * meter.read().proxy!) / run.requests).toFixed(0)} µs/request  non-2xx ${run.non2xx}  errors ${run.errors}`,
+        `  round ${round} ${name.padEnd(width)} ${((1000 * run.requests) / run.elapsedMs).toFixed(0).padStart(6)} req/s  p50 ${run.latency.quantile(0.5).toFixed(3)} ms  p99 ${run.latency.quantile(0.99).toFixed(3)} ms  CPU ${((1000 * meter.read().proxy!) / run.requests).toFixed(0)} µs/request  non-2xx ${run.non2xx}  errors ${run.errors}`,
       );
     }
   }
-  const sides: LatencySide[] = targets.map((target) => {
-    const { latency, fromDue, runs, cpuMs, redisCommands, redisCpuMs } = collected.get(target.name)!;
+  const sides: LatencySide[] = rows.map(({ name, target }) => {
+    const { latency, fromDue, runs, cpuMs, redisCommands, redisCpuMs } = collected.get(name)!;
     const requests = runs.reduce((n, r) => n + r.requests, 0);
     return {
-      name: target.name,
+      name,
       kind: target.kind,
       proxyCpuUsPerRequest: (1000 * cpuMs) / requests,
       ...(target.usesRedis && { redisCommandsPerRequest: redisCommands / requests, redisCpuUsPerRequest: (1000 * redisCpuMs) / requests }),

@@ -17,6 +17,8 @@ interface Round {
   cpuMs: Record<string, number>;
   /** Connections the upstream accepted during the round: the ones this target opened. */
   upstreamConnections: number;
+  /** Requests the upstream received during the round (fewer than the client's behind a cache). */
+  upstreamRequests: number;
   /** `tollgate-3-targets`: the tries each of its service's targets got in the round. */
   spread?: number[];
 }
@@ -83,7 +85,9 @@ export async function throughputPhase(stack: Stack, options: Options): Promise<T
   const load = (transport: Transport, target: Target, durationSeconds: number) => {
     const run: WrkOptions = {
       url: target.url + PATH,
-      headers: stack.headersOf(target),
+      headers: { ...stack.headersOf(target), ...target.request?.headers },
+      method: target.request?.method,
+      body: target.request?.body,
       connections: options.connections,
       durationSeconds,
       threads: options.wrkThreads,
@@ -181,17 +185,21 @@ async function measure(
   load: () => Promise<WrkResult>,
 ): Promise<{ round: Round; redis?: RedisCounts }> {
   if (target.usesRedis) await resetRedisStats(stack.admin);
-  const connectionsBefore = await stack.upstreamConnections(upstream);
+  // The upstream process it forwards to: its own twin (tollgate-cache in front of plain) or the table's.
+  const served = target.via ?? upstream;
+  const before = await stack.upstreamCounts(served);
   const spreadOf = target.spreadUrls && target.adminUrl ? () => triesPerTarget(target.adminUrl!, target.spreadUrls!) : undefined;
   const spreadBefore = await spreadOf?.();
-  const meter = new CpuMeter({ proxy: target.process.pid, upstream: upstream.process.pid, redis: stack.redis.pid });
+  const meter = new CpuMeter({ proxy: target.process.pid, upstream: served.process.pid, redis: stack.redis.pid });
   const run = await load();
   const cpuMs = { ...meter.read(), loadgen: run.cpuMs };
-  const upstreamConnections = (await stack.upstreamConnections(upstream)) - connectionsBefore;
+  const after = await stack.upstreamCounts(served);
+  const upstreamConnections = after.accepted - before.accepted;
+  const upstreamRequests = after.requests - before.requests;
   const spreadAfter = await spreadOf?.();
   const spread = spreadAfter?.map((n, i) => n - spreadBefore![i]!);
   const redis = target.usesRedis ? await readRedisStats(stack.admin) : undefined;
-  return { round: { load: run, cpuMs, upstreamConnections, spread }, redis };
+  return { round: { load: run, cpuMs, upstreamConnections, upstreamRequests, spread }, redis };
 }
 
 function side(transport: Transport, target: Target, rounds: Round[], redis: RedisCounts | undefined): Side {
@@ -224,6 +232,9 @@ function side(transport: Transport, target: Target, rounds: Round[], redis: Redi
     cpuUsPerRequest,
     upstreamConnectionsPerRound: connections,
     upstreamConnectionsPerRequest: connections.reduce((a, b) => a + b, 0) / requests,
+    upstreamRequestsPerRound: rounds.map((r) => r.upstreamRequests),
+    // Per request sent, like Redis's below.
+    upstreamRequestsPerRequest: rounds.reduce((n, r) => n + r.upstreamRequests, 0) / loads.reduce((n, r) => n + r.sent, 0),
     spreadPerTarget: rounds[0]?.spread?.map((_, i) => rounds.reduce((n, r) => n + (r.spread?.[i] ?? 0), 0)),
     // Per request sent: in-flight requests at the end of a round reached Redis too.
     redis: redis
