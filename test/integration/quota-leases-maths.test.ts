@@ -162,6 +162,8 @@ describe('quota leases on one injected clock', { timeout: 120_000 }, () => {
         giveBack: 0,
         giveBackMinuteStartMs: 0,
         giveBackDayStartMs: 0,
+        leaseMs: 0,
+        giveBackTatUs: 0,
         ...request,
       });
     const grant = await reserve({ want: 100, divisor: 4 });
