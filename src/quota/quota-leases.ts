@@ -247,7 +247,7 @@ export class QuotaLeases {
     this.ask(subject, quota, ban, rate).then(
       (grant) => {
         this.asking.delete(subject);
-        if (grant.granted === 0) return this.quiet(rate, grant, askedAtMs);
+        if (grant.granted === 0) return this.quiet(rate, quota, grant, askedAtMs);
         const lease = this.leaseOf(quota, ban, grant, askedAtMs);
         // The key changed while the block was on its way: it goes straight back.
         if (ask.cancelled || this.leases.has(subject)) return void this.end(subject, lease);
@@ -263,7 +263,7 @@ export class QuotaLeases {
     this.ask(subject, lease.quota, lease.ban, rate).then(
       (grant) => {
         lease.renewing = false;
-        if (grant.granted === 0) return this.quiet(rate, grant, askedAtMs);
+        if (grant.granted === 0) return this.quiet(rate, lease.quota, grant, askedAtMs);
         const next = this.leaseOf(lease.quota, lease.ban, grant, askedAtMs);
         if (this.leases.get(subject) !== lease) return void this.end(subject, next);
         const gcra = lease.quota.algorithm === 'gcra';
@@ -287,10 +287,14 @@ export class QuotaLeases {
   /**
    * Redis refused a block: the key is near a limit (or banned, which the verdict cache answers).
    * No asking again this minute: near the limit every request goes to Redis anyway, and a key
-   * refused a block each leaseMs would pay a command more per leaseMs for nothing.
+   * refused a block each leaseMs would pay a command more per leaseMs for nothing. A gcra key
+   * has no minute edge: it asks again once a full bucket would have drained (τ, at most a minute).
    */
-  private quiet(rate: Rate, grant: LeaseGrant, askedAtMs: number): void {
-    rate.quietUntilMs = beforeHere(askedAtMs, grant.minuteStartMs + MINUTE_MS - grant.nowMs) + EDGE_MARGIN_MS;
+  private quiet(rate: Rate, quota: Quota, grant: LeaseGrant, askedAtMs: number): void {
+    const gcra = this.kindOf(quota);
+    const toMinuteEndMs = grant.minuteStartMs + MINUTE_MS - grant.nowMs;
+    const waitMs = gcra ? Math.min((gcra.burst * gcra.intervalUs) / 1000, MINUTE_MS) : toMinuteEndMs;
+    rate.quietUntilMs = beforeHere(askedAtMs, waitMs) + EDGE_MARGIN_MS;
   }
 
   private leaseOf(quota: Quota, ban: BanPolicy, grant: LeaseGrant, askedAtMs: number): Lease {
