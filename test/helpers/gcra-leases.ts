@@ -12,6 +12,10 @@ export function withLeases(gatewayYaml: string): string {
 export interface Answer {
   gateway: number;
   status: number;
+  /** A refusal's error code (revoked_api_key, rate_limit_exceeded, api_key_banned, …). */
+  code?: string;
+  /** RateLimit-Policy: the quota the gateway judged it under (a key moved to another plan shows the new one). */
+  policy: string | null;
   /** The client's clock when the request was sent and when its answer came: it was decided in between. */
   sentMs: number;
   receivedMs: number;
@@ -26,13 +30,19 @@ export async function hammer(stack: QuotaStack, key: string, until: (sent: numbe
       while (!until(sent)) {
         const gateway = sent++ % 3;
         const sentMs = Date.now();
-        const res = await stack.send(key, gateway);
-        await res.arrayBuffer();
-        answers.push({ gateway, status: res.status, sentMs, receivedMs: Date.now() });
+        answers.push(await answerOf(stack.send(key, gateway), gateway, sentMs));
       }
     }),
   );
   return answers;
+}
+
+/** One request's answer, with its refusal's code. */
+export async function answerOf(sending: Promise<Response>, gateway: number, sentMs = Date.now()): Promise<Answer> {
+  const res = await sending;
+  const body = await res.text();
+  const code = res.status === 200 ? undefined : (JSON.parse(body) as { code?: string }).code;
+  return { gateway, status: res.status, code, policy: res.headers.get('ratelimit-policy'), sentMs, receivedMs: Date.now() };
 }
 
 /**
