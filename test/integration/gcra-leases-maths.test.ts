@@ -6,6 +6,7 @@ import type { QuotaOutcome } from '../../src/quota/quota-state.js';
 import { windowsOf } from '../../src/quota/rate-limit-headers.js';
 import type { LeaseGrant, LeaseRequest } from '../../src/store/quota-store.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
+import { random } from '../helpers/random.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
 
 // gcra leases (src/quota/quota-leases.ts, rules 7 to 9) on a real redis-server and one injected
@@ -23,18 +24,6 @@ const SETTINGS: LeaseSettings = { leaseMs: 200, hotPerSecond: 2, minBlock: 2, ma
 const QUOTA: Quota = { perMinute: 3000, perDay: 10_000_000, algorithm: 'gcra', burst: 600 };
 /** T = 20,683 µs (48 units/s), τ = 100 T ≈ 2 s: a storm fills the bucket in well under a second, a calm empties it. */
 const SMALL_BURST: Quota = { perMinute: 3000, perDay: 10_000_000, algorithm: 'gcra', burst: 100 };
-
-/** A deterministic random stream (mulberry32), so a failure replays. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Admission {
   atMs: number;
