@@ -55,7 +55,8 @@ import { DAY_MS, MINUTE_MS } from './windows.js';
  *    block's end E): TAT = E − m × T, exactly the end of the slots its used cells own. Otherwise
  *    the TAT stays (those cells are lost, until real time passes them); the day is credited as
  *    for fixed windows. A lease that ends gives its blocks back newest first, so a replica's own
- *    blocks can come back one after the other.
+ *    blocks can come back one after the other. After a refused block a gcra key, having no
+ *    minute edge, asks again once a full bucket would have drained (τ, at most a minute).
  */
 export interface LeaseSettings {
   leaseMs: number;
