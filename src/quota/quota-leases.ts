@@ -1,7 +1,8 @@
 import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import type { LeaseGrant, QuotaStore } from '../store/quota-store.js';
+import { gcraMinute, type GcraWindow } from './gcra.js';
 import type { QuotaOutcome } from './quota-state.js';
-import { MINUTE_MS } from './windows.js';
+import { DAY_MS, MINUTE_MS } from './windows.js';
 
 /**
  * Quota leases: a hot key far from its limits is admitted without a Redis round trip, and no
@@ -29,8 +30,33 @@ import { MINUTE_MS } from './windows.js';
  *    this lease's unused units. It never exceeds what was left at that grant less what this replica
  *    used since; it under-reports by the units out on other replicas' leases.
  *
- * gcra plans take no lease: a reserved cell used later than its slot would let later requests
- * through early, breaking the any-60-s-span promise (docs/quota-leases.md).
+ * gcra plans (gcra.ts: interval T, tolerance τ = burst × T) lease cells, not window units. GCRA's
+ * promise rests on one fact: every admitted cell owns a slot S of the TAT line (slots T apart,
+ * disjoint), and a cell admitted at u has u ≤ S ≤ u + τ − T. The cells admitted in any span
+ * [x, x + D) then own slots in [x, x + D + τ − T), so there are at most burst − 1 + ⌈D / T⌉ of
+ * them: at most `limit` in any 60 s (T = ⌈60 s / (limit − burst + 1)⌉). A lease keeps that fact:
+ *
+ * 7. Redis grants n cells at its time g as if they arrived at g + leaseMs, the latest moment the
+ *    lease may use them: TAT' = max(TAT, g + leaseMs) + n × T, so every slot S ≥ g + leaseMs > u.
+ *    It grants them only if the last would conform at g, the earliest moment they may be used:
+ *    TAT' − g ≤ τ (gcra.ts admitUs with now = g), so S ≤ g + τ − T ≤ u + τ − T. n is at most
+ *    what that allows and what the UTC day has left, / (`spread` × replicas), and at least
+ *    `minBlock`. A cell that may be used anywhere in [g, g + leaseMs) needs a slot in
+ *    [g + leaseMs, g + τ − T]: exactness is impossible unless τ − T ≥ leaseMs, and a block needs
+ *    τ ≥ leaseMs + minBlock × spread × replicas × T. A plan short of that (the default burst of 1,
+ *    for one) takes no lease and asks for none.
+ * 8. Each grant is its own block, used oldest first, and admits only while this replica's clock is
+ *    before its sending time + leaseMs, less the margin for the two clocks' rates (so u < g +
+ *    leaseMs on Redis's clock), and before the end of the UTC day that counted it. A renewal adds
+ *    a block; it never extends an older one's life.
+ * 9. Give-back of m unused cells of a block: its used cells own its first slots, so only its top
+ *    m slots are free, and they are free to reuse only if nothing was charged above them. Redis
+ *    takes m × T off the TAT only while the TAT is still the one that block's grant left (the
+ *    block's end E): TAT = E − m × T, exactly the end of the slots its used cells own. Otherwise
+ *    the TAT stays (those cells are lost, until real time passes them); the day is credited as
+ *    for fixed windows. A lease that ends gives its blocks back newest first, so a replica's own
+ *    blocks can come back one after the other. After a refused block a gcra key, having no
+ *    minute edge, asks again once a full bucket would have drained (τ, at most a minute).
  */
 export interface LeaseSettings {
   leaseMs: number;
@@ -42,24 +68,34 @@ export interface LeaseSettings {
   replicas: number;
 }
 
-interface Lease {
-  quota: Quota;
-  ban: BanPolicy;
+/** Units reserved by one grant; a gcra lease holds one per grant, each with its own end. */
+interface Block {
+  left: number;
+  /** This replica's clock: the block admits only before it. */
+  expiresAtMs: number;
   /** The windows (store clock) its units were taken from. */
   minuteStartMs: number;
   dayStartMs: number;
-  /** Units still to admit here. */
-  left: number;
+  /** gcra: the TAT its grant left (its end E on the TAT line), µs; 0 for fixed windows. */
+  tatUs: number;
+}
+
+interface Lease {
+  quota: Quota;
+  ban: BanPolicy;
+  /** The windows (store clock) of the last grant. */
+  minuteStartMs: number;
+  dayStartMs: number;
+  /** Oldest first. Fixed windows: one (a renewal adds to it); gcra: one per grant (rule 8). */
+  blocks: Block[];
   /** The last block granted: renewal starts when half of it is used. */
   lastBlock: number;
-  /** The store's counts and clock at the last grant, and this replica's clock when it was asked. */
+  /** The store's counts, gcra TAT and clock at the last grant, and this replica's clock when it was asked. */
   minuteCount: number;
   dayCount: number;
+  tatUs: number;
   storeNowMs: number;
   askedAtMs: number;
-  /** This replica's clock: admit only before both. */
-  windowEndsAtMs: number;
-  expiresAtMs: number;
   renewing: boolean;
 }
 
@@ -82,6 +118,8 @@ export class QuotaLeases {
   private readonly rates = new Map<string, Rate>();
   /** Reservations on their way, per subject; `cancelled` when the key changed meanwhile. */
   private readonly asking = new Map<string, { cancelled: boolean }>();
+  /** Per quota object: its gcra minute, or null for fixed windows; undefined when it can take no lease (rule 7). */
+  private readonly kinds = new WeakMap<Quota, GcraWindow | null | undefined>();
   private readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -96,7 +134,8 @@ export class QuotaLeases {
 
   /** Units of this key leased here now (tests, metrics). */
   held(subject: string): number {
-    return this.leases.get(subject)?.left ?? 0;
+    const lease = this.leases.get(subject);
+    return lease ? unused(lease) : 0;
   }
 
   /**
@@ -105,19 +144,21 @@ export class QuotaLeases {
    * key, asks for a lease in the background.
    */
   admit(subject: string, quota: Quota, ban: BanPolicy, cost: number): QuotaOutcome | undefined {
-    if (quota.algorithm === 'gcra') return undefined;
+    const gcra = this.kindOf(quota);
+    if (gcra === undefined) return undefined;
     const nowMs = this.now();
     const rate = this.count(subject, cost, nowMs);
     let lease = this.leases.get(subject);
-    if (lease && (lease.quota !== quota || lease.ban !== ban || nowMs >= lease.expiresAtMs)) {
+    if (lease && (lease.quota !== quota || lease.ban !== ban)) {
       void this.end(subject, lease);
       lease = undefined;
     }
+    if (lease && this.expire(subject, lease, nowMs)) lease = undefined;
     if (lease) {
-      if (lease.left >= cost) {
-        lease.left -= cost;
-        if (!lease.renewing && lease.left * 2 < lease.lastBlock) this.renew(subject, lease, rate, nowMs);
-        return outcomeOf(lease, nowMs, cost);
+      if (unused(lease) >= cost) {
+        take(lease, cost);
+        if (!lease.renewing && unused(lease) * 2 < lease.lastBlock) this.renew(subject, lease, rate, nowMs);
+        return outcomeOf(lease, gcra, nowMs, cost);
       }
       if (!lease.renewing) this.renew(subject, lease, rate, nowMs);
       return undefined;
@@ -155,6 +196,18 @@ export class QuotaLeases {
     await Promise.all(giving);
   }
 
+  /** Fixed windows: null; gcra: its minute, or undefined when its tolerance cannot hold a block (rule 7). */
+  private kindOf(quota: Quota): GcraWindow | null | undefined {
+    if (quota.algorithm !== 'gcra') return null;
+    if (this.kinds.has(quota)) return this.kinds.get(quota);
+    const minute = gcraMinute(quota);
+    const { leaseMs, minBlock, spread, replicas } = this.settings;
+    const cells = Math.floor((minute.burst * minute.intervalUs - leaseMs * 1000) / minute.intervalUs);
+    const kind = cells >= minBlock * spread * replicas ? minute : undefined;
+    this.kinds.set(quota, kind);
+    return kind;
+  }
+
   private count(subject: string, cost: number, nowMs: number): Rate {
     const second = Math.floor(nowMs / 1000);
     let rate = this.rates.get(subject);
@@ -176,14 +229,16 @@ export class QuotaLeases {
   }
 
   private ask(subject: string, quota: Quota, ban: BanPolicy, rate: Rate): Promise<LeaseGrant> {
-    const { spread, replicas, minBlock } = this.settings;
+    const { spread, replicas, minBlock, leaseMs } = this.settings;
     return this.store.reserve(subject, quota, ban, {
       want: this.wanted(rate),
       divisor: spread * replicas,
       minBlock,
+      leaseMs,
       giveBack: 0,
       giveBackMinuteStartMs: 0,
       giveBackDayStartMs: 0,
+      giveBackTatUs: 0,
     });
   }
 
@@ -193,10 +248,11 @@ export class QuotaLeases {
     this.ask(subject, quota, ban, rate).then(
       (grant) => {
         this.asking.delete(subject);
-        if (grant.granted === 0) return this.quiet(rate, grant, askedAtMs);
+        if (grant.granted === 0) return this.quiet(rate, quota, grant, askedAtMs);
+        const lease = this.leaseOf(quota, ban, grant, askedAtMs);
         // The key changed while the block was on its way: it goes straight back.
-        if (ask.cancelled || this.leases.has(subject)) return void this.giveBack(subject, quota, ban, grant.granted, grant);
-        this.leases.set(subject, this.leaseOf(quota, ban, grant, askedAtMs, grant.granted));
+        if (ask.cancelled || this.leases.has(subject)) return void this.end(subject, lease);
+        this.leases.set(subject, lease);
       },
       () => this.asking.delete(subject),
     );
@@ -208,15 +264,22 @@ export class QuotaLeases {
     this.ask(subject, lease.quota, lease.ban, rate).then(
       (grant) => {
         lease.renewing = false;
-        if (grant.granted === 0) return this.quiet(rate, grant, askedAtMs);
-        if (this.leases.get(subject) !== lease) return void this.giveBack(subject, lease.quota, lease.ban, grant.granted, grant);
-        if (grant.minuteStartMs !== lease.minuteStartMs || grant.dayStartMs !== lease.dayStartMs) {
+        if (grant.granted === 0) return this.quiet(rate, lease.quota, grant, askedAtMs);
+        const next = this.leaseOf(lease.quota, lease.ban, grant, askedAtMs);
+        if (this.leases.get(subject) !== lease) return void this.end(subject, next);
+        const gcra = lease.quota.algorithm === 'gcra';
+        // gcra: only the UTC day is a window (rule 8); fixed: the minute too.
+        if (grant.dayStartMs !== lease.dayStartMs || (!gcra && grant.minuteStartMs !== lease.minuteStartMs)) {
           // Granted in a new window: the old units stay in their window (the day gets them back).
           void this.end(subject, lease);
-          this.leases.set(subject, this.leaseOf(lease.quota, lease.ban, grant, askedAtMs, grant.granted));
-          return;
+        } else if (gcra) {
+          next.blocks = [...lease.blocks, ...next.blocks];
+          lease.blocks = [];
+        } else {
+          next.blocks[0]!.left += unused(lease);
+          lease.blocks = [];
         }
-        this.leases.set(subject, this.leaseOf(lease.quota, lease.ban, grant, askedAtMs, lease.left + grant.granted));
+        this.leases.set(subject, next);
       },
       () => (lease.renewing = false),
     );
@@ -225,54 +288,76 @@ export class QuotaLeases {
   /**
    * Redis refused a block: the key is near a limit (or banned, which the verdict cache answers).
    * No asking again this minute: near the limit every request goes to Redis anyway, and a key
-   * refused a block each leaseMs would pay a command more per leaseMs for nothing.
+   * refused a block each leaseMs would pay a command more per leaseMs for nothing. A gcra key
+   * has no minute edge: it asks again once a full bucket would have drained (τ, at most a minute).
    */
-  private quiet(rate: Rate, grant: LeaseGrant, askedAtMs: number): void {
-    rate.quietUntilMs = windowEndHere(grant, askedAtMs) + EDGE_MARGIN_MS;
+  private quiet(rate: Rate, quota: Quota, grant: LeaseGrant, askedAtMs: number): void {
+    const gcra = this.kindOf(quota);
+    const toMinuteEndMs = grant.minuteStartMs + MINUTE_MS - grant.nowMs;
+    const waitMs = gcra ? Math.min((gcra.burst * gcra.intervalUs) / 1000, MINUTE_MS) : toMinuteEndMs;
+    rate.quietUntilMs = beforeHere(askedAtMs, waitMs) + EDGE_MARGIN_MS;
   }
 
-  private leaseOf(quota: Quota, ban: BanPolicy, grant: LeaseGrant, askedAtMs: number, left: number): Lease {
-    const windowEndsAtMs = windowEndHere(grant, askedAtMs);
+  private leaseOf(quota: Quota, ban: BanPolicy, grant: LeaseGrant, askedAtMs: number): Lease {
+    const { leaseMs } = this.settings;
+    // Fixed windows: before the minute's end, and leaseMs from now (only to bound idle units);
+    // gcra: before the day's end, and before Redis's grant time + leaseMs (rule 8).
+    const expiresAtMs =
+      quota.algorithm === 'gcra'
+        ? beforeHere(askedAtMs, Math.min(grant.dayStartMs + DAY_MS - grant.nowMs, leaseMs))
+        : Math.min(beforeHere(askedAtMs, grant.minuteStartMs + MINUTE_MS - grant.nowMs), this.now() + leaseMs);
+    const { granted: left, minuteStartMs, dayStartMs, minuteTatUs: tatUs } = grant;
     return {
       quota,
       ban,
-      minuteStartMs: grant.minuteStartMs,
-      dayStartMs: grant.dayStartMs,
-      left,
-      lastBlock: grant.granted,
+      minuteStartMs,
+      dayStartMs,
+      blocks: [{ left, expiresAtMs, minuteStartMs, dayStartMs, tatUs: quota.algorithm === 'gcra' ? tatUs : 0 }],
+      lastBlock: left,
       minuteCount: grant.minuteCount,
       dayCount: grant.dayCount,
+      tatUs,
       storeNowMs: grant.nowMs,
       askedAtMs,
-      windowEndsAtMs,
-      expiresAtMs: Math.min(windowEndsAtMs, this.now() + this.settings.leaseMs),
       renewing: false,
     };
   }
 
-  private end(subject: string, lease: Lease): Promise<void> {
+  /** Gives back the blocks that have ended; true when none is left (the lease is gone). */
+  private expire(subject: string, lease: Lease, nowMs: number): boolean {
+    // Blocks end in the order they were granted: the ended ones come first.
+    while (lease.blocks.length > 0 && nowMs >= lease.blocks[0]!.expiresAtMs) {
+      void this.giveBack(subject, lease.quota, lease.ban, lease.blocks.shift()!);
+    }
+    if (lease.blocks.length > 0) return false;
     if (this.leases.get(subject) === lease) this.leases.delete(subject);
-    const units = lease.left;
-    lease.left = 0;
-    if (units <= 0) return Promise.resolve();
-    return this.giveBack(subject, lease.quota, lease.ban, units, lease);
+    return true;
   }
 
-  private giveBack(
-    subject: string,
-    quota: Quota,
-    ban: BanPolicy,
-    units: number,
-    from: { minuteStartMs: number; dayStartMs: number },
-  ): Promise<void> {
+  /** Ends a lease: its blocks go back newest first, one after the other (rule 9). */
+  private end(subject: string, lease: Lease): Promise<void> {
+    if (this.leases.get(subject) === lease) this.leases.delete(subject);
+    const blocks = lease.blocks.reverse();
+    lease.blocks = [];
+    return blocks.reduce<Promise<void>>(
+      (previous, block) => previous.then(() => this.giveBack(subject, lease.quota, lease.ban, block)),
+      Promise.resolve(),
+    );
+  }
+
+  private giveBack(subject: string, quota: Quota, ban: BanPolicy, block: Block): Promise<void> {
+    if (block.left <= 0) return Promise.resolve();
     const request = {
       want: 0,
       divisor: 1,
       minBlock: 1,
-      giveBack: units,
-      giveBackMinuteStartMs: from.minuteStartMs,
-      giveBackDayStartMs: from.dayStartMs,
+      leaseMs: this.settings.leaseMs,
+      giveBack: block.left,
+      giveBackMinuteStartMs: block.minuteStartMs,
+      giveBackDayStartMs: block.dayStartMs,
+      giveBackTatUs: block.tatUs,
     };
+    block.left = 0;
     // Unreachable Redis: the units stay counted, lost to this window only (docs/quota-leases.md).
     return this.store.reserve(subject, quota, ban, request).then(
       () => undefined,
@@ -283,7 +368,7 @@ export class QuotaLeases {
   /** Ends expired leases (giving their units back) and forgets rates of keys gone quiet. */
   private sweep(): void {
     const nowMs = this.now();
-    for (const [subject, lease] of this.leases) if (nowMs >= lease.expiresAtMs) void this.end(subject, lease);
+    for (const [subject, lease] of this.leases) this.expire(subject, lease, nowMs);
     const second = Math.floor(nowMs / 1000);
     for (const [subject, rate] of this.rates) {
       if (rate.second < second - 2 && nowMs >= rate.quietUntilMs && !this.leases.has(subject)) this.rates.delete(subject);
@@ -296,30 +381,47 @@ function perSecond(rate: Rate): number {
   return Math.max(rate.previous, rate.units);
 }
 
+function unused(lease: Lease): number {
+  let units = 0;
+  for (const block of lease.blocks) units += block.left;
+  return units;
+}
+
+/** Takes `cost` units, oldest block first (every block here is in force). */
+function take(lease: Lease, cost: number): void {
+  for (const block of lease.blocks) {
+    const units = Math.min(block.left, cost);
+    block.left -= units;
+    cost -= units;
+    if (cost === 0) return;
+  }
+}
+
 /**
- * The end of the grant's minute on this replica's clock, early rather than late: Redis read its
- * clock after the request was sent, so counting from the sending moment errs early; less a margin
- * for the two clocks' rates.
+ * A moment `toEndMs` after Redis read its clock, on this replica's clock, early rather than late:
+ * Redis read its clock after the request was sent, so counting from the sending moment errs
+ * early; less a margin for the two clocks' rates.
  */
-function windowEndHere(grant: LeaseGrant, askedAtMs: number): number {
-  const toEndMs = grant.minuteStartMs + MINUTE_MS - grant.nowMs;
+function beforeHere(askedAtMs: number, toEndMs: number): number {
   return askedAtMs + toEndMs - EDGE_MARGIN_MS - toEndMs * EDGE_DRIFT;
 }
 
 /**
  * The outcome of a request admitted on a lease. The counts are the store's at the last grant
  * with this lease's unused units taken off: remaining never exceeds what was left then, less
- * what this replica has used since. The store's clock is advanced by this replica's.
+ * what this replica has used since. The store's clock is advanced by this replica's. gcra: the
+ * TAT at the last grant less this lease's unused cells.
  */
-function outcomeOf(lease: Lease, nowMs: number, cost: number): QuotaOutcome {
+function outcomeOf(lease: Lease, gcra: GcraWindow | null, nowMs: number, cost: number): QuotaOutcome {
+  const left = unused(lease);
   return {
     verdict: 'allowed',
-    minuteCount: lease.minuteCount - lease.left,
-    dayCount: lease.dayCount - lease.left,
+    minuteCount: lease.minuteCount - left,
+    dayCount: lease.dayCount - left,
     rejections: 0,
     nowMs: lease.storeNowMs + (nowMs - lease.askedAtMs),
     bannedUntilMs: 0,
     cost,
-    minuteTatUs: 0,
+    minuteTatUs: gcra ? lease.tatUs - left * gcra.intervalUs : 0,
   };
 }

@@ -34,6 +34,10 @@ export interface LeaseRequest {
   giveBack: number;
   giveBackMinuteStartMs: number;
   giveBackDayStartMs: number;
+  /** gcra plans: the longest the block may be used; its cells are charged as arriving then. */
+  leaseMs: number;
+  /** gcra plans: the TAT the given-back block left at its grant (its unused cells come off it only while it is still the TAT). */
+  giveBackTatUs: number;
 }
 
 export interface LeaseGrant {
@@ -46,4 +50,6 @@ export interface LeaseGrant {
   /** Units counted in each window after this step, every replica's leases included. */
   minuteCount: number;
   dayCount: number;
+  /** gcra plans: the minute's TAT after this step, in µs (0 when it is past). */
+  minuteTatUs: number;
 }

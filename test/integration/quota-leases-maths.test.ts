@@ -6,6 +6,7 @@ import { windowsOf } from '../../src/quota/rate-limit-headers.js';
 import { DAY_MS, MINUTE_MS, windowStartMs } from '../../src/quota/windows.js';
 import type { LeaseGrant, LeaseRequest } from '../../src/store/quota-store.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
+import { random } from '../helpers/random.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
 
 // The lease maths on a real redis-server and one injected clock (Redis's and the replicas'):
@@ -18,18 +19,6 @@ const redis = redisForFile();
 
 const NO_BANS: BanPolicy = { afterRejections: 1_000_000, window: 60, duration: 60 };
 const SETTINGS: LeaseSettings = { leaseMs: 200, hotPerSecond: 5, minBlock: 2, maxBlock: 40, spread: 2, replicas: 3 };
-
-/** A deterministic random stream (mulberry32), so a failure replays. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Run {
   perMinute: Map<number, number>;
@@ -162,6 +151,8 @@ describe('quota leases on one injected clock', { timeout: 120_000 }, () => {
         giveBack: 0,
         giveBackMinuteStartMs: 0,
         giveBackDayStartMs: 0,
+        leaseMs: 0,
+        giveBackTatUs: 0,
         ...request,
       });
     const grant = await reserve({ want: 100, divisor: 4 });

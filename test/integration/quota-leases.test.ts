@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
+import { leasedRequests } from '../helpers/gcra-leases.js';
 import { TestRedis } from '../helpers/redis-server.js';
 import { TEST_PROCESS_ENV } from '../helpers/processes.js';
 import { bearer, configCopy, createKey, keysCli, slackRedisTimeout, type GatewayHandle } from '../helpers/stack.js';
@@ -105,17 +106,7 @@ function perWindow(answers: Answer[]): Map<number, { admitted: number; refused: 
 }
 
 /** Requests the gateways admitted on a lease, from their metrics. */
-async function leased(): Promise<number> {
-  let total = 0;
-  for (const gateway of stack.gateways()) {
-    const text = await fetch(`${gateway.adminUrl}/metrics`).then(
-      (r) => r.text(),
-      () => '',
-    );
-    for (const m of text.matchAll(/^tollgate_quota_decisions_total\{[^}]*source="lease"[^}]*\} (\d+)/gm)) total += Number(m[1]);
-  }
-  return total;
-}
+const leased = () => leasedRequests(stack);
 
 async function dayUsed(id: string): Promise<number> {
   const result = await keysCli(stack.redis(), ['usage', id, '--json'], stack.configDir());

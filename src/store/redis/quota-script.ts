@@ -153,32 +153,50 @@ return 0
 // KEYS[1]  tg:quota:{id}
 // ARGV     perMinute, perDay, banWindowMs, nowMs ('' = Redis TIME), want (units; 0 = only give
 //          back), divisor (a block is at most the units left / divisor), minBlock (smaller blocks
-//          are not worth a lease: none is granted), returnUnits, returnMinuteStartMs, returnDayStartMs
-// Reply    { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount } (counts after the step)
+//          are not worth a lease: none is granted), returnUnits, returnMinuteStartMs, returnDayStartMs,
+//          gcra (1 or 0), minute intervalUs, minute burst, leaseMs (gcra: the lease's longest life),
+//          returnTatUs (gcra: the TAT the returned block left behind when it was granted)
+// Reply    { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs } (after the step)
 // Given-back units are credited only to the windows they were taken from: a window that has since
 // rolled over is not credited (its counters are the new window's). No block while banned, and
 // none once the units left are fewer than divisor × minBlock: from then on every request is
 // decided by QUOTA_SCRIPT alone, so the limit's edge, Retry-After and bans are exact as ever.
+// gcra: a block's cells are charged as if they arrived at now + leaseMs (the latest moment the
+// lease may use them) and granted only if the last of them would conform at now (the earliest);
+// a returned block takes its unused cells off the TAT only while the TAT is still the one it left
+// (nothing charged after it). quota-leases.ts has the reasoning.
 export const LEASE_SCRIPT = `${CLOCK}
 local now = clock(ARGV[4])
 local perMinute, perDay, banWindowMs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local want, divisor, minBlock = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local back, backMinute, backDay = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local gcra, intervalUs, burst = ARGV[11] == '1', tonumber(ARGV[12]), tonumber(ARGV[13])
+local leaseUs, backTat = tonumber(ARGV[14]) * 1000, tonumber(ARGV[15])
 local s = current(now)
 local changed = false
 if back > 0 then
   if s.ms == backMinute and s.mc > 0 then s.mc = math.max(0, s.mc - back); changed = true end
   if s.ds == backDay and s.dc > 0 then s.dc = math.max(0, s.dc - back); changed = true end
+  if gcra and backTat > 0 and s.mt == backTat then s.mt = backTat - back * intervalUs; changed = true end
 end
 local granted = 0
 if want > 0 and s.bu <= now then
-  local left = math.min(perMinute - s.mc, perDay - s.dc)
+  local left = perDay - s.dc
+  local from = 0
+  if gcra then
+    local nowUs = now * 1000
+    from = math.max(s.mt, nowUs + leaseUs)
+    left = math.min(left, math.floor((nowUs + burst * intervalUs - from) / intervalUs))
+  else
+    left = math.min(left, perMinute - s.mc)
+  end
   granted = math.min(want, math.floor(left / divisor))
   if granted < minBlock then
     granted = 0
   else
     s.mc = s.mc + granted
     s.dc = s.dc + granted
+    if gcra then s.mt = from + granted * intervalUs end
     changed = true
   end
 end
@@ -192,5 +210,5 @@ if changed then
     'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt))
   redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS))
 end
-return { granted, s.ms, s.ds, now, s.mc, s.dc }
+return { granted, s.ms, s.ds, now, s.mc, s.dc, s.mt }
 `;

@@ -152,8 +152,12 @@ export class RedisQuotaStore implements QuotaStore {
       request.giveBack,
       request.giveBackMinuteStartMs,
       request.giveBackDayStartMs,
+      ...gcraArgs(quota),
+      request.leaseMs,
+      request.giveBackTatUs,
     );
-    const [granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount] = reply.map(Number) as [
+    const [granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs] = reply.map(Number) as [
+      number,
       number,
       number,
       number,
@@ -161,7 +165,7 @@ export class RedisQuotaStore implements QuotaStore {
       number,
       number,
     ];
-    return { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount };
+    return { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs };
   }
 
   private nowArg(): string | number {

@@ -1,0 +1,86 @@
+import type { Quota } from '../../src/config/plans-schema.js';
+import { gcraMinute } from '../../src/quota/gcra.js';
+import type { QuotaStack } from './quota-stack.js';
+
+/** gateway.yaml for three replicas with quota leases (docs/quota-leases.md), small enough for a test's key. */
+export function withLeases(gatewayYaml: string): string {
+  return gatewayYaml
+    .replace(/^ {2}replicas: 1 .*$/m, '  replicas: 3')
+    .replace(/^ {2}leases: .*$/m, '  leases: { enabled: true, leaseMs: 500, hotPerSecond: 3, minBlock: 4, maxBlock: 200, spread: 1 }');
+}
+
+export interface Answer {
+  gateway: number;
+  status: number;
+  /** A refusal's error code (revoked_api_key, rate_limit_exceeded, api_key_banned, …). */
+  code?: string;
+  /** RateLimit-Policy: the quota the gateway judged it under (a key moved to another plan shows the new one). */
+  policy: string | null;
+  /** The client's clock when the request was sent and when its answer came: it was decided in between. */
+  sentMs: number;
+  receivedMs: number;
+}
+
+/** `concurrency` clients sending `key`'s requests round robin over the three gateways until `until()`. */
+export async function hammer(stack: QuotaStack, key: string, until: (sent: number) => boolean, concurrency = 12): Promise<Answer[]> {
+  const answers: Answer[] = [];
+  let sent = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (!until(sent)) {
+        const gateway = sent++ % 3;
+        const sentMs = Date.now();
+        answers.push(await answerOf(stack.send(key, gateway), gateway, sentMs));
+      }
+    }),
+  );
+  return answers;
+}
+
+/** One request's answer, with its refusal's code. */
+export async function answerOf(sending: Promise<Response>, gateway: number, sentMs = Date.now()): Promise<Answer> {
+  const res = await sending;
+  const body = await res.text();
+  const code = res.status === 200 ? undefined : (JSON.parse(body) as { code?: string }).code;
+  return { gateway, status: res.status, code, policy: res.headers.get('ratelimit-policy'), sentMs, receivedMs: Date.now() };
+}
+
+/**
+ * GCRA's promise over the admitted answers (quota-leases.ts, rule 7): every span [a, b] holds at
+ * most burst + ⌊(b − a) / T⌋ units, so at most `limit` in any 60 s. Only what the client can know
+ * is counted: the answers sent at or after a and received by b were certainly admitted in [a, b].
+ * Returns the largest excess over that bound (≤ 0 when kept) and the most such answers in a span
+ * shorter than 60 s.
+ */
+export function worstSpans(answers: Answer[], quota: Quota): { excess: number; most60s: number } {
+  const { burst, intervalUs } = gcraMinute(quota);
+  const admitted = answers.filter((a) => a.status === 200).sort((x, y) => x.sentMs - y.sentMs);
+  let excess = -Infinity;
+  let most60s = 0;
+  for (let i = 0; i < admitted.length; i++) {
+    const from = admitted[i]!.sentMs;
+    // Received by each end: the most in [from, end] is at an end that is one of their answers.
+    const received = admitted
+      .slice(i)
+      .map((a) => a.receivedMs)
+      .sort((x, y) => x - y);
+    received.forEach((end, k) => {
+      excess = Math.max(excess, k + 1 - (burst + Math.floor(((end - from) * 1000) / intervalUs)));
+      if (end - from < 60_000) most60s = Math.max(most60s, k + 1);
+    });
+  }
+  return { excess, most60s };
+}
+
+/** Requests the gateways admitted on a lease, from their metrics. */
+export async function leasedRequests(stack: Pick<QuotaStack, 'gateways'>): Promise<number> {
+  let total = 0;
+  for (const gateway of stack.gateways()) {
+    const text = await fetch(`${gateway.adminUrl}/metrics`).then(
+      (r) => r.text(),
+      () => '',
+    );
+    for (const m of text.matchAll(/^tollgate_quota_decisions_total\{[^}]*source="lease"[^}]*\} (\d+)/gm)) total += Number(m[1]);
+  }
+  return total;
+}

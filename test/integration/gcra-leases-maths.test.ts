@@ -1,0 +1,305 @@
+import { describe, expect, it } from 'vitest';
+import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
+import { gcraMinute } from '../../src/quota/gcra.js';
+import { QuotaLeases, type LeaseSettings } from '../../src/quota/quota-leases.js';
+import type { QuotaOutcome } from '../../src/quota/quota-state.js';
+import { windowsOf } from '../../src/quota/rate-limit-headers.js';
+import type { LeaseGrant, LeaseRequest } from '../../src/store/quota-store.js';
+import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
+import { random } from '../helpers/random.js';
+import { redisForFile } from '../helpers/redis-for-file.js';
+
+// gcra leases (src/quota/quota-leases.ts, rules 7 to 9) on a real redis-server and one injected
+// clock (Redis's and the replicas'): three replicas with their own leases send one gcra key's
+// requests, in storms far above its rate and calms below it, one of them in clumps so that its
+// leases are used late in their life. Every admitted unit is filed at the clock's moment when it
+// was admitted. GCRA's promise, checked over every span [a, b] between two admissions: at most
+// burst + ⌊(b − a) / T⌋ units, hence at most `limit` in any 60 s.
+
+const redis = redisForFile();
+
+const NO_BANS: BanPolicy = { afterRejections: 1_000_000, window: 60, duration: 60 };
+const SETTINGS: LeaseSettings = { leaseMs: 200, hotPerSecond: 2, minBlock: 2, maxBlock: 40, spread: 2, replicas: 3 };
+/** T = 24,990 µs (40 units/s), τ = 600 T ≈ 15 s: room for blocks (rule 7). */
+const QUOTA: Quota = { perMinute: 3000, perDay: 10_000_000, algorithm: 'gcra', burst: 600 };
+/** T = 20,683 µs (48 units/s), τ = 100 T ≈ 2 s: a storm fills the bucket in well under a second, a calm empties it. */
+const SMALL_BURST: Quota = { perMinute: 3000, perDay: 10_000_000, algorithm: 'gcra', burst: 100 };
+
+interface Admission {
+  atMs: number;
+  cost: number;
+}
+
+interface Run {
+  admitted: Admission[];
+  /** Requests and units admitted on a lease. */
+  leased: number;
+  leasedUnits: number;
+  /** Requests admitted on a lease by replica 2 (the clumped one). */
+  leasedLate: number;
+  reservations: number;
+  /** Clock of each grant, and the units granted in all. */
+  grants: number[];
+  grantedUnits: number;
+}
+
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+async function hammer(opts: {
+  seed: number;
+  startMs: number;
+  durationMs: number;
+  quota: Quota;
+  subject: string;
+  /** Mean gap between requests at `atMs` since the start. */
+  gapMs: (sinceStartMs: number) => number;
+  /**
+   * Replica 2 takes every request in 40 ms of each 150 ms, and none besides: a block it gets in one
+   * clump waits 110 ms and is used in the next, late in its life (it ends 190 ms after its grant).
+   */
+  clumps: boolean;
+  /** As the gateway does (enforce-quota.ts): a refusal by Redis ends that replica's lease. */
+  endOnRefusal: boolean;
+}): Promise<Run> {
+  const next = random(opts.seed);
+  const clock = { nowMs: opts.startMs };
+  const run: Run = { admitted: [], leased: 0, leasedUnits: 0, leasedLate: 0, reservations: 0, grants: [], grantedUnits: 0 };
+  const window = gcraMinute(opts.quota);
+  const replicas = [0, 1, 2].map(() => {
+    const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
+    const counted = {
+      reserve: async (id: string, quota: Quota, ban: BanPolicy, request: LeaseRequest): Promise<LeaseGrant> => {
+        if (request.want > 0) run.reservations++;
+        const grant = await store.reserve(id, quota, ban, request);
+        if (grant.granted > 0) {
+          run.grants.push(grant.nowMs);
+          run.grantedUnits += grant.granted;
+        }
+        return grant;
+      },
+    };
+    return { store, leases: new QuotaLeases(counted, SETTINGS, () => clock.nowMs) };
+  });
+  try {
+    for (let step = 0; clock.nowMs < opts.startMs + opts.durationMs; step++) {
+      clock.nowMs += Math.floor(next() * 2 * opts.gapMs(clock.nowMs - opts.startMs));
+      const pick = next();
+      const clump = clock.nowMs % 150 < 40;
+      const replica = opts.clumps ? (clump ? 2 : Math.floor(pick * 2)) : Math.floor(pick * 3);
+      const { store, leases } = replicas[replica]!;
+      const cost = next() < 0.2 ? 3 : 1;
+      let outcome: QuotaOutcome | undefined = leases.admit(opts.subject, opts.quota, NO_BANS, cost);
+      if (outcome) {
+        run.leased++;
+        run.leasedUnits += cost;
+        if (replica === 2) run.leasedLate++;
+        // Headers on a lease: sane, never more than the burst.
+        const [minute] = windowsOf(opts.quota, outcome).filter((w) => w.name === 'minute');
+        expect(minute!.remaining).toBeGreaterThanOrEqual(0);
+        expect(minute!.remaining).toBeLessThanOrEqual(window.burst);
+      } else {
+        outcome = await store.consume(opts.subject, opts.quota, NO_BANS, cost);
+        if (outcome.verdict !== 'allowed' && opts.endOnRefusal) leases.refused(opts.subject);
+      }
+      if (outcome.verdict === 'allowed') run.admitted.push({ atMs: clock.nowMs, cost });
+      if (step % 4 === 0) await settle();
+    }
+  } finally {
+    await Promise.all(replicas.map((r) => r.leases.close()));
+  }
+  return run;
+}
+
+/**
+ * The largest excess over GCRA's bound of any span [a, b] between two admissions: units in it
+ * less (burst + ⌊(b − a) / T⌋); and the most units in any span shorter than 60 s.
+ */
+function worstSpans(run: Run, quota: Quota): { excess: number; most60s: number } {
+  const { burst, intervalUs } = gcraMinute(quota);
+  const at = run.admitted;
+  let excess = -Infinity;
+  let most60s = 0;
+  for (let i = 0; i < at.length; i++) {
+    let units = 0;
+    for (let j = i; j < at.length; j++) {
+      units += at[j]!.cost;
+      const spanMs = at[j]!.atMs - at[i]!.atMs;
+      excess = Math.max(excess, units - (burst + Math.floor((spanMs * 1000) / intervalUs)));
+      if (spanMs < 60_000) most60s = Math.max(most60s, units);
+    }
+  }
+  return { excess, most60s };
+}
+
+const sum = (admitted: Admission[]) => admitted.reduce((n, a) => n + a.cost, 0);
+
+describe('gcra leases on one injected clock', { timeout: 120_000 }, () => {
+  it('never admit more than GCRA allows in any span, through storms and calms, with leases used late', async () => {
+    const startMs = Date.UTC(2030, 0, 10, 12, 0, 7);
+    // 3 s storms (a request each 6 ms on average, 1.4 units: ~5x the rate) that fill the bucket,
+    // then 5 s calms (each 60 ms: ~0.5x) that empty it with leases out, for 120 s: each storm
+    // starts on leases granted in the calm, some of them used late.
+    const run = await hammer({
+      seed: 7,
+      startMs,
+      durationMs: 120_000,
+      quota: SMALL_BURST,
+      subject: 'gcra-spans',
+      gapMs: (sinceMs) => (sinceMs % 8000 < 3000 ? 6 : 60),
+      clumps: true,
+      endOnRefusal: false,
+    });
+    const { excess, most60s } = worstSpans(run, SMALL_BURST);
+    expect(excess).toBeLessThanOrEqual(0);
+    expect(most60s).toBeLessThanOrEqual(SMALL_BURST.perMinute);
+    // Leases were granted and used throughout, also by the clumped replica, and the bucket was
+    // driven full (the promise was at stake).
+    expect(run.grants.length).toBeGreaterThan(400);
+    expect(run.leased).toBeGreaterThan(500);
+    expect(run.leasedLate).toBeGreaterThan(100);
+    expect(most60s).toBeGreaterThan(SMALL_BURST.perMinute * 0.8);
+  });
+
+  it('a block used as late as its lease allows, as a storm begins, lets nothing through early', async () => {
+    // The hazard of a lease (docs/quota-leases.md): on an empty bucket, one replica takes a block
+    // and uses it all just before its lease ends, as the others start a storm that fills the
+    // bucket. Had its cells been charged at the grant, the span from that late use to the full
+    // bucket would hold ⌊(late − grant) / T⌋ units too many.
+    const next = random(11);
+    const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 9, 30) };
+    const settings: LeaseSettings = { leaseMs: 200, hotPerSecond: 2, minBlock: 20, maxBlock: 40, spread: 1, replicas: 3 };
+    const run: Run = { admitted: [], leased: 0, leasedUnits: 0, leasedLate: 0, reservations: 0, grants: [], grantedUnits: 0 };
+    const replicas = [0, 1, 2].map(() => {
+      const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
+      return { store, leases: new QuotaLeases(store, settings, () => clock.nowMs) };
+    });
+    const send = async (replica: number) => {
+      const { store, leases } = replicas[replica]!;
+      let outcome = leases.admit('gcra-late', SMALL_BURST, NO_BANS, 1);
+      if (outcome) {
+        run.leased++;
+        if (replica === 0) run.leasedLate++;
+      } else outcome = await store.consume('gcra-late', SMALL_BURST, NO_BANS, 1);
+      if (outcome.verdict === 'allowed') run.admitted.push({ atMs: clock.nowMs, cost: 1 });
+    };
+    try {
+      for (let cycle = 0; cycle < 12; cycle++) {
+        // Replica 0 turns hot on an empty bucket and gets a block.
+        for (let i = 0; i < 3; i++) await send(0);
+        while (replicas[0]!.leases.held('gcra-late') === 0) await settle();
+        // Then nothing, until just before its lease ends: it uses all of it, as the storm starts.
+        clock.nowMs += 150 + Math.floor(next() * 35);
+        // (Its renewal, asked for on the way, arrives a turn later: used too, at the same moment.)
+        for (let turn = 0; turn < 4; turn++) {
+          while (replicas[0]!.leases.held('gcra-late') > 0) await send(0);
+          await settle();
+        }
+        for (let i = 0; i < 1500; i++) {
+          await send(1 + (i % 2));
+          clock.nowMs += Math.floor(next() * 4);
+          if (i % 4 === 0) await settle();
+        }
+        // Silence until the bucket is empty and every lease has ended.
+        clock.nowMs += 4000;
+        await settle();
+      }
+    } finally {
+      await Promise.all(replicas.map((r) => r.leases.close()));
+    }
+    const { excess } = worstSpans(run, SMALL_BURST);
+    expect(excess).toBeLessThanOrEqual(0);
+    // Every cycle's late block was used: 12 blocks of at least minBlock.
+    expect(run.leasedLate).toBeGreaterThanOrEqual(12 * settings.minBlock);
+  });
+
+  it('under sustained overload admit what GCRA allows, less the cells leased and not used', async () => {
+    const startMs = Date.UTC(2030, 0, 10, 12, 3, 0);
+    const durationMs = 90_000;
+    // A steady storm, ~5x the rate, from an empty bucket.
+    const run = await hammer({
+      seed: 8,
+      startMs,
+      durationMs,
+      quota: QUOTA,
+      subject: 'gcra-overload',
+      gapMs: () => 6,
+      clumps: false,
+      endOnRefusal: true,
+    });
+    const { burst, intervalUs } = gcraMinute(QUOTA);
+    // Exact GCRA admits at most burst + ⌊D / T⌋ over D. Leases lose the cells granted and not
+    // used, the leaseMs a replica's first grant skips ahead (⌈leaseMs / T⌉ cells) and, per
+    // replica, a request's worth (3) of freed cells not yet taken when the run stops.
+    const allowed = burst + Math.floor((durationMs * 1000) / intervalUs);
+    const unusedCells = run.grantedUnits - run.leasedUnits;
+    const lossBound = unusedCells + SETTINGS.replicas * (Math.ceil((SETTINGS.leaseMs * 1000) / intervalUs) + 3);
+    const admitted = sum(run.admitted);
+    expect(admitted).toBeLessThanOrEqual(allowed);
+    expect(admitted).toBeGreaterThanOrEqual(allowed - lossBound);
+    expect(run.leased).toBeGreaterThan(100);
+    // Once the bucket is full no block is granted (rule 7): the last minute is Redis's alone,
+    // and admits GCRA's sustained rate, one unit per T, less at most a request's worth.
+    const lastMinuteMs = startMs + durationMs - 60_000;
+    expect(run.grants.filter((atMs) => atMs >= lastMinuteMs)).toEqual([]);
+    const inLastMinute = sum(run.admitted.filter((a) => a.atMs >= lastMinuteMs));
+    expect(inLastMinute).toBeGreaterThanOrEqual(Math.floor(60_000_000 / intervalUs) - 3);
+    expect(worstSpans(run, QUOTA).excess).toBeLessThanOrEqual(0);
+  });
+
+  it('a plan whose tolerance cannot hold a block asks for no lease', async () => {
+    const quota: Quota = { perMinute: 3000, perDay: 10_000_000, algorithm: 'gcra' };
+    const run = await hammer({
+      seed: 9,
+      startMs: Date.UTC(2030, 0, 10, 12, 6, 0),
+      durationMs: 5_000,
+      quota,
+      subject: 'gcra-burst-one',
+      gapMs: () => 6,
+      clumps: false,
+      endOnRefusal: true,
+    });
+    expect(run.reservations).toBe(0);
+    expect(run.leased).toBe(0);
+    expect(worstSpans(run, quota).excess).toBeLessThanOrEqual(0);
+  });
+
+  it('gives back unused cells only while nothing was charged after them', async () => {
+    const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 9, 0) };
+    const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
+    const { intervalUs } = gcraMinute(QUOTA);
+    const reserve = (subject: string, request: Partial<LeaseRequest>) =>
+      store.reserve(subject, QUOTA, NO_BANS, {
+        want: 0,
+        divisor: 1,
+        minBlock: 1,
+        leaseMs: 1000,
+        giveBack: 0,
+        giveBackMinuteStartMs: 0,
+        giveBackDayStartMs: 0,
+        giveBackTatUs: 0,
+        ...request,
+      });
+    const back = (subject: string, grant: LeaseGrant, units: number) =>
+      reserve(subject, {
+        giveBack: units,
+        giveBackMinuteStartMs: grant.minuteStartMs,
+        giveBackDayStartMs: grant.dayStartMs,
+        giveBackTatUs: grant.minuteTatUs,
+      });
+    const nowUs = clock.nowMs * 1000;
+    // Charged as arriving leaseMs from now.
+    const grant = await reserve('gcra-back', { want: 10 });
+    expect(grant).toMatchObject({ granted: 10, minuteTatUs: nowUs + 1_000_000 + 10 * intervalUs, dayCount: 10 });
+    // Nothing charged since: the top 4 slots come off.
+    expect(await back('gcra-back', grant, 4)).toMatchObject({ minuteTatUs: nowUs + 1_000_000 + 6 * intervalUs, dayCount: 6 });
+    // A request charged after the block: the TAT stays, the day is credited.
+    const other = await reserve('gcra-above', { want: 10 });
+    expect((await store.consume('gcra-above', QUOTA, NO_BANS, 1)).verdict).toBe('allowed');
+    expect(await back('gcra-above', other, 4)).toMatchObject({ minuteTatUs: other.minuteTatUs + intervalUs, dayCount: 7 });
+    // The last cell must conform at the grant: nothing more than τ − leaseMs allows.
+    const { burst } = gcraMinute(QUOTA);
+    const most = Math.floor((burst * intervalUs - 1_000_000) / intervalUs);
+    expect((await reserve('gcra-room', { want: 100_000 })).granted).toBe(most);
+    expect((await reserve('gcra-room', { want: 1 })).granted).toBe(0);
+  });
+});
