@@ -21,9 +21,10 @@ export interface WindowCount {
 /**
  * Fixed one-minute windows per key (a client address), shared across replicas through Redis under
  * `keyPrefix`, with an in-memory insurance limiter while Redis is down (each replica then counts
- * alone). The limit is given per count rather than fixed here, so that one counter serves a limit
- * that changes with a reload; the failed-authentication limit (limit-failed-auth.ts) and the
- * preflight budget (limit-preflights.ts) are two of these, with their own prefixes.
+ * alone). The limit is given per count rather than fixed here, so that one pair of stores serves
+ * every budget a reload may set (limit-preflights.ts keys its counts by budget); the
+ * failed-authentication limit (limit-failed-auth.ts) and the preflight budget are two of these,
+ * with their own prefixes.
  */
 export function addressWindow(
   redis: RedisClient | undefined,
