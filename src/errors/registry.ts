@@ -57,6 +57,10 @@ export const ERRORS = {
     status: 429,
     message: 'Too many unauthenticated requests from this address; retry after the time in Retry-After.',
   },
+  too_many_preflights: {
+    status: 429,
+    message: 'Too many CORS preflights from this address (gateway.yaml cors.preflightsPerMinute); retry after the time in Retry-After.',
+  },
   // 5xx: our side or the upstream failed
   internal_error: { status: 500, message: 'An internal error occurred.' },
   plan_not_configured: { status: 500, message: "The API key's plan is not configured on this gateway; contact the operator." },

@@ -31,6 +31,7 @@ import { cors } from './policies/cors.js';
 import { serveWsTickets } from './policies/serve-ws-tickets.js';
 import { enforceQuota } from './policies/enforce-quota.js';
 import { failedAuthLimiter } from './policies/limit-failed-auth.js';
+import { preflightLimiter } from './policies/limit-preflights.js';
 import { requestId } from './policies/request-id.js';
 import { serveOpenApi } from './policies/serve-openapi.js';
 import { serveUsage } from './policies/serve-usage.js';
@@ -228,7 +229,7 @@ export async function startGateway(
       global: () => routes.current().cors.global,
       anyService: () => routes.current().cors.anyService,
       upstreams,
-      countPreflight: failedAuth.count,
+      countPreflight: preflightLimiter(ownStores.redis, settings.gateway.trustProxyHops),
     }),
     serveOpenApi(settings.openapi, settings.configDir),
     serviceIpRules(ipRules),

@@ -10,8 +10,8 @@ export interface CorsDeps {
   /** Some service has its own `cors:` (as of now): without it, and without `global`, nothing is routed here. */
   anyService: () => boolean;
   upstreams: Upstreams;
-  /** Counts a preflight under the failed-authentication limit of its address (limit-failed-auth.ts). */
-  countPreflight: (ctx: RequestContext) => Promise<number>;
+  /** Counts a preflight against its address's budget of `perMinute` (limit-preflights.ts): seconds to wait once over it, else 0. */
+  countPreflight: (ctx: RequestContext, perMinute: number) => Promise<number>;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -27,8 +27,9 @@ const PREFLIGHT_VARY = 'Origin, Access-Control-Request-Method, Access-Control-Re
  *   answer that follows: the proxied one and every Error body of the gateway alike.
  * - A preflight (OPTIONS with Origin and Access-Control-Request-Method) is answered here and never
  *   forwarded: 204 for an allowed origin, 403 cors_origin_not_allowed without any
- *   Access-Control-Allow-* field otherwise. It needs no key and costs no quota, so it counts under
- *   the failed-authentication limit of its address: past it, 429 like any unauthenticated flood.
+ *   Access-Control-Allow-* field otherwise. It needs no key and costs no quota, so it counts against
+ *   the preflight budget of its address (`preflightsPerMinute`), never the failed-authentication
+ *   limit: past it, 429 too_many_preflights.
  * - A WebSocket handshake from a browser page whose origin is not allowed is refused 403.
  */
 export function cors(deps: CorsDeps): Policy {
@@ -53,7 +54,7 @@ export function cors(deps: CorsDeps): Policy {
       return CONTINUE;
     }
     res.setHeader('vary', PREFLIGHT_VARY);
-    return deps.countPreflight(ctx).then((waitSeconds): Decision => {
+    return deps.countPreflight(ctx, config.preflightsPerMinute).then((waitSeconds): Decision => {
       if (!allowed)
         return reject(
           'cors_origin_not_allowed',
@@ -63,7 +64,7 @@ export function cors(deps: CorsDeps): Policy {
       if (waitSeconds > 0) {
         // The refusal must be readable as one: the page's console shows a 429, not a CORS error.
         setAll(ctx, rules.actualHeaders(origin));
-        return reject('too_many_unauthenticated_requests', undefined, { 'retry-after': waitSeconds });
+        return reject('too_many_preflights', undefined, { 'retry-after': waitSeconds });
       }
       const answer: Answer = { status: 204, headers, body: EMPTY };
       return answer;

@@ -1,19 +1,17 @@
 import { statusOf } from '../../errors/registry.js';
 import { LRUCache } from 'lru-cache';
-import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { clientAddressOf } from '../../http/client-address.js';
 import type { RedisClient } from '../../store/redis/connect.js';
 import type { Decision, Policy, RequestContext } from '../context.js';
 import { isAnswer, reject } from '../context.js';
-
-const WINDOW_SECONDS = 60;
+import { addressWindow, WINDOW_SECONDS } from './address-window.js';
 
 /**
  * Failed authentications are limited per client address (shared across replicas through Redis,
- * with an in-memory insurance limiter while Redis is down), so the key store cannot be used to
- * guess keys. Their 401s carry that limit's headers; past it the address gets 429 until the
- * window ends for every key that does not authenticate; a valid key is never refused by this limit
-(see authenticate.ts).
+ * with an in-memory insurance limiter while Redis is down: address-window.ts), so the key store
+ * cannot be used to guess keys. Their 401s carry that limit's headers; past it the address gets 429
+ * until the window ends for every key that does not authenticate; a valid key is never refused by
+ * this limit (see authenticate.ts). CORS preflights have a budget of their own (limit-preflights.ts).
  */
 export function failedAuthLimiter(
   perMinute: number,
@@ -23,24 +21,10 @@ export function failedAuthLimiter(
   wrap: (authenticate: Policy) => Policy;
   /** Seconds the address stays blocked, or 0. */
   blockedSeconds: (ctx: RequestContext) => number;
-  /**
-   * Counts one unauthenticated attempt that is not a failure (a CORS preflight, answered without a
-   * key): the seconds to wait once the address is over its limit, else 0. Sets the limit's headers.
-   */
-  count: (ctx: RequestContext) => Promise<number>;
   /** A refusal that counts as a failed authentication (ip_not_allowed): counted, and 429 once over the limit. */
   counted: (ctx: RequestContext, refusal: Decision & object) => Promise<Decision>;
 } {
-  const memory = new RateLimiterMemory({ points: perMinute, duration: WINDOW_SECONDS, keyPrefix: 'tg-unauth' });
-  const limiter: RateLimiterAbstract = redis
-    ? new RateLimiterRedis({
-        storeClient: redis,
-        points: perMinute,
-        duration: WINDOW_SECONDS,
-        keyPrefix: 'tg:unauth',
-        insuranceLimiter: memory,
-      })
-    : memory;
+  const window = addressWindow(redis, 'tg:unauth');
   const blockedUntilMs = new LRUCache<string, number>({ max: 100_000 });
 
   function setLimitHeaders(ctx: RequestContext, remaining: number, resetSeconds: number): void {
@@ -57,23 +41,15 @@ export function failedAuthLimiter(
     return untilMs > Date.now() ? Math.ceil((untilMs - Date.now()) / 1000) : 0;
   };
 
-  /** One attempt counted: the seconds the address must now wait (0: under its limit, or both stores failed). */
+  /** One failure counted: the seconds the address must now wait (0: under its limit, or both stores failed). */
   async function count(ctx: RequestContext): Promise<number> {
     const address = clientAddress(ctx, trustedProxyHops);
-    let result: RateLimiterRes;
-    let limited = false;
-    try {
-      result = await limiter.consume(address);
-    } catch (err) {
-      if (!(err instanceof RateLimiterRes)) return 0; // both stores failed: answer plainly
-      result = err;
-      limited = true;
-    }
-    const resetSeconds = Math.max(1, Math.ceil(result.msBeforeNext / 1000));
-    setLimitHeaders(ctx, Math.max(0, result.remainingPoints), resetSeconds);
-    if (!limited) return 0;
-    blockedUntilMs.set(address, Date.now() + result.msBeforeNext);
-    return resetSeconds;
+    const counted = await window(address, perMinute);
+    if (!counted) return 0; // both stores failed: answer plainly
+    setLimitHeaders(ctx, counted.remaining, counted.resetSeconds);
+    if (!counted.limited) return 0;
+    blockedUntilMs.set(address, Date.now() + counted.msBeforeNext);
+    return counted.resetSeconds;
   }
 
   async function onFailure(ctx: RequestContext, failure: Decision & object): Promise<Decision> {
@@ -93,7 +69,7 @@ export function failedAuthLimiter(
       };
       return decision instanceof Promise ? decision.then(settle) : settle(decision);
     };
-  return { wrap, blockedSeconds, count, counted: onFailure };
+  return { wrap, blockedSeconds, counted: onFailure };
 }
 
 /** The client's address; behind a load balancer, from X-Forwarded-For (see clientAddressOf). */

@@ -53,6 +53,12 @@ export const corsSchema = z
     credentials: z.boolean().default(false),
     /** How long a browser may cache a preflight's answer (Chromium caps it at 7200). */
     maxAgeSeconds: z.number().int().min(0).max(86_400).default(600),
+    /**
+     * Preflights per client address a minute, then 429 too_many_preflights: a budget apart from the
+     * failed-authentication limit, so that many browsers behind one NAT address neither run out of
+     * it nor lock out that address's 401s (gateway/policies/limit-preflights.ts).
+     */
+    preflightsPerMinute: z.number().int().min(1).max(1_000_000).default(600),
   })
   .superRefine((cors, ctx) => {
     const star = cors.origins.indexOf('*');
