@@ -325,7 +325,8 @@ function answerFromEntry(ctx: RequestContext, entry: StoredResponse, cacheStatus
   const { req, res } = ctx;
   req.resume();
   res.statusCode = entry.status;
-  copyResponseHeaders(entry.headers, res);
+  // As on a relayed answer: where cors: applies, the target's own Access-Control-* fields stay out.
+  copyResponseHeaders(entry.headers, res, ctx.corsApplies);
   const age = Math.max(0, Math.floor(entry.ageSeconds + (Date.now() - entry.storedAtMs) / 1000));
   res.setHeader('age', String(age));
   res.setHeader('cache-status', cacheStatus);

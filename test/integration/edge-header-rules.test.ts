@@ -132,6 +132,7 @@ services:
     paths: [/v1/cached]
     targets: [TARGET]
     cache: { ttlSeconds: 60, store: memory, staleIfErrorSeconds: 60, honourRequestNoCache: true }
+    cors: { origins: [https://app.example] }
     responseHeaders:
       set: { x-served-by: ${servedBy}, x-answer-for: "\${request.id}" }
       remove: [server]
@@ -155,6 +156,9 @@ describe('header rules on answers served from the response cache', () => {
       }
       res.setHeader('cache-control', 'public, max-age=60');
       res.setHeader('etag', ETAG);
+      // Wider than the service's cors: allows: never passed on, from the target or from the cache.
+      res.setHeader('access-control-allow-origin', '*');
+      res.setHeader('access-control-allow-credentials', 'true');
       if (req.headers['if-none-match'] === ETAG) {
         res.statusCode = 304;
         return res.end();
@@ -210,6 +214,21 @@ describe('header rules on answers served from the response cache', () => {
       answer = 'ok';
     }
     expect(stack.target.hits.filter((h) => h.url === '/v1/cached/b')).toHaveLength(3);
+  });
+
+  it("where cors: applies, a hit drops the target's own Access-Control-* fields as a miss does", async () => {
+    const origin = { origin: 'https://evil.example' };
+    const miss = await get('/v1/cached/d', 'cached-rules-31', origin);
+    const hit = await get('/v1/cached/d', 'cached-rules-32', origin);
+    expect(hit.headers['cache-status']).toBe('tollgate; hit');
+    for (const reply of [miss, hit]) {
+      expect(reply.headers['access-control-allow-origin']).toBeUndefined();
+      expect(reply.headers['access-control-allow-credentials']).toBeUndefined();
+    }
+    const allowed = await get('/v1/cached/d', 'cached-rules-33', { origin: 'https://app.example' });
+    expect(allowed.headers['cache-status']).toBe('tollgate; hit');
+    expect(allowed.headers['access-control-allow-origin']).toBe('https://app.example');
+    expect(allowed.headers['access-control-allow-credentials']).toBeUndefined();
   });
 
   it('a reload of the rules changes what the next hit shows; the stored entry stays the same', async () => {
