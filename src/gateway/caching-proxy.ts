@@ -320,15 +320,19 @@ function storedHeaders(headers: IncomingHttpHeaders): Record<string, string | st
   return kept;
 }
 
-/** Writes a stored response to the client: the request's own fields win, Age is its age now, and the client's conditions are answered. */
+/** Writes a stored response to the client: the request's own fields win, Age is its age now, the service's header rules apply, and the client's conditions are answered. */
 function answerFromEntry(ctx: RequestContext, entry: StoredResponse, cacheStatus: string): void {
   const { req, res } = ctx;
   req.resume();
   res.statusCode = entry.status;
-  copyResponseHeaders(entry.headers, res);
+  // As on a relayed answer: where cors: applies, the target's own Access-Control-* fields stay out.
+  copyResponseHeaders(entry.headers, res, ctx.corsApplies);
   const age = Math.max(0, Math.floor(entry.ageSeconds + (Date.now() - entry.storedAtMs) / 1000));
   res.setHeader('age', String(age));
   res.setHeader('cache-status', cacheStatus);
+  // The service's responseHeaders rules, as on a relayed answer (proxy.ts relayHead): applied at
+  // serving, never stored, since they are hot and filled in per request (${request.id}).
+  ctx.responseRules?.(res);
   if (entry.status === 200 && notModified(req.headers, entry.headers)) {
     res.statusCode = 304;
     res.removeHeader('content-length');

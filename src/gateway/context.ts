@@ -12,6 +12,11 @@ export interface RequestContext {
   requestId: string;
   /** The authenticated caller (an API key's record or a JWT's subject), once `authenticate` has passed. */
   consumer?: Consumer;
+  /**
+   * When the credential this request was admitted with stops being valid: a JWT's exp plus its
+   * issuer's clock skew. A WebSocket tunnel it opens is closed then (websocket-proxy.ts).
+   */
+  credentialValidUntilMs?: number;
   /** The client's own access token, when its issuer says `forwardToken: true` (upstream-identity.ts). */
   forwardToken?: string;
   /** Set when a decision was taken without the shared store (degraded mode). */

@@ -12,6 +12,16 @@ import type { RequestContext } from './context.js';
 import type { ForwardPlan } from './proxy.js';
 import { responseHeadersOf } from './upstream-response-fields.js';
 import { copyResponseHeaders } from './upstream-response-headers.js';
+import { closeFrame } from './websocket-frames.js';
+import { FrameRelay } from './websocket-relay.js';
+
+/** Longest a timer runs in Node (a longer delay fires at once): later deadlines are reached in steps. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+/** How long the two ends get, once the tunnel's credential expired, to finish a frame and close. */
+const CLOSE_GRACE_MS = 5000;
+/** RFC 6455 §7.4.1: 1008, the endpoint received a message that violates its policy. */
+const POLICY_VIOLATION = 1008;
+const EXPIRED_REASON = 'The access token expired.';
 
 /**
  * True for a WebSocket opening handshake (RFC 6455 §4.1): an HTTP/1.1 GET whose `Connection` lists
@@ -57,6 +67,8 @@ interface Tunnel {
   client: Duplex;
   upstream?: Duplex;
   keyId?: string;
+  /** When the credential that opened it stops being valid (a JWT's exp): the tunnel closes then. */
+  validUntilMs?: number;
 }
 
 /**
@@ -67,7 +79,9 @@ interface Tunnel {
  * byte (frames, extensions and close handshakes are the two ends' business). Any other answer of
  * the target is relayed as it is, and the connection closed. A tunnel ends when either side
  * closes, after `idleTimeoutMs` without a byte either way, when the key it was opened with is
- * revoked, or when the gateway shuts down.
+ * revoked, or when the gateway shuts down (both sockets cut), and when the access token it was
+ * opened with expires: then the gateway speaks once, a Close 1008 to each end at a frame boundary
+ * of its direction, so a browser sees a close with a reason rather than a dropped connection.
  */
 export class WebSocketTunnels {
   private readonly open = new Set<Tunnel>();
@@ -109,7 +123,7 @@ export class WebSocketTunnels {
     const host = plan.host || new URL(target.url).host;
     Object.assign(headers, forwardedValues(req, this.trustedProxyHops, host));
     headers.host = host;
-    const tunnel: Tunnel = { client, keyId: ctx.consumer?.id };
+    const tunnel: Tunnel = { client, keyId: ctx.consumer?.id, validUntilMs: ctx.credentialValidUntilMs };
     const handler = new Handshake(this, tunnel, ctx, head, this.logger);
     target.pool.dispatch(
       {
@@ -124,33 +138,52 @@ export class WebSocketTunnels {
     );
   }
 
-  /** Both sockets are live: piped to each other until either ends or the tunnel idles out. */
+  /** Both sockets are live: relayed to each other until either ends, the tunnel idles out, or its credential expires. */
   established(tunnel: Tunnel, upstream: Duplex, head: Buffer): void {
     const { client } = tunnel;
     tunnel.upstream = upstream;
     this.open.add(tunnel);
     this.gauge.inc();
+    const up = new FrameRelay(client, upstream, head);
+    const down = new FrameRelay(upstream, client);
     let ended = false;
+    let timer: NodeJS.Timeout | undefined;
     const end = () => {
       if (ended) return;
       ended = true;
+      clearTimeout(timer);
       this.open.delete(tunnel);
       this.gauge.dec();
       client.destroy();
       upstream.destroy();
     };
-    for (const side of [client, upstream]) {
-      side.on('error', end);
-      side.on('close', end);
+    // RFC 6455 §7.1.1: the server closes the TCP connection after the Close handshake. Towards the
+    // client the gateway is the server: Close, then its end of the connection. Towards the
+    // upstream it is the client: Close, then wait for the upstream to end it. Once the client has
+    // its Close, the upstream going away no longer cuts the client short.
+    const expire = () => {
+      down.stopAtBoundary(() => client.end(closeFrame(POLICY_VIOLATION, EXPIRED_REASON, false)));
+      up.stopAtBoundary(() => upstream.write(closeFrame(POLICY_VIOLATION, EXPIRED_REASON, true)));
+      timer = setTimeout(end, CLOSE_GRACE_MS);
+    };
+    const arm = (atMs: number) => {
+      const ms = atMs - Date.now();
+      timer = ms > MAX_TIMER_MS ? setTimeout(() => arm(atMs), MAX_TIMER_MS) : setTimeout(expire, Math.max(0, ms));
+    };
+    const upstreamGone = () => (down.stopped ? upstream.destroy() : end());
+    for (const [side, gone] of [
+      [client, end],
+      [upstream, upstreamGone],
+    ] as const) {
+      side.on('error', gone);
+      side.on('close', gone);
       // A half-close ends the tunnel: WebSocket has its own close handshake in frames.
-      side.on('end', end);
+      side.on('end', gone);
     }
     // Every byte either way passes through the client socket (read from it or written to it), so
     // its inactivity timeout is the tunnel's.
     (client as Duplex & { setTimeout(ms: number, cb: () => void): void }).setTimeout(this.options.idleTimeoutMs, end);
-    if (head.length > 0) upstream.write(head);
-    client.pipe(upstream);
-    upstream.pipe(client);
+    if (tunnel.validUntilMs !== undefined) arm(tunnel.validUntilMs);
     if (client.destroyed || upstream.destroyed) end();
   }
 

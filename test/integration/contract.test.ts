@@ -83,6 +83,28 @@ describe('success answers conform', () => {
     expect(listed.body).toContainEqual(created.body);
   });
 
+  it('listCategories 304 to If-None-Match naming the list as it is, 200 with a new ETag once it changed', async () => {
+    const listed = conforms(await send(gateway.url, 'GET', '/v1/categories', { headers: bearer(key.key) }), 200);
+    const etag = listed.headers.get('etag')!;
+    expect(listed.headers.get('cache-control')).toBe('public, max-age=5');
+    const same = conforms(
+      await send(gateway.url, 'GET', '/v1/categories', { headers: { ...bearer(key.key), 'if-none-match': `"other", ${etag}` } }),
+      304,
+    );
+    expect(same.body).toBeUndefined();
+    expect(same.headers.get('etag')).toBe(etag);
+    conforms(await send(gateway.url, 'POST', '/v1/categories', { headers: json(key.key), body: '{"name":"Rabbit"}' }), 201);
+    const changed = conforms(
+      await send(gateway.url, 'GET', '/v1/categories', { headers: { ...bearer(key.key), 'if-none-match': etag } }),
+      200,
+    );
+    expect(changed.headers.get('etag')).not.toBe(etag);
+    // The checker holds the 304 to what the document says of it (so a pass means something).
+    const bare = new Headers(same.headers);
+    bare.delete('etag');
+    expect(contract.check({ ...same, headers: bare })).toEqual(['listCategories 304: required header ETag missing']);
+  });
+
   it('listOrders 200', async () => {
     conforms(await send(gateway.url, 'GET', '/v1/store/orders?status=open', { headers: bearer(key.key) }), 200);
   });

@@ -74,6 +74,8 @@ describe('Dredd against the bundled stack', () => {
     expect(run.counts, run.output.slice(-4000)).toMatchObject({ failing: 0, errors: 0 });
     // Every operation's 2xx, 400, 401, 405, 413, 415 and 429 ran; only fault statuses were skipped.
     expect(run.counts.passing).toBeGreaterThanOrEqual(40);
+    // The conditional GET: If-None-Match answered 304, without a body, with its validators.
+    expect(run.output).toMatch(/pass: GET \(304\) \/categories/);
     expect(run.code).toBe(0);
   });
 

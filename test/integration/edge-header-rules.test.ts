@@ -123,3 +123,122 @@ ${serviceRules}
     );
   });
 });
+
+// A cached service: the stored entry stays the target's, and the rules apply when the answer is
+// served, whether it came from the target or from the cache (hot, and per request: ${request.id}).
+const cachedRules = (servedBy: string) => `
+services:
+  - name: cached
+    paths: [/v1/cached]
+    targets: [TARGET]
+    cache: { ttlSeconds: 60, store: memory, staleIfErrorSeconds: 60, honourRequestNoCache: true }
+    cors: { origins: [https://app.example] }
+    responseHeaders:
+      set: { x-served-by: ${servedBy}, x-answer-for: "\${request.id}" }
+      remove: [server]
+`;
+const withCachedRules = (servedBy: string) => (yaml: string, target: string) =>
+  replacingServices(yaml, cachedRules(servedBy).replaceAll('TARGET', target));
+
+describe('header rules on answers served from the response cache', () => {
+  let stack: EdgeRulesStack;
+  let key: { id: string; key: string; plan: string };
+  const ETAG = '"v1"';
+  let answer: 'ok' | 'error' = 'ok';
+
+  beforeAll(async () => {
+    stack = await EdgeRulesStack.start(withCachedRules('edge-1'));
+    stack.target.behaviour = (req, res) => {
+      res.setHeader('server', 'upstream/1.0');
+      if (answer === 'error') {
+        res.statusCode = 503;
+        return res.end('down');
+      }
+      res.setHeader('cache-control', 'public, max-age=60');
+      res.setHeader('etag', ETAG);
+      // Wider than the service's cors: allows: never passed on, from the target or from the cache.
+      res.setHeader('access-control-allow-origin', '*');
+      res.setHeader('access-control-allow-credentials', 'true');
+      if (req.headers['if-none-match'] === ETAG) {
+        res.statusCode = 304;
+        return res.end();
+      }
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ url: req.url }));
+    };
+    key = await stack.key();
+  }, 120_000);
+  afterAll(() => stack?.close());
+
+  const get = (path: string, id: string, headers: Record<string, string> = {}) =>
+    call(`${stack.gateway.url}${path}`, { headers: { ...bearer(key.key), 'x-request-id': id, ...headers } });
+  const ruled = (reply: Awaited<ReturnType<typeof call>>, servedBy: string, id: string) => {
+    expect(reply.headers.server).toBeUndefined();
+    expect(reply.headers['x-served-by']).toBe(servedBy);
+    expect(reply.headers['x-answer-for']).toBe(id);
+  };
+
+  it('a miss and the hits after it (200, and 304 to a conditional request) carry the same rules, filled in per request', async () => {
+    const miss = await get('/v1/cached/a', 'cached-rules-01');
+    expect(miss.status).toBe(200);
+    expect(miss.headers['cache-status']).toMatch(/fwd=miss; stored/);
+    ruled(miss, 'edge-1', 'cached-rules-01');
+
+    const hit = await get('/v1/cached/a', 'cached-rules-02');
+    expect(hit.status).toBe(200);
+    expect(hit.headers['cache-status']).toBe('tollgate; hit');
+    expect(hit.body).toBe(miss.body);
+    ruled(hit, 'edge-1', 'cached-rules-02');
+
+    const notModified = await get('/v1/cached/a', 'cached-rules-03', { 'if-none-match': ETAG });
+    expect(notModified.status).toBe(304);
+    expect(notModified.headers['cache-status']).toBe('tollgate; hit');
+    ruled(notModified, 'edge-1', 'cached-rules-03');
+    expect(stack.target.hits.filter((h) => h.url === '/v1/cached/a')).toHaveLength(1);
+  });
+
+  it('an entry revalidated with the target (304) and a stale-if-error answer carry them too', async () => {
+    await get('/v1/cached/b', 'cached-rules-11');
+    const revalidated = await get('/v1/cached/b', 'cached-rules-12', { 'cache-control': 'no-cache' });
+    expect(revalidated.status).toBe(200);
+    expect(revalidated.headers['cache-status']).toMatch(/fwd=request; fwd-status=304/);
+    ruled(revalidated, 'edge-1', 'cached-rules-12');
+
+    answer = 'error';
+    try {
+      const stale = await get('/v1/cached/b', 'cached-rules-13', { 'cache-control': 'no-cache' });
+      expect(stale.status).toBe(200);
+      expect(stale.headers['cache-status']).toMatch(/fwd=stale; fwd-status=503; detail=stale-if-error/);
+      ruled(stale, 'edge-1', 'cached-rules-13');
+    } finally {
+      answer = 'ok';
+    }
+    expect(stack.target.hits.filter((h) => h.url === '/v1/cached/b')).toHaveLength(3);
+  });
+
+  it("where cors: applies, a hit drops the target's own Access-Control-* fields as a miss does", async () => {
+    const origin = { origin: 'https://evil.example' };
+    const miss = await get('/v1/cached/d', 'cached-rules-31', origin);
+    const hit = await get('/v1/cached/d', 'cached-rules-32', origin);
+    expect(hit.headers['cache-status']).toBe('tollgate; hit');
+    for (const reply of [miss, hit]) {
+      expect(reply.headers['access-control-allow-origin']).toBeUndefined();
+      expect(reply.headers['access-control-allow-credentials']).toBeUndefined();
+    }
+    const allowed = await get('/v1/cached/d', 'cached-rules-33', { origin: 'https://app.example' });
+    expect(allowed.headers['cache-status']).toBe('tollgate; hit');
+    expect(allowed.headers['access-control-allow-origin']).toBe('https://app.example');
+    expect(allowed.headers['access-control-allow-credentials']).toBeUndefined();
+  });
+
+  it('a reload of the rules changes what the next hit shows; the stored entry stays the same', async () => {
+    const before = await get('/v1/cached/c', 'cached-rules-21');
+    ruled(before, 'edge-1', 'cached-rules-21');
+    await stack.reload(withCachedRules('edge-2'));
+    const hit = await get('/v1/cached/c', 'cached-rules-22');
+    expect(hit.headers['cache-status']).toBe('tollgate; hit');
+    expect(hit.body).toBe(before.body);
+    ruled(hit, 'edge-2', 'cached-rules-22');
+    expect(stack.target.hits.filter((h) => h.url === '/v1/cached/c')).toHaveLength(1);
+  });
+});

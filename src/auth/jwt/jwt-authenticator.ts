@@ -16,7 +16,9 @@ export const MAX_TOKEN_BYTES = 8 * 1024;
  * claims), or no key set to judge it with (the IdP's fault, not the client's: 503).
  */
 export type JwtOutcome =
-  { consumer: Consumer; forwardToken: boolean } | { invalid: string } | { unavailable: true; retryAfterSeconds: number };
+  | { consumer: Consumer; forwardToken: boolean; validUntilMs: number }
+  | { invalid: string }
+  | { unavailable: true; retryAfterSeconds: number };
 
 interface Issuer {
   settings: JwtIssuerSettings;
@@ -26,7 +28,10 @@ interface Issuer {
 interface Verified {
   consumer: Consumer;
   forwardToken: boolean;
+  /** The token's exp: past it, the token is verified again (and refused once past the skew too). */
   expiresAtMs: number;
+  /** exp plus the issuer's clock skew: the last moment the token is admitted. */
+  validUntilMs: number;
 }
 
 const invalid = (description: string): JwtOutcome => ({ invalid: description });
@@ -80,7 +85,8 @@ export class JwtAuthenticator {
     if (token.length > MAX_TOKEN_BYTES) return invalid('The token is larger than 8 KiB.');
     const digest = hash('sha256', token, 'base64url');
     const known = this.verified.get(digest);
-    if (known && this.now() < known.expiresAtMs) return { consumer: known.consumer, forwardToken: known.forwardToken };
+    if (known && this.now() < known.expiresAtMs)
+      return { consumer: known.consumer, forwardToken: known.forwardToken, validUntilMs: known.validUntilMs };
     const segments = countDots(token) + 1;
     if (segments === 5) return invalid('Encrypted tokens (JWE) are not accepted; send a signed JWT.');
     if (segments !== 3) return invalid('The token is not a compact JWS.');
@@ -124,9 +130,10 @@ export class JwtAuthenticator {
       id: jwtConsumerId(issuer.settings.name, subject),
       plan: planOf(issuer.settings.plan, payload),
     });
-    const verified = { consumer, forwardToken: issuer.settings.forwardToken, expiresAtMs: payload.exp! * 1000 };
-    this.verified.set(digest, verified);
-    return { consumer, forwardToken: verified.forwardToken };
+    const expiresAtMs = payload.exp! * 1000;
+    const validUntilMs = expiresAtMs + issuer.settings.clockSkewSeconds * 1000;
+    this.verified.set(digest, { consumer, forwardToken: issuer.settings.forwardToken, expiresAtMs, validUntilMs });
+    return { consumer, forwardToken: issuer.settings.forwardToken, validUntilMs };
   }
 
   private async check(

@@ -100,6 +100,7 @@ function judge(ctx: RequestContext, token: string, lookup: KeyLookup, blockedSec
 function judgeToken(ctx: RequestContext, outcome: JwtOutcome, blockedSeconds: (ctx: RequestContext) => number, token?: string): Decision {
   if ('consumer' in outcome) {
     ctx.consumer = outcome.consumer;
+    ctx.credentialValidUntilMs = outcome.validUntilMs;
     if (outcome.forwardToken) ctx.forwardToken = token;
     return CONTINUE;
   }

@@ -55,6 +55,9 @@ hooks.beforeEach((transaction) => {
   if (status === 400 && path === '/categories') transaction.request.body = '{}';
   if (status === 413) transaction.request.body = JSON.stringify({ name: 'x'.repeat(70 * 1024) });
   if (status === 415) headers['Content-Type'] = 'text/plain';
+  // `*` matches whatever list is current (RFC 9110 §13.1.2); other transactions send no validator.
+  if (status === 304) headers['If-None-Match'] = '*';
+  else delete headers['If-None-Match'];
 
   // Keep only the header expectations the document marks required.
   const documented = response.headers ?? {};
@@ -75,6 +78,11 @@ hooks.afterEach((transaction) => {
     .split(';')[0]
     .trim()
     .toLowerCase();
+  // A response documented without content (304) must come without one.
+  if (transaction.documentedMediaTypes.length === 0) {
+    if (mediaType !== '' || transaction.real.body) transaction.fail = `a body (${mediaType || 'no Content-Type'}) where none is documented`;
+    return;
+  }
   if (!transaction.documentedMediaTypes.includes(mediaType)) {
     transaction.fail = `Content-Type ${mediaType || '(none)'} is not documented (${transaction.documentedMediaTypes.join(', ')})`;
   }
