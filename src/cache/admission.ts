@@ -92,7 +92,9 @@ export function admit(
   else if (config.privateResponses === 'per-consumer' && consumer !== undefined) scope = { shared: false, consumer };
   else return { store: false, reason: 'private-to-consumer' };
   const ttlMs = config.ttlSeconds * 1000;
-  const ageSeconds = policy.age();
+  // The policy counts the milliseconds since it was made as time spent here (resident time): at
+  // admission that is none, however slow the machine (Age is whole seconds anyway).
+  const ageSeconds = Math.floor(policy.age());
   const lifeMs = Math.min(ttlMs, Math.max(0, (policy.maxAge() - ageSeconds) * 1000));
   const validated = headers.etag !== undefined || headers['last-modified'] !== undefined;
   if (lifeMs <= 0 && !validated) return { store: false, reason: 'not-reusable' };

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { admit, requestWantsRevalidation } from '../../src/cache/admission.js';
 import { decodeStored, encodeStored, type StoredResponse } from '../../src/cache/stored-response.js';
 import { cacheSchema } from '../../src/config/cache-schema.js';
@@ -66,6 +66,18 @@ describe('admission', () => {
     const strict = decide({ 'cache-control': 'public, max-age=30, must-revalidate' });
     expect(plain.store && plain.expiresAtMs - NOW).toBe(40_000);
     expect(strict.store && strict.expiresAtMs - NOW).toBe(30_000);
+  });
+
+  it('the lives do not depend on how fast the machine is: a clock that moves on every read', () => {
+    let clock = NOW;
+    const now = vi.spyOn(Date, 'now').mockImplementation(() => (clock += 7));
+    try {
+      const plain = decide({ 'cache-control': 'public, max-age=30' });
+      expect(plain.store && plain.expiresAtMs - NOW).toBe(40_000);
+      expect(plain.store && plain.freshUntilMs - NOW).toBe(30_000);
+    } finally {
+      now.mockRestore();
+    }
   });
 
   it('the policy keeps no request field but the Vary ones, as digests: never the API key', () => {
