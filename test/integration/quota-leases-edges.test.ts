@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest';
+import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
+import { QuotaLeases, type LeaseSettings } from '../../src/quota/quota-leases.js';
+import type { LeaseGrant, LeaseRequest } from '../../src/store/quota-store.js';
+import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
+import { redisForFile } from '../helpers/redis-for-file.js';
+
+// Edges of the lease life (src/quota/quota-leases.ts) on a real redis-server and an injected
+// clock: a reservation still on its way at shutdown,.
+
+const redis = redisForFile();
+
+const NO_BANS: BanPolicy = { afterRejections: 1_000_000, window: 60, duration: 60 };
+const SETTINGS: LeaseSettings = { leaseMs: 1000, hotPerSecond: 5, minBlock: 2, maxBlock: 40, spread: 2, replicas: 1 };
+const FIXED: Quota = { perMinute: 10_000, perDay: 1_000_000 };
+
+function replica(clock: { nowMs: number }) {
+  const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
+  const asked = { reservations: 0 };
+  let arrived!: () => void;
+  const granted = new Promise<void>((resolve) => (arrived = resolve));
+  const counted = {
+    reserve: async (id: string, quota: Quota, ban: BanPolicy, request: LeaseRequest): Promise<LeaseGrant> => {
+      if (request.want > 0) asked.reservations++;
+      const grant = await store.reserve(id, quota, ban, request);
+      if (request.want > 0) arrived();
+      return grant;
+    },
+  };
+  return { store, asked, granted, leases: new QuotaLeases(counted, SETTINGS, () => clock.nowMs) };
+}
+
+describe('quota lease edges', () => {
+  it('gives back at shutdown a block whose reservation was still on its way', async () => {
+    const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 0, 5) };
+    const { store, asked, granted, leases } = replica(clock);
+    // A hot key: the sixth unit in a second asks for a block, in the background.
+    for (let i = 0; i < 6; i++) expect(leases.admit('edge-close', FIXED, NO_BANS, 1)).toBeUndefined();
+    expect(asked.reservations).toBe(1);
+    // Shutdown starts before the block arrives.
+    const closing = leases.close();
+    await granted;
+    await closing;
+    const usage = await store.usage('edge-close');
+    expect(usage.minuteCount).toBe(0);
+    expect(usage.dayCount).toBe(0);
+    expect(leases.held('edge-close')).toBe(0);
+  });
+});
