@@ -163,10 +163,17 @@ export class QuotaLeases {
         if (!lease.renewing && unused(lease) * 2 < lease.lastBlock) this.renew(subject, lease, rate, nowMs);
         return outcomeOf(lease, gcra, nowMs, cost);
       }
-      if (!lease.renewing) this.renew(subject, lease, rate, nowMs);
+      // A request costing more than any block may hold (maxBlock) is Redis's anyway: asking for
+      // blocks for it would cost a command each and hold units back from it.
+      if (!lease.renewing && cost <= this.settings.maxBlock) this.renew(subject, lease, rate, nowMs);
       return undefined;
     }
-    if (perSecond(rate) >= this.settings.hotPerSecond && nowMs >= rate.quietUntilMs && !this.asking.has(subject)) {
+    if (
+      cost <= this.settings.maxBlock &&
+      perSecond(rate) >= this.settings.hotPerSecond &&
+      nowMs >= rate.quietUntilMs &&
+      !this.asking.has(subject)
+    ) {
       this.open(subject, quota, ban, rate, nowMs);
     }
     return undefined;

@@ -6,7 +6,7 @@ import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
 
 // Edges of the lease life (src/quota/quota-leases.ts) on a real redis-server and an injected
-// clock: a reservation still on its way at shutdown,.
+// clock: a reservation still on its way at shutdown, and requests that no block can cover.
 
 const redis = redisForFile();
 
@@ -45,5 +45,21 @@ describe('quota lease edges', () => {
     expect(usage.minuteCount).toBe(0);
     expect(usage.dayCount).toBe(0);
     expect(leases.held('edge-close')).toBe(0);
+  });
+
+  it('asks for no block for requests that cost more than any block may hold', async () => {
+    const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 1, 5) };
+    const { store, asked, leases } = replica(clock);
+    const cost = SETTINGS.maxBlock + 10;
+    for (let i = 0; i < 40; i++) {
+      clock.nowMs += 10;
+      if (leases.admit('edge-cost', FIXED, NO_BANS, cost) === undefined) await store.consume('edge-cost', FIXED, NO_BANS, cost);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    // Every one of these requests is decided by Redis: a block would only be a command more, and
+    // units held back from them.
+    expect(asked.reservations).toBe(0);
+    await leases.close();
+    expect((await store.usage('edge-cost')).minuteCount).toBe(40 * cost);
   });
 });
