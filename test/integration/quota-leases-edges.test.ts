@@ -6,7 +6,8 @@ import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
 
 // Edges of the lease life (src/quota/quota-leases.ts) on a real redis-server and an injected
-// clock: a reservation still on its way at shutdown, and requests that no block can cover.
+// clock: a reservation still on its way at shutdown, requests that no block can cover, and a
+// give-back to a Redis that lost the key's state since the grant.
 
 const redis = redisForFile();
 
@@ -61,5 +62,33 @@ describe('quota lease edges', () => {
     expect(asked.reservations).toBe(0);
     await leases.close();
     expect((await store.usage('edge-cost')).minuteCount).toBe(40 * cost);
+  });
+});
+
+describe('quota lease give-back after Redis lost the state', () => {
+  it('credits no window with units it never counted', async () => {
+    const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 2, 5) };
+    const quota: Quota = { perMinute: 100, perDay: 1_000_000 };
+    const { store, granted, leases } = replica(clock);
+    for (let i = 0; i < 6; i++) leases.admit('edge-lost', quota, NO_BANS, 1);
+    await granted;
+    await new Promise((resolve) => setImmediate(resolve));
+    const held = leases.held('edge-lost');
+    expect(held).toBeGreaterThan(0);
+    // Redis restarts empty (no persistence); the key's requests go on in the same minute.
+    await redis.client().flushall();
+    let admitted = 0;
+    for (let i = 0; i < 100; i++) {
+      if ((await store.consume('edge-lost', quota, NO_BANS, 1)).verdict === 'allowed') admitted++;
+    }
+    expect(admitted).toBe(100);
+    // The lease ends (its key changed, say) and gives back units the new counters never held.
+    leases.forget('edge-lost');
+    await leases.close();
+    for (let i = 0; i < 100; i++) {
+      if ((await store.consume('edge-lost', quota, NO_BANS, 1)).verdict === 'allowed') admitted++;
+    }
+    // Since the restart, this minute has counted from zero: never more than its limit.
+    expect(admitted).toBe(100);
   });
 });
