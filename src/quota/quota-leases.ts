@@ -121,6 +121,9 @@ export class QuotaLeases {
   /** Per quota object: its gcra minute, or null for fixed windows; undefined when it can take no lease (rule 7). */
   private readonly kinds = new WeakMap<Quota, GcraWindow | null | undefined>();
   private readonly timer: NodeJS.Timeout;
+  /** Reservations and give-backs on their way: shutdown waits for them, so that no block outlives it. */
+  private readonly inFlight = new Set<Promise<unknown>>();
+  private closed = false;
 
   constructor(
     private readonly store: ReservingStore,
@@ -145,7 +148,7 @@ export class QuotaLeases {
    */
   admit(subject: string, quota: Quota, ban: BanPolicy, cost: number): QuotaOutcome | undefined {
     const gcra = this.kindOf(quota);
-    if (gcra === undefined) return undefined;
+    if (gcra === undefined || this.closed) return undefined;
     const nowMs = this.now();
     const rate = this.count(subject, cost, nowMs);
     let lease = this.leases.get(subject);
@@ -160,10 +163,17 @@ export class QuotaLeases {
         if (!lease.renewing && unused(lease) * 2 < lease.lastBlock) this.renew(subject, lease, rate, nowMs);
         return outcomeOf(lease, gcra, nowMs, cost);
       }
-      if (!lease.renewing) this.renew(subject, lease, rate, nowMs);
+      // A request costing more than any block may hold (maxBlock) is Redis's anyway: asking for
+      // blocks for it would cost a command each and hold units back from it.
+      if (!lease.renewing && cost <= this.settings.maxBlock) this.renew(subject, lease, rate, nowMs);
       return undefined;
     }
-    if (perSecond(rate) >= this.settings.hotPerSecond && nowMs >= rate.quietUntilMs && !this.asking.has(subject)) {
+    if (
+      cost <= this.settings.maxBlock &&
+      perSecond(rate) >= this.settings.hotPerSecond &&
+      nowMs >= rate.quietUntilMs &&
+      !this.asking.has(subject)
+    ) {
       this.open(subject, quota, ban, rate, nowMs);
     }
     return undefined;
@@ -189,11 +199,22 @@ export class QuotaLeases {
     }
   }
 
-  /** Shutdown: every lease gives its unused units back. */
+  /**
+   * Shutdown: every lease gives its unused units back, and so does every block still on its way
+   * (closed, it goes straight back when it arrives).
+   */
   async close(): Promise<void> {
     clearInterval(this.timer);
-    const giving = [...this.leases].map(([subject, lease]) => this.end(subject, lease));
-    await Promise.all(giving);
+    this.closed = true;
+    while (this.leases.size > 0 || this.inFlight.size > 0) {
+      await Promise.all([...this.leases].map(([subject, lease]) => this.end(subject, lease)));
+      await Promise.all(this.inFlight);
+    }
+  }
+
+  private track<T>(step: Promise<T>): void {
+    this.inFlight.add(step);
+    void step.finally(() => this.inFlight.delete(step));
   }
 
   /** Fixed windows: null; gcra: its minute, or undefined when its tolerance cannot hold a block (rule 7). */
@@ -245,28 +266,29 @@ export class QuotaLeases {
   private open(subject: string, quota: Quota, ban: BanPolicy, rate: Rate, askedAtMs: number): void {
     const ask = { cancelled: false };
     this.asking.set(subject, ask);
-    this.ask(subject, quota, ban, rate).then(
+    const asked = this.ask(subject, quota, ban, rate).then(
       (grant) => {
         this.asking.delete(subject);
         if (grant.granted === 0) return this.quiet(rate, quota, grant, askedAtMs);
         const lease = this.leaseOf(quota, ban, grant, askedAtMs);
-        // The key changed while the block was on its way: it goes straight back.
-        if (ask.cancelled || this.leases.has(subject)) return void this.end(subject, lease);
+        // The key changed (or shutdown began) while the block was on its way: it goes straight back.
+        if (ask.cancelled || this.closed || this.leases.has(subject)) return this.end(subject, lease);
         this.leases.set(subject, lease);
       },
       () => this.asking.delete(subject),
     );
+    this.track(asked);
   }
 
   private renew(subject: string, lease: Lease, rate: Rate, askedAtMs: number): void {
     if (askedAtMs < rate.quietUntilMs) return;
     lease.renewing = true;
-    this.ask(subject, lease.quota, lease.ban, rate).then(
+    const asked = this.ask(subject, lease.quota, lease.ban, rate).then(
       (grant) => {
         lease.renewing = false;
         if (grant.granted === 0) return this.quiet(rate, lease.quota, grant, askedAtMs);
         const next = this.leaseOf(lease.quota, lease.ban, grant, askedAtMs);
-        if (this.leases.get(subject) !== lease) return void this.end(subject, next);
+        if (this.leases.get(subject) !== lease) return this.end(subject, next);
         const gcra = lease.quota.algorithm === 'gcra';
         // gcra: only the UTC day is a window (rule 8); fixed: the minute too.
         if (grant.dayStartMs !== lease.dayStartMs || (!gcra && grant.minuteStartMs !== lease.minuteStartMs)) {
@@ -283,6 +305,7 @@ export class QuotaLeases {
       },
       () => (lease.renewing = false),
     );
+    this.track(asked);
   }
 
   /**
@@ -359,10 +382,12 @@ export class QuotaLeases {
     };
     block.left = 0;
     // Unreachable Redis: the units stay counted, lost to this window only (docs/quota-leases.md).
-    return this.store.reserve(subject, quota, ban, request).then(
+    const given = this.store.reserve(subject, quota, ban, request).then(
       () => undefined,
       () => undefined,
     );
+    this.track(given);
+    return given;
   }
 
   /** Ends expired leases (giving their units back) and forgets rates of keys gone quiet. */

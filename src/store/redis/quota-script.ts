@@ -173,10 +173,23 @@ local back, backMinute, backDay = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber
 local gcra, intervalUs, burst = ARGV[11] == '1', tonumber(ARGV[12]), tonumber(ARGV[13])
 local leaseUs, backTat = tonumber(ARGV[14]) * 1000, tonumber(ARGV[15])
 local s = current(now)
+-- Units out on leases in this minute and this day ('lm', 'ld', each with the window start it
+-- belongs to): a give-back credits a window with no more than these, so never with units its
+-- counters do not hold (a Redis restarted empty, a give-back run twice).
+local raw = redis.call('HMGET', KEYS[1], 'lms', 'lds', 'lm', 'ld')
+local lm, ld = 0, 0
+if tonumber(raw[1]) == s.ms then lm = tonumber(raw[3]) or 0 end
+if tonumber(raw[2]) == s.ds then ld = tonumber(raw[4]) or 0 end
 local changed = false
 if back > 0 then
-  if s.ms == backMinute and s.mc > 0 then s.mc = math.max(0, s.mc - back); changed = true end
-  if s.ds == backDay and s.dc > 0 then s.dc = math.max(0, s.dc - back); changed = true end
+  if s.ms == backMinute and s.mc > 0 then
+    local credit = math.min(back, lm)
+    s.mc = math.max(0, s.mc - credit); lm = lm - credit; changed = true
+  end
+  if s.ds == backDay and s.dc > 0 then
+    local credit = math.min(back, ld)
+    s.dc = math.max(0, s.dc - credit); ld = ld - credit; changed = true
+  end
   if gcra and backTat > 0 and s.mt == backTat then s.mt = backTat - back * intervalUs; changed = true end
 end
 local granted = 0
@@ -196,6 +209,8 @@ if want > 0 and s.bu <= now then
   else
     s.mc = s.mc + granted
     s.dc = s.dc + granted
+    lm = lm + granted
+    ld = ld + granted
     if gcra then s.mt = from + granted * intervalUs end
     changed = true
   end
@@ -207,7 +222,7 @@ if changed then
   -- Every field, as QUOTA_SCRIPT writes them: a hash past its 'ex' read as empty, and must not
   -- come back to life with the old refusals or ban once 'ex' moves on.
   redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu,
-    'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt))
+    'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt), 'lms', s.ms, 'lm', lm, 'lds', s.ds, 'ld', ld)
   redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS))
 end
 return { granted, s.ms, s.ds, now, s.mc, s.dc, s.mt }
