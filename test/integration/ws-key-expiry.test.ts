@@ -61,6 +61,7 @@ function open(path: string, headers: Record<string, string> = {}): Promise<Opene
 
 /** The echo of a ping, or `closed` when the tunnel closes first. */
 async function echoes(ws: WebSocket): Promise<string> {
+  if (ws.readyState !== WebSocket.OPEN) return 'closed';
   const reply = new Promise<string>((resolve) => {
     ws.once('message', (data) => resolve(String(data)));
     ws.once('close', () => resolve('closed'));

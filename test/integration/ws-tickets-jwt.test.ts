@@ -24,8 +24,7 @@ let b: GatewayHandle;
 let roundMs = 0;
 
 const now = () => Math.floor(Date.now() / 1000);
-const token = (expSeconds: number, sub = 'user-t') =>
-  sign(key, { iss: ISSUER, aud: 'ticket-api', sub, iat: now(), exp: expSeconds });
+const token = (expSeconds: number, sub = 'user-t') => sign(key, { iss: ISSUER, aud: 'ticket-api', sub, iat: now(), exp: expSeconds });
 
 beforeAll(async () => {
   [redis, jwks, upstream] = await Promise.all([TestRedis.start(), new JwksServer().start(), startEchoUpstream()]);

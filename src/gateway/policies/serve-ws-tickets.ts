@@ -36,8 +36,7 @@ export function serveWsTickets(path: string, deps: WsTicketDeps): Policy {
     const url = ctx.req.url ?? '';
     if (!url.startsWith(path) || (url.length > path.length && url.charCodeAt(path.length) !== 63) /* ? */) return CONTINUE;
     if (ctx.req.method !== 'POST') return notAllowed(ctx, path, deps);
-    if (ticketSeconds(ctx) < 1)
-      return invalidToken('The token expires within a second; refresh it before asking for a ticket.');
+    if (ticketSeconds(ctx) < 1) return invalidToken('The token expires within a second; refresh it before asking for a ticket.');
     const counted = deps.quota(ctx);
     return counted instanceof Promise ? counted.then((d) => d ?? mint(ctx, deps)) : (counted ?? mint(ctx, deps));
   };
