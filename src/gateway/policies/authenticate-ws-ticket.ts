@@ -13,8 +13,8 @@ const UNAVAILABLE = reject('key_store_unavailable', undefined, { 'retry-after': 
 /**
  * Authentication of a WebSocket handshake by ticket (src/keys/ws-ticket.ts), in front of the key
  * authentication `byKey`: a handshake that carries a ticket and no Authorization header is the
- * key or JWT consumer the ticket was minted for, once. The ticket is taken out of every handshake (query and
- * subprotocol) whether or not it is used, so the upstream and the logs never see it. A bad,
+ * key or JWT consumer the ticket was minted for, once. The ticket is taken out of every handshake
+ * (query and subprotocol) whether or not it is used, so the upstream and the logs never see it. A bad,
  * expired or used ticket is a 401 invalid_ws_ticket, counted like any failed authentication
  * (limit-failed-auth.ts wraps this policy); a revoked or expired key a 401 as with the key itself.
  */
