@@ -4,7 +4,7 @@ import type { KeyRecord } from '../keys/record.js';
 /**
  * The authenticated caller, whichever way it came in (an API key or a JWT): what quota, bans,
  * usage, the networks it may call from, the upstream assertion and the logs read, and all they read. An API key's record is one
- * as it is; a JWT's subject becomes one with the id `jwt:<issuer name>:<subject>` (jwt-consumer.ts).
+ * as it is; a JWT's subject becomes one with the id `jwt:<issuer name>:<subject>` (src/auth/jwt/jwt-authenticator.ts).
  */
 export type Consumer = Readonly<
   Pick<KeyRecord, 'id' | 'plan' | 'perMinute' | 'perDay' | 'shadow' | 'owner' | 'expiresAt' | 'allowedCidrs'>

@@ -4,6 +4,8 @@ import type { Consumer } from '../auth/consumer.js';
 import type { GatewayTrace } from '../tracing/gateway-trace.js';
 import type { Route } from '../upstream/service-routes.js';
 
+export type Credential = { kind: 'key'; validUntilMs?: number } | { kind: 'token'; validUntilMs: number };
+
 /** What the policies learn about one request as it passes the chain. */
 export interface RequestContext {
   readonly req: IncomingMessage;
@@ -13,10 +15,12 @@ export interface RequestContext {
   /** The authenticated caller (an API key's record or a JWT's subject), once `authenticate` has passed. */
   consumer?: Consumer;
   /**
-   * When the credential this request was admitted with stops being valid: a JWT's exp plus its
-   * issuer's clock skew. A WebSocket tunnel it opens is closed then (websocket-proxy.ts).
+   * What the caller authenticated with, and when that stops being valid: an API key (its
+   * expiresAt, if it has one) or a JWT (its exp plus the issuer's clock skew). A WebSocket tunnel
+   * the request opens is closed then (websocket-proxy.ts); a ticket minted with a JWT carries it
+   * (serve-ws-tickets.ts).
    */
-  credentialValidUntilMs?: number;
+  credential?: Credential;
   /** The client's own access token, when its issuer says `forwardToken: true` (upstream-identity.ts). */
   forwardToken?: string;
   /** Set when a decision was taken without the shared store (degraded mode). */

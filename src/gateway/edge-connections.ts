@@ -10,7 +10,8 @@ import { WebSocketTunnels } from './websocket-proxy.js';
 /**
  * What the public listener holds beyond single requests: the guard on its connections (silent
  * ones closed, a cap per address) and its WebSocket tunnels, which close when the key they were
- * opened with is revoked or expires (key changes reach every replica: key-store.ts).
+ * opened with is revoked or expires, at the expiry the key has now (key changes reach every
+ * replica: key-store.ts).
  */
 export function edgeConnections(gateway: Settings['gateway'], upstreams: Upstreams, keys: KeyStore, logger: Logger, registry: Registry) {
   const guard = new ConnectionGuard(gateway, registry);
@@ -25,7 +26,11 @@ export function edgeConnections(gateway: Settings['gateway'], upstreams: Upstrea
     if (id === null || !tunnels.hasKey(id)) return;
     keys.get(id).then(
       (record) => {
-        if (usable(record, Date.now())) return;
+        if (usable(record, Date.now())) {
+          // An expiry set, moved or removed since: the tunnels close at the new one, if any.
+          tunnels.keyExpiryChanged(id, record.expiresAt === undefined ? undefined : Date.parse(record.expiresAt));
+          return;
+        }
         const closed = tunnels.closeKey(id);
         logger.info({ keyId: id, closed }, 'websocket tunnels closed: key no longer valid');
       },
@@ -35,7 +40,7 @@ export function edgeConnections(gateway: Settings['gateway'], upstreams: Upstrea
   return { guard, tunnels };
 }
 
-function usable(record: KeyRecord | null, nowMs: number): boolean {
+function usable(record: KeyRecord | null, nowMs: number): record is KeyRecord {
   if (!record || record.status !== 'active') return false;
   return record.expiresAt === undefined || Date.parse(record.expiresAt) > nowMs;
 }

@@ -21,7 +21,8 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 const CLOSE_GRACE_MS = 5000;
 /** RFC 6455 §7.4.1: 1008, the endpoint received a message that violates its policy. */
 const POLICY_VIOLATION = 1008;
-const EXPIRED_REASON = 'The access token expired.';
+/** The Close reason when the credential the tunnel was opened with expires, by its kind. */
+const EXPIRED_REASON = { token: 'The access token expired.', key: 'The API key expired.' } as const;
 
 /**
  * True for a WebSocket opening handshake (RFC 6455 §4.1): an HTTP/1.1 GET whose `Connection` lists
@@ -67,8 +68,12 @@ interface Tunnel {
   client: Duplex;
   upstream?: Duplex;
   keyId?: string;
-  /** When the credential that opened it stops being valid (a JWT's exp): the tunnel closes then. */
+  /** When the credential that opened it stops being valid (a JWT's exp, a key's expiresAt): the tunnel closes then. */
   validUntilMs?: number;
+  /** The Close reason sent then. */
+  expiredReason: string;
+  /** Once established: moves the close to a key's new expiry (none: `undefined`), unless it is under way. */
+  rearm?: (atMs: number | undefined) => void;
 }
 
 /**
@@ -79,9 +84,10 @@ interface Tunnel {
  * byte (frames, extensions and close handshakes are the two ends' business). Any other answer of
  * the target is relayed as it is, and the connection closed. A tunnel ends when either side
  * closes, after `idleTimeoutMs` without a byte either way, when the key it was opened with is
- * revoked, or when the gateway shuts down (both sockets cut), and when the access token it was
- * opened with expires: then the gateway speaks once, a Close 1008 to each end at a frame boundary
- * of its direction, so a browser sees a close with a reason rather than a dropped connection.
+ * revoked, or when the gateway shuts down (both sockets cut), and when the access token or API key
+ * it was opened with expires (a key's expiry as it stands, moved or removed since the tunnel
+ * opened): then the gateway speaks once, a Close 1008 to each end at a frame boundary of its
+ * direction, so a browser sees a close with a reason rather than a dropped connection.
  */
 export class WebSocketTunnels {
   private readonly open = new Set<Tunnel>();
@@ -123,7 +129,13 @@ export class WebSocketTunnels {
     const host = plan.host || new URL(target.url).host;
     Object.assign(headers, forwardedValues(req, this.trustedProxyHops, host));
     headers.host = host;
-    const tunnel: Tunnel = { client, keyId: ctx.consumer?.id, validUntilMs: ctx.credentialValidUntilMs };
+    const credential = ctx.credential;
+    const tunnel: Tunnel = {
+      client,
+      keyId: ctx.consumer?.id,
+      validUntilMs: credential?.validUntilMs,
+      expiredReason: EXPIRED_REASON[credential?.kind ?? 'token'],
+    };
     const handler = new Handshake(this, tunnel, ctx, head, this.logger);
     target.pool.dispatch(
       {
@@ -147,6 +159,7 @@ export class WebSocketTunnels {
     const up = new FrameRelay(client, upstream, head);
     const down = new FrameRelay(upstream, client);
     let ended = false;
+    let expiring = false;
     let timer: NodeJS.Timeout | undefined;
     const end = () => {
       if (ended) return;
@@ -162,8 +175,10 @@ export class WebSocketTunnels {
     // upstream it is the client: Close, then wait for the upstream to end it. Once the client has
     // its Close, the upstream going away no longer cuts the client short.
     const expire = () => {
-      down.stopAtBoundary(() => client.end(closeFrame(POLICY_VIOLATION, EXPIRED_REASON, false)));
-      up.stopAtBoundary(() => upstream.write(closeFrame(POLICY_VIOLATION, EXPIRED_REASON, true)));
+      expiring = true;
+      const reason = tunnel.expiredReason;
+      down.stopAtBoundary(() => client.end(closeFrame(POLICY_VIOLATION, reason, false)));
+      up.stopAtBoundary(() => upstream.write(closeFrame(POLICY_VIOLATION, reason, true)));
       timer = setTimeout(end, CLOSE_GRACE_MS);
     };
     const arm = (atMs: number) => {
@@ -184,6 +199,12 @@ export class WebSocketTunnels {
     // its inactivity timeout is the tunnel's.
     (client as Duplex & { setTimeout(ms: number, cb: () => void): void }).setTimeout(this.options.idleTimeoutMs, end);
     if (tunnel.validUntilMs !== undefined) arm(tunnel.validUntilMs);
+    tunnel.rearm = (atMs) => {
+      if (ended || expiring) return;
+      clearTimeout(timer);
+      tunnel.validUntilMs = atMs;
+      if (atMs !== undefined) arm(atMs);
+    };
     if (client.destroyed || upstream.destroyed) end();
   }
 
@@ -197,6 +218,11 @@ export class WebSocketTunnels {
       closed++;
     }
     return closed;
+  }
+
+  /** The key `keyId` is still valid, now until `validUntilMs` (none: `undefined`): its tunnels close then. */
+  keyExpiryChanged(keyId: string, validUntilMs: number | undefined): void {
+    for (const tunnel of this.open) if (tunnel.keyId === keyId) tunnel.rearm?.(validUntilMs);
   }
 
   /** Some tunnel was opened with `keyId` (worth re-reading the key after a change). */

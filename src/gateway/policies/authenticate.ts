@@ -3,7 +3,7 @@ import { MAX_TOKEN_BYTES } from '../../auth/jwt/jwt-authenticator.js';
 import { hashApiKey, parseApiKey, sameHash } from '../../keys/format.js';
 import type { KeyRecord } from '../../keys/record.js';
 import { endSpan } from '../../tracing/gateway-trace.js';
-import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
+import { CONTINUE, reject, type Credential, type Decision, type Policy, type RequestContext } from '../context.js';
 import type { KeyCache, KeyLookup } from '../key-cache.js';
 
 // RFC 6750 §3: a 401 names the scheme; `error="invalid_token"` when a token was sent but is bad.
@@ -18,7 +18,7 @@ const MAX_HEADER_LENGTH = 256;
 const MAX_JWT_HEADER_LENGTH = MAX_TOKEN_BYTES + 64;
 
 /** RFC 6750 §3: the challenge of a refused token, with a fixed description (never the token). */
-function invalidToken(description: string): Decision {
+export function invalidToken(description: string): Decision {
   return reject('invalid_token', description, {
     'www-authenticate': `Bearer realm="tollgate", error="invalid_token", error_description="${description}"`,
   });
@@ -87,6 +87,7 @@ function judge(ctx: RequestContext, token: string, lookup: KeyLookup, blockedSec
   const expired = matches && record.expiresAt !== undefined && Date.now() >= Date.parse(record.expiresAt);
   if (matches && record.status !== 'revoked' && !expired) {
     ctx.consumer = record;
+    ctx.credential = keyCredential(record);
     return CONTINUE;
   }
   const seconds = blockedSeconds(ctx);
@@ -100,7 +101,7 @@ function judge(ctx: RequestContext, token: string, lookup: KeyLookup, blockedSec
 function judgeToken(ctx: RequestContext, outcome: JwtOutcome, blockedSeconds: (ctx: RequestContext) => number, token?: string): Decision {
   if ('consumer' in outcome) {
     ctx.consumer = outcome.consumer;
-    ctx.credentialValidUntilMs = outcome.validUntilMs;
+    ctx.credential = { kind: 'token', validUntilMs: outcome.validUntilMs };
     if (outcome.forwardToken) ctx.forwardToken = token;
     return CONTINUE;
   }
@@ -108,6 +109,11 @@ function judgeToken(ctx: RequestContext, outcome: JwtOutcome, blockedSeconds: (c
   const seconds = blockedSeconds(ctx);
   if (seconds > 0) return reject('too_many_unauthenticated_requests', undefined, { 'retry-after': seconds });
   return invalidToken(outcome.invalid);
+}
+
+/** An API key as the credential of a request: valid until its expiresAt, if it has one. */
+export function keyCredential(record: Pick<KeyRecord, 'expiresAt'>): Credential {
+  return { kind: 'key', validUntilMs: record.expiresAt === undefined ? undefined : Date.parse(record.expiresAt) };
 }
 
 /** The current secret, or the replaced one until its rotation grace ends (src/keys/lifecycle/rotate-key.ts). */

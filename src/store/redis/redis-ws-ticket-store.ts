@@ -1,3 +1,4 @@
+import { decodeGrant, encodeGrant, type TicketGrant } from '../../keys/ws-ticket.js';
 import type { WsTicketStore } from '../ws-ticket-store.js';
 import type { RedisClient } from './connect.js';
 import { wsTicketKey } from './redis-keys.js';
@@ -6,11 +7,12 @@ import { wsTicketKey } from './redis-keys.js';
 export class RedisWsTicketStore implements WsTicketStore {
   constructor(private readonly redis: RedisClient) {}
 
-  async put(ticketHash: string, keyId: string, ttlSeconds: number): Promise<void> {
-    await this.redis.set(wsTicketKey(ticketHash), keyId, 'EX', ttlSeconds);
+  async put(ticketHash: string, grant: TicketGrant, ttlSeconds: number): Promise<void> {
+    await this.redis.set(wsTicketKey(ticketHash), encodeGrant(grant), 'EX', ttlSeconds);
   }
 
-  take(ticketHash: string): Promise<string | null> {
-    return this.redis.getdel(wsTicketKey(ticketHash));
+  async take(ticketHash: string): Promise<TicketGrant | null> {
+    const value = await this.redis.getdel(wsTicketKey(ticketHash));
+    return value === null ? null : decodeGrant(value);
   }
 }
