@@ -7,6 +7,7 @@ import { corsSchema } from '../policies/cors/cors-schema.js';
 import { upstreamTlsSchema } from '../upstream/upstream-tls.js';
 import { nodeEntryError } from './redis-target.js';
 import { ipRulesSchema } from '../policies/ip-rules/ip-rules-schema.js';
+import { maxBodyBytesSchema } from '../policies/validate/validate-schema.js';
 
 // Schema of config/gateway.yaml. Environment variables override some fields (see settings.ts).
 
@@ -119,12 +120,7 @@ export const gatewayFileSchema = z.strictObject({
       host: host.default('127.0.0.1'),
       port: port.default(8081),
       /** Largest request body the category service reads, in bytes; larger ones get 413. */
-      maxBodyBytes: z
-        .number()
-        .int()
-        .min(1)
-        .max(10 * 1024 * 1024)
-        .default(65536),
+      maxBodyBytes: maxBodyBytesSchema,
     })
     .prefault({}),
   upstream: z

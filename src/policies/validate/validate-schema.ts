@@ -1,5 +1,13 @@
 import { z } from 'zod';
 
+/** A bound on a request body read whole, in bytes: 1 B to 10 MiB, 64 KiB unless set (validation's and the bundled backend's). */
+export const maxBodyBytesSchema = z
+  .number()
+  .int()
+  .min(1)
+  .max(10 * 1024 * 1024)
+  .default(65536);
+
 // Schema of a service's `validate`: requests checked against an OpenAPI 3.0 or 3.1 document
 // (openapi-validator.ts) before they are forwarded. The document is compiled at load.
 
@@ -10,12 +18,7 @@ export const validateSchema = z
     /** enforce: refuse what does not match (400/404/405/415); shadow: forward it, log it and count it. */
     mode: z.enum(['enforce', 'shadow']).default('enforce'),
     /** Largest JSON body read for validation, in bytes (the bundled backend's default); larger: 413. */
-    maxBodyBytes: z
-      .number()
-      .int()
-      .min(1)
-      .max(10 * 1024 * 1024)
-      .default(65536),
+    maxBodyBytes: maxBodyBytesSchema,
   })
   .optional();
 
