@@ -1,10 +1,10 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import { allowFields, call, preflight } from '../helpers/cors-stack.js';
 import { TestRedis } from '../helpers/redis-server.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/ws-echo-upstream.js';
 import { bearer, configCopy, createKey, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
+import { openWebSocket } from '../helpers/websocket-client.js';
 
 /**
  * CORS and WebSocket tickets, attacked: look-alike origins, a fault's 500, a ticket outside a real
@@ -112,18 +112,6 @@ async function mint(gateway: GatewayHandle, apiKey = key.key): Promise<string> {
 
 const wsUrl = (gateway: GatewayHandle, path: string) => gateway.url.replace(/^http/, 'ws') + path;
 
-function open(url: string): Promise<{ ws?: WebSocket; status?: number }> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url);
-    ws.once('open', () => resolve({ ws }));
-    ws.once('unexpected-response', (_req, res) => {
-      res.resume();
-      res.on('end', () => resolve({ status: res.statusCode }));
-    });
-    ws.once('error', reject);
-  });
-}
-
 describe('a WebSocket ticket', () => {
   it('does not authenticate a plain request that only claims Upgrade: websocket (no Connection: upgrade)', async () => {
     const ticket = await mint(a);
@@ -131,7 +119,7 @@ describe('a WebSocket ticket', () => {
     expect(res.status).toBe(401);
     expect(JSON.parse(res.body).code).toBe('missing_api_key');
     // Still unused: the real handshake it was minted for opens.
-    const { ws } = await open(wsUrl(a, `/v1/live?ticket=${ticket}`));
+    const { ws } = await openWebSocket(wsUrl(a, `/v1/live?ticket=${ticket}`));
     expect(ws).toBeDefined();
     ws!.close();
   });
@@ -150,7 +138,10 @@ describe('a WebSocket ticket', () => {
   it('opens one WebSocket when two replicas race it', async () => {
     for (let round = 0; round < 5; round++) {
       const ticket = await mint(a);
-      const results = await Promise.all([open(wsUrl(a, `/v1/live?ticket=${ticket}`)), open(wsUrl(b, `/v1/live?ticket=${ticket}`))]);
+      const results = await Promise.all([
+        openWebSocket(wsUrl(a, `/v1/live?ticket=${ticket}`)),
+        openWebSocket(wsUrl(b, `/v1/live?ticket=${ticket}`)),
+      ]);
       expect(results.filter((r) => r.ws).length, `round ${round}`).toBe(1);
       expect(results.filter((r) => r.status === 401).length, `round ${round}`).toBe(1);
       for (const r of results) r.ws?.close();

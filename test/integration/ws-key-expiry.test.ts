@@ -3,6 +3,7 @@ import WebSocket from 'ws';
 import { TestRedis } from '../helpers/redis-server.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/ws-echo-upstream.js';
 import { bearer, createKey, keysCli, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
+import { echoes } from '../helpers/websocket-client.js';
 
 // A WebSocket tunnel opened with an API key that has an expiry ends when the key does: the client
 // gets a close frame 1008 "The API key expired." at the key's expiresAt (as it stands then: an
@@ -57,17 +58,6 @@ function open(path: string, headers: Record<string, string> = {}): Promise<Opene
     ws.once('unexpected-response', (_req, res) => reject(new Error(`handshake answered ${res.statusCode}`)));
     ws.once('error', reject);
   });
-}
-
-/** The echo of a ping, or `closed` when the tunnel closes first. */
-async function echoes(ws: WebSocket): Promise<string> {
-  if (ws.readyState !== WebSocket.OPEN) return 'closed';
-  const reply = new Promise<string>((resolve) => {
-    ws.once('message', (data) => resolve(String(data)));
-    ws.once('close', () => resolve('closed'));
-  });
-  ws.send('ping');
-  return reply;
 }
 
 async function ticketFor(apiKey: string): Promise<string> {

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import { JwksServer, mint as sign, signingKey, type SigningKey } from '../helpers/jwks-server.js';
 import { TestRedis } from '../helpers/redis-server.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/ws-echo-upstream.js';
 import { bearer, configCopy, startGateway, type GatewayHandle } from '../helpers/stack.js';
+import { openWebSocket, echoes } from '../helpers/websocket-client.js';
 
 // WebSocket tickets minted with a JWT access token (docs/cors-and-websockets.md): two gateway
 // replicas on one redis-server, a key set the test serves, a `ws` echo upstream. The ticket opens
@@ -63,38 +63,6 @@ async function mintTicket(gateway: GatewayHandle, credential: string) {
 
 const wsUrl = (gateway: GatewayHandle, path: string) => gateway.url.replace(/^http/, 'ws') + path;
 
-interface Opened {
-  ws?: WebSocket;
-  status?: number;
-  body?: string;
-  /** The close as the client saw it, and when (ms since the epoch). */
-  closed?: Promise<{ code: number; reason: string; atMs: number }>;
-}
-
-/** Opens a WebSocket; resolves with it once open, or with the status of a refused handshake. */
-function open(url: string): Promise<Opened> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url);
-    const closed = new Promise<{ code: number; reason: string; atMs: number }>((done) =>
-      ws.once('close', (code, reason) => done({ code, reason: String(reason), atMs: Date.now() })),
-    );
-    ws.once('open', () => resolve({ ws, closed }));
-    ws.once('unexpected-response', (_req, res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => resolve({ status: res.statusCode, body }));
-    });
-    ws.once('error', reject);
-  });
-}
-
-async function echoes(ws: WebSocket): Promise<string> {
-  const reply = new Promise<string>((resolve) => ws.once('message', (data) => resolve(String(data))));
-  ws.send('ping');
-  return reply;
-}
-
 describe('a WebSocket ticket minted with a JWT', () => {
   it('opens a WebSocket on the other replica as the token’s consumer, once', async () => {
     const jwt = await token(now() + 600);
@@ -103,7 +71,7 @@ describe('a WebSocket ticket minted with a JWT', () => {
     expect(minted.status).toBe(201);
     expect(minted.body).toEqual({ ticket: expect.stringMatching(/^tgws_[A-Za-z0-9_-]{43}$/), expiresInSeconds: 30 });
     const before = upstream.handshakes.length;
-    const { ws, status, body } = await open(wsUrl(b, `/v1/live?ticket=${minted.body.ticket}`));
+    const { ws, status, body } = await openWebSocket(wsUrl(b, `/v1/live?ticket=${minted.body.ticket}`));
     roundMs = Date.now() - started;
     expect({ status, body }).toEqual({ status: undefined, body: undefined });
     expect(await echoes(ws!)).toBe('echo:ping');
@@ -112,7 +80,7 @@ describe('a WebSocket ticket minted with a JWT', () => {
     expect(upstream.handshakes[before]!.headers.authorization).toBeUndefined();
     ws!.close();
     for (const gateway of [a, b]) {
-      const again = await open(wsUrl(gateway, `/v1/live?ticket=${minted.body.ticket}`));
+      const again = await openWebSocket(wsUrl(gateway, `/v1/live?ticket=${minted.body.ticket}`));
       expect(again.status).toBe(401);
       expect(JSON.parse(again.body!).code).toBe('invalid_ws_ticket');
     }
@@ -122,7 +90,7 @@ describe('a WebSocket ticket minted with a JWT', () => {
     const jwt = await token(now() + 600, 'user-quota');
     const minted = await mintTicket(b, jwt);
     expect(minted.status).toBe(201);
-    const { ws } = await open(wsUrl(a, `/v1/live?ticket=${minted.body.ticket}`));
+    const { ws } = await openWebSocket(wsUrl(a, `/v1/live?ticket=${minted.body.ticket}`));
     ws!.close();
     const usage = await fetch(`${a.url}/v1/usage`, { headers: bearer(jwt) });
     expect(usage.status).toBe(200);
@@ -135,7 +103,7 @@ describe('a WebSocket ticket minted with a JWT', () => {
     const jwt = await token(exp);
     const minted = await mintTicket(a, jwt);
     expect(minted.status).toBe(201);
-    const { ws, closed } = await open(wsUrl(b, `/v1/live?ticket=${minted.body.ticket}`));
+    const { ws, closed } = await openWebSocket(wsUrl(b, `/v1/live?ticket=${minted.body.ticket}`));
     expect(await echoes(ws!)).toBe('echo:ping');
     const close = await closed!;
     expect(close).toMatchObject({ code: 1008, reason: 'The access token expired.' });

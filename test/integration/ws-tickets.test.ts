@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import { awayFromDayEdge } from '../helpers/windows.js';
 import { TestRedis } from '../helpers/redis-server.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/ws-echo-upstream.js';
 import { bearer, createKey, keysCli, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
+import { openWebSocket, echoes } from '../helpers/websocket-client.js';
 
 /**
  * WebSocket tickets with real processes: two gateway replicas on one redis-server, a `ws` echo
@@ -41,27 +41,6 @@ async function mint(gateway: GatewayHandle, apiKey = key.key): Promise<{ status:
 
 const wsUrl = (gateway: GatewayHandle, path: string) => gateway.url.replace(/^http/, 'ws') + path;
 
-/** Opens a WebSocket; resolves with it once open, or with the status of a refused handshake. */
-function open(url: string, protocols?: string[]): Promise<{ ws?: WebSocket; status?: number; body?: string }> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, protocols);
-    ws.once('open', () => resolve({ ws }));
-    ws.once('unexpected-response', (_req, res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => resolve({ status: res.statusCode, body }));
-    });
-    ws.once('error', reject);
-  });
-}
-
-async function echoes(ws: WebSocket): Promise<string> {
-  const reply = new Promise<string>((resolve) => ws.once('message', (data) => resolve(String(data))));
-  ws.send('ping');
-  return reply;
-}
-
 describe('POST /v1/ws-tickets', () => {
   it('mints a 30-second ticket for the key, counted like a request', async () => {
     const first = await mint(a);
@@ -85,7 +64,7 @@ describe('a WebSocket handshake with a ticket', () => {
   it('minted on A opens on B once, in the query; the upstream sees neither the ticket nor a key', async () => {
     const { ticket } = (await mint(a)).body;
     const before = upstream.handshakes.length;
-    const { ws } = await open(wsUrl(b, `/v1/live?room=7&ticket=${ticket}&x=1`));
+    const { ws } = await openWebSocket(wsUrl(b, `/v1/live?room=7&ticket=${ticket}&x=1`));
     expect(ws).toBeDefined();
     expect(await echoes(ws!)).toBe('echo:ping');
     const seen = upstream.handshakes[before]!;
@@ -95,7 +74,7 @@ describe('a WebSocket handshake with a ticket', () => {
     ws!.close();
     // Used: refused on either replica.
     for (const gateway of [a, b]) {
-      const again = await open(wsUrl(gateway, `/v1/live?ticket=${ticket}`));
+      const again = await openWebSocket(wsUrl(gateway, `/v1/live?ticket=${ticket}`));
       expect(again.status).toBe(401);
       expect(JSON.parse(again.body!).code).toBe('invalid_ws_ticket');
     }
@@ -104,31 +83,31 @@ describe('a WebSocket handshake with a ticket', () => {
   it('in Sec-WebSocket-Protocol: taken out before the upstream; the 101 names the entry when the upstream picks none', async () => {
     const { ticket } = (await mint(a)).body;
     const before = upstream.handshakes.length;
-    const { ws } = await open(wsUrl(b, '/v1/live'), [`tollgate.ticket.${ticket}`]);
+    const { ws } = await openWebSocket(wsUrl(b, '/v1/live'), [`tollgate.ticket.${ticket}`]);
     expect(ws!.protocol).toBe(`tollgate.ticket.${ticket}`);
     expect(await echoes(ws!)).toBe('echo:ping');
     expect(upstream.handshakes[before]!.headers['sec-websocket-protocol']).toBeUndefined();
     ws!.close();
-    const again = await open(wsUrl(a, '/v1/live'), [`tollgate.ticket.${ticket}`]);
+    const again = await openWebSocket(wsUrl(a, '/v1/live'), [`tollgate.ticket.${ticket}`]);
     expect(again.status).toBe(401);
   });
 
   it('beside an application subprotocol: the upstream sees and picks only that one', async () => {
     const { ticket } = (await mint(b)).body;
     const before = upstream.handshakes.length;
-    const { ws } = await open(wsUrl(a, '/v1/live'), [`tollgate.ticket.${ticket}`, 'chat']);
+    const { ws } = await openWebSocket(wsUrl(a, '/v1/live'), [`tollgate.ticket.${ticket}`, 'chat']);
     expect(ws!.protocol).toBe('chat');
     expect(upstream.handshakes[before]!.headers['sec-websocket-protocol']).toBe('chat');
     ws!.close();
   });
 
   it('is refused when unknown, malformed, or its key was revoked since', async () => {
-    expect((await open(wsUrl(a, `/v1/live?ticket=tgws_${'A'.repeat(43)}`))).status).toBe(401);
-    expect((await open(wsUrl(a, '/v1/live?ticket=nope'))).status).toBe(401);
+    expect((await openWebSocket(wsUrl(a, `/v1/live?ticket=tgws_${'A'.repeat(43)}`))).status).toBe(401);
+    expect((await openWebSocket(wsUrl(a, '/v1/live?ticket=nope'))).status).toBe(401);
     const doomed = await createKey(redis, ['--plan', 'free']);
     const { ticket } = (await mint(a, doomed.key)).body;
     expect((await keysCli(redis, ['revoke', doomed.id])).code).toBe(0);
-    const refused = await open(wsUrl(b, `/v1/live?ticket=${ticket}`));
+    const refused = await openWebSocket(wsUrl(b, `/v1/live?ticket=${ticket}`));
     expect(refused.status).toBe(401);
     expect(JSON.parse(refused.body!).code).toBe('revoked_api_key');
   });
@@ -136,7 +115,7 @@ describe('a WebSocket handshake with a ticket', () => {
   it('counts the handshake against the quota like any other', async () => {
     const counted = await createKey(redis, ['--plan', 'free', '--per-minute', '50', '--per-day', '50']);
     const minted = await mint(a, counted.key);
-    const { ws } = await open(wsUrl(b, `/v1/live?ticket=${minted.body.ticket}`));
+    const { ws } = await openWebSocket(wsUrl(b, `/v1/live?ticket=${minted.body.ticket}`));
     ws!.close();
     const usage = await fetch(`${a.url}/v1/usage`, { headers: bearer(counted.key) });
     expect(usage.headers.get('x-ratelimit-remaining')).toBe(String(Number(minted.remaining) - 1));
@@ -144,9 +123,9 @@ describe('a WebSocket handshake with a ticket', () => {
 
   it('no ticket appears in either gateway’s output', async () => {
     const { ticket } = (await mint(a)).body;
-    const { ws } = await open(wsUrl(b, `/v1/live?ticket=${ticket}`));
+    const { ws } = await openWebSocket(wsUrl(b, `/v1/live?ticket=${ticket}`));
     ws!.close();
-    await open(wsUrl(a, `/v1/live?ticket=${ticket}`));
+    await openWebSocket(wsUrl(a, `/v1/live?ticket=${ticket}`));
     for (const gateway of [a, b]) expect(gateway.process.output()).not.toMatch(/tgws_/);
   });
 });
