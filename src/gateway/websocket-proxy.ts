@@ -176,10 +176,11 @@ export class WebSocketTunnels {
     // its Close, the upstream going away no longer cuts the client short.
     const expire = () => {
       expiring = true;
+      // First: whatever happens below, the tunnel ends within the grace.
+      timer = setTimeout(end, CLOSE_GRACE_MS);
       const reason = tunnel.expiredReason;
       down.stopAtBoundary(() => client.end(closeFrame(POLICY_VIOLATION, reason, false)));
       up.stopAtBoundary(() => upstream.write(closeFrame(POLICY_VIOLATION, reason, true)));
-      timer = setTimeout(end, CLOSE_GRACE_MS);
     };
     const arm = (atMs: number) => {
       const ms = atMs - Date.now();
