@@ -24,6 +24,7 @@ import type { Policy } from './context.js';
 import { KeyCache } from './key-cache.js';
 import { LocalVerdicts } from './local-verdicts.js';
 import { QuotaLeases } from '../quota/quota-leases.js';
+import type { QuotaNotice } from '../store/quota-store.js';
 import { applyRouteRules } from './policies/apply-route-rules.js';
 import { authenticate } from './policies/authenticate.js';
 import { authenticateWsTicket } from './policies/authenticate-ws-ticket.js';
@@ -164,7 +165,15 @@ export async function startGateway(
   ownStores.keys.onChange((id) => verdicts.forget(id));
   // Leases need a store shared by replicas (Redis); the embedded store decides in memory anyway.
   const { leases: leaseSettings, replicas } = settings.quota;
-  const reserving = ownStores.quotas.reserve ? { reserve: ownStores.quotas.reserve.bind(ownStores.quotas) } : undefined;
+  const quotas = ownStores.quotas;
+  const reserving = quotas.reserve && {
+    reserve: quotas.reserve.bind(quotas),
+    notices: (apply: (notice: QuotaNotice) => void, gap: () => void) =>
+      quotas.notices?.((notice) => {
+        metrics.leaseNotices.inc();
+        apply(notice);
+      }, gap),
+  };
   const leases = leaseSettings.enabled && reserving ? new QuotaLeases(reserving, { ...leaseSettings, replicas }) : undefined;
   // A changed key (plan, record, ban, unban) ends its leases at once; a plans reload ends them on next use.
   if (leases) ownStores.keys.onChange((id) => leases.forget(id));

@@ -38,6 +38,11 @@ export function createMetrics() {
       labelNames: ['plan'] as const,
       registers: [registry],
     }),
+    leaseNotices: new Counter({
+      name: 'tollgate_quota_lease_notices_total',
+      help: "Lease notices received: changes of a key's counts made while some replica may hold a lease of it (docs/quota-leases.md).",
+      registers: [registry],
+    }),
     authFailures: new Counter({
       name: 'tollgate_auth_failures_total',
       help: 'Requests refused by authentication, by error code.',

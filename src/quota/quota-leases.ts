@@ -1,5 +1,5 @@
 import type { BanPolicy, Quota } from '../config/plans-schema.js';
-import type { LeaseGrant, QuotaStore } from '../store/quota-store.js';
+import type { LeaseGrant, QuotaNotice, QuotaStore } from '../store/quota-store.js';
 import { gcraMinute, type GcraWindow } from './gcra.js';
 import type { QuotaOutcome } from './quota-state.js';
 import { DAY_MS, MINUTE_MS } from './windows.js';
@@ -26,9 +26,10 @@ import { DAY_MS, MINUTE_MS } from './windows.js';
  *    minute replaces it. Units not used are given back when it ends (expiry, window end, the key's
  *    plan or record changed, shutdown): credited only to the windows they were taken from — a
  *    window that rolled over since is not credited, its counters being the new window's.
- * 6. Headers: remaining = Redis's remaining at the last grant (every lease counted as used) plus
- *    this lease's unused units. It never exceeds what was left at that grant less what this replica
- *    used since; it under-reports by the units out on other replicas' leases.
+ * 6. Headers: remaining = Redis's remaining as last heard (every lease counted as used) plus this
+ *    lease's unused units. Units out on leases are counted but not yet admitted, so it never
+ *    exceeds what is truly left once every notice (rule 10) has arrived; it under-reports by the
+ *    units out on other replicas' leases.
  *
  * gcra plans (gcra.ts: interval T, tolerance τ = burst × T) lease cells, not window units. GCRA's
  * promise rests on one fact: every admitted cell owns a slot S of the TAT line (slots T apart,
@@ -57,6 +58,15 @@ import { DAY_MS, MINUTE_MS } from './windows.js';
  *    for fixed windows. A lease that ends gives its blocks back newest first, so a replica's own
  *    blocks can come back one after the other. After a refused block a gcra key, having no
  *    minute edge, asks again once a full bucket would have drained (τ, at most a minute).
+ *
+ * 10. Notices. Redis records how long a lease of the key may still admit ('le': grant time +
+ *    leaseMs; every block here stops before that, rules 4 and 8). Until then every change of the
+ *    key's counts (a grant, a give-back, a request Redis admitted) and a ban is published with a
+ *    sequence number that grows with each. A replica applies to its lease the notices newer than
+ *    what it last heard (its grant's or a notice's number), so its headers see what the other
+ *    replicas took since its grant within a message's time, not leaseMs; a ban ends its lease at
+ *    once. A lost subscription may have lost notices: every lease ends then. Cold keys, and keys
+ *    no replica holds a lease of, publish nothing.
  */
 export interface LeaseSettings {
   leaseMs: number;
@@ -90,7 +100,13 @@ interface Lease {
   blocks: Block[];
   /** The last block granted: renewal starts when half of it is used. */
   lastBlock: number;
-  /** The store's counts, gcra TAT and clock at the last grant, and this replica's clock when it was asked. */
+  /**
+   * The store's counts and gcra TAT as last heard (the last grant, or a newer notice), with their
+   * sequence number; the store's clock at the last grant, and this replica's when it was asked.
+   */
+  seq: number;
+  /** The newest notice from a later window than this lease's: for the lease a renewal there makes. */
+  later?: QuotaNotice;
   minuteCount: number;
   dayCount: number;
   tatUs: number;
@@ -111,13 +127,19 @@ interface Rate {
 const EDGE_MARGIN_MS = 10;
 const EDGE_DRIFT = 0.001;
 
-type ReservingStore = Required<Pick<QuotaStore, 'reserve'>>;
+type ReservingStore = Required<Pick<QuotaStore, 'reserve'>> & Pick<QuotaStore, 'notices'>;
+
+/** A reservation on its way: `cancelled` when the key changed meanwhile; the newest notice heard meanwhile. */
+interface Asking {
+  cancelled: boolean;
+  heard?: QuotaNotice;
+}
 
 export class QuotaLeases {
   private readonly leases = new Map<string, Lease>();
   private readonly rates = new Map<string, Rate>();
-  /** Reservations on their way, per subject; `cancelled` when the key changed meanwhile. */
-  private readonly asking = new Map<string, { cancelled: boolean }>();
+  /** Reservations on their way, per subject. */
+  private readonly asking = new Map<string, Asking>();
   /** Per quota object: its gcra minute, or null for fixed windows; undefined when it can take no lease (rule 7). */
   private readonly kinds = new WeakMap<Quota, GcraWindow | null | undefined>();
   private readonly timer: NodeJS.Timeout;
@@ -133,12 +155,22 @@ export class QuotaLeases {
   ) {
     this.timer = setInterval(() => this.sweep(), Math.max(10, Math.min(settings.leaseMs, 1000) / 2));
     this.timer.unref();
+    // Missed notices could leave a lease's headers behind the others' use: every lease ends (rule 10).
+    store.notices?.(
+      (notice) => this.onNotice(notice),
+      () => this.forget(null),
+    );
   }
 
   /** Units of this key leased here now (tests, metrics). */
   held(subject: string): number {
     const lease = this.leases.get(subject);
     return lease ? unused(lease) : 0;
+  }
+
+  /** The sequence number of what this replica's lease of `subject` last heard (rule 10; tests). */
+  lastHeard(subject: string): number | undefined {
+    return this.leases.get(subject)?.seq;
   }
 
   /**
@@ -197,6 +229,37 @@ export class QuotaLeases {
     for (const [held, ask] of this.asking) {
       if (subject === null || held === subject || held.startsWith('owner:')) ask.cancelled = true;
     }
+  }
+
+  /** A notice (rule 10): a leased key's counts changed, or it was banned. */
+  private onNotice(notice: QuotaNotice): void {
+    const lease = this.leases.get(notice.subject);
+    if (lease) {
+      this.apply(notice.subject, lease, notice);
+      return;
+    }
+    const ask = this.asking.get(notice.subject);
+    if (ask && (!ask.heard || notice.seq > ask.heard.seq)) ask.heard = notice;
+  }
+
+  /** Applies a notice newer than what the lease last heard: a ban ends it, counts replace its own. */
+  private apply(subject: string, lease: Lease, notice: QuotaNotice): void {
+    if (notice.seq <= lease.seq) return;
+    if (notice.bannedUntilMs > notice.nowMs) {
+      void this.end(subject, lease);
+      return;
+    }
+    // A notice from a later window: this lease stops before that window's counts matter to it,
+    // but a renewal granted in that window may need them.
+    const gcra = lease.quota.algorithm === 'gcra';
+    if (notice.dayStartMs !== lease.dayStartMs || (!gcra && notice.minuteStartMs !== lease.minuteStartMs)) {
+      if (!lease.later || notice.seq > lease.later.seq) lease.later = notice;
+      return;
+    }
+    lease.seq = notice.seq;
+    lease.minuteCount = notice.minuteCount;
+    lease.dayCount = notice.dayCount;
+    lease.tatUs = notice.minuteTatUs;
   }
 
   /**
@@ -264,7 +327,7 @@ export class QuotaLeases {
   }
 
   private open(subject: string, quota: Quota, ban: BanPolicy, rate: Rate, askedAtMs: number): void {
-    const ask = { cancelled: false };
+    const ask: Asking = { cancelled: false };
     this.asking.set(subject, ask);
     const asked = this.ask(subject, quota, ban, rate).then(
       (grant) => {
@@ -274,6 +337,8 @@ export class QuotaLeases {
         // The key changed (or shutdown began) while the block was on its way: it goes straight back.
         if (ask.cancelled || this.closed || this.leases.has(subject)) return this.end(subject, lease);
         this.leases.set(subject, lease);
+        // Notices can overtake the grant's reply (another connection).
+        if (ask.heard) this.apply(subject, lease, ask.heard);
       },
       () => this.asking.delete(subject),
     );
@@ -301,7 +366,11 @@ export class QuotaLeases {
           next.blocks[0]!.left += unused(lease);
           lease.blocks = [];
         }
+        // Notices newer than this grant may have reached the old lease first (another connection).
+        // (Windows only move on: what the old lease applied is from the renewal's window.)
+        if (lease.seq > next.seq) Object.assign(next, heardOf(lease));
         this.leases.set(subject, next);
+        if (lease.later) this.apply(subject, next, lease.later);
       },
       () => (lease.renewing = false),
     );
@@ -322,13 +391,10 @@ export class QuotaLeases {
   }
 
   private leaseOf(quota: Quota, ban: BanPolicy, grant: LeaseGrant, askedAtMs: number): Lease {
-    const { leaseMs } = this.settings;
-    // Fixed windows: before the minute's end, and leaseMs from now (only to bound idle units);
-    // gcra: before the day's end, and before Redis's grant time + leaseMs (rule 8).
-    const expiresAtMs =
-      quota.algorithm === 'gcra'
-        ? beforeHere(askedAtMs, Math.min(grant.dayStartMs + DAY_MS - grant.nowMs, leaseMs))
-        : Math.min(beforeHere(askedAtMs, grant.minuteStartMs + MINUTE_MS - grant.nowMs), this.now() + leaseMs);
+    // Before the end of its window (fixed: the minute; gcra: the day), and before Redis's grant
+    // time + leaseMs: gcra's slots need it (rule 8), and Redis publishes notices until then (rule 10).
+    const windowEndMs = quota.algorithm === 'gcra' ? grant.dayStartMs + DAY_MS : grant.minuteStartMs + MINUTE_MS;
+    const expiresAtMs = beforeHere(askedAtMs, Math.min(windowEndMs - grant.nowMs, this.settings.leaseMs));
     const { granted: left, minuteStartMs, dayStartMs, minuteTatUs: tatUs } = grant;
     return {
       quota,
@@ -337,6 +403,7 @@ export class QuotaLeases {
       dayStartMs,
       blocks: [{ left, expiresAtMs, minuteStartMs, dayStartMs, tatUs: quota.algorithm === 'gcra' ? tatUs : 0 }],
       lastBlock: left,
+      seq: grant.seq,
       minuteCount: grant.minuteCount,
       dayCount: grant.dayCount,
       tatUs,
@@ -401,6 +468,11 @@ export class QuotaLeases {
   }
 }
 
+/** What a lease last heard of the store's counts (rule 10). */
+function heardOf({ seq, minuteCount, dayCount, tatUs }: Lease): Pick<Lease, 'seq' | 'minuteCount' | 'dayCount' | 'tatUs'> {
+  return { seq, minuteCount, dayCount, tatUs };
+}
+
 /** Units per second: the last whole second's, or this one's so far when it is more. */
 function perSecond(rate: Rate): number {
   return Math.max(rate.previous, rate.units);
@@ -432,10 +504,9 @@ function beforeHere(askedAtMs: number, toEndMs: number): number {
 }
 
 /**
- * The outcome of a request admitted on a lease. The counts are the store's at the last grant
- * with this lease's unused units taken off: remaining never exceeds what was left then, less
- * what this replica has used since. The store's clock is advanced by this replica's. gcra: the
- * TAT at the last grant less this lease's unused cells.
+ * The outcome of a request admitted on a lease. The counts are the store's as last heard (rule
+ * 10) with this lease's unused units taken off: counted, not yet admitted. The store's clock is
+ * advanced by this replica's. gcra: the TAT as last heard less this lease's unused cells.
  */
 function outcomeOf(lease: Lease, gcra: GcraWindow | null, nowMs: number, cost: number): QuotaOutcome {
   const left = unused(lease);

@@ -48,14 +48,16 @@ export async function openStores(
   // Serve only once Redis answers, or after a bounded wait (then 503s until it does; never memory).
   await whenReady(redis, STARTUP_WAIT_MS).catch(() => {});
   const keys = new RedisKeyStore(redis);
+  const quotas = new RedisQuotaStore(redis);
   return {
     keys,
-    quotas: new RedisQuotaStore(redis),
+    quotas,
     audit: new RedisAuditLog(redis, auditMaxEntries),
     tickets: new RedisWsTicketStore(redis),
     redis,
     async close() {
       await keys.close();
+      await quotas.close();
       await redis.quit().catch(() => redis.disconnect());
     },
   };

@@ -21,6 +21,13 @@ export interface QuotaStore {
    * ended lease, then reserves a block from both windows. Only a store shared by replicas has it.
    */
   reserve?(keyId: string, quota: Quota, ban: BanPolicy, request: LeaseRequest): Promise<LeaseGrant>;
+  /**
+   * Lease notices: calls `apply` with every change of a key's counts (or a ban) made while a lease
+   * of it may be out, in the store's order; `gap` when some may have been missed. With `reserve`.
+   */
+  notices?(apply: (notice: QuotaNotice) => void, gap: () => void): void;
+  /** Ends what the store holds open for itself (the notices' subscription). */
+  close?(): Promise<void>;
 }
 
 export interface LeaseRequest {
@@ -52,4 +59,22 @@ export interface LeaseGrant {
   dayCount: number;
   /** gcra plans: the minute's TAT after this step, in µs (0 when it is past). */
   minuteTatUs: number;
+  /** The key's notice sequence number after this step: notices with a higher one are newer. */
+  seq: number;
+}
+
+/** A leased key's state after a change in the shared store (published while a lease may be out). */
+export interface QuotaNotice {
+  /** The key id, or `owner:<name>` (quota-subject.ts). */
+  subject: string;
+  /** Grows with every published change of this key: orders notices and grants. */
+  seq: number;
+  minuteStartMs: number;
+  minuteCount: number;
+  dayStartMs: number;
+  dayCount: number;
+  minuteTatUs: number;
+  /** A ban in force until then (store clock), or 0. */
+  bannedUntilMs: number;
+  nowMs: number;
 }

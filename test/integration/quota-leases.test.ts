@@ -5,6 +5,7 @@ import { TestRedis } from '../helpers/redis-server.js';
 import { TEST_PROCESS_ENV } from '../helpers/processes.js';
 import { bearer, configCopy, createKey, keysCli, slackRedisTimeout, type GatewayHandle } from '../helpers/stack.js';
 import { startTollgate } from '../harness/tollgate.js';
+import { QUOTA_NOTICE_CHANNEL } from '../../src/store/redis/redis-keys.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
 // Quota leases with three real gateway processes on one real redis-server: hot keys are admitted
@@ -108,6 +109,12 @@ function perWindow(answers: Answer[]): Map<number, { admitted: number; refused: 
 /** Requests the gateways admitted on a lease, from their metrics. */
 const leased = () => leasedRequests(stack);
 
+/** tollgate_quota_lease_notices_total of one gateway. */
+async function noticesHeard(adminUrl: string): Promise<number> {
+  const text = await fetch(`${adminUrl}/metrics`).then((r) => r.text());
+  return Number(/^tollgate_quota_lease_notices_total (\d+)/m.exec(text)?.[1] ?? NaN);
+}
+
 async function dayUsed(id: string): Promise<number> {
   const result = await keysCli(stack.redis(), ['usage', id, '--json'], stack.configDir());
   return (JSON.parse(result.stdout) as { day: { used: number } }).day.used;
@@ -169,6 +176,41 @@ describe('quota leases across three gateways', { timeout: 180_000 }, () => {
       while ((await stack.send(key.key, gateway)).status === 200) expect(Date.now()).toBeLessThan(deadline);
       const after = await Promise.all(Array.from({ length: 20 }, () => stack.send(key.key, gateway)));
       expect(after.map((r) => r.status)).toEqual(Array(20).fill(429));
+    }
+  });
+
+  it('every gateway hears every lease notice of a key the others hold leases of', async () => {
+    await awayFromDayEdge(60);
+    const key = await stack.newKey(['--plan', 'hotday']);
+    const listener = stack.redis().client();
+    let published = 0;
+    listener.on('message', () => published++);
+    await listener.subscribe(QUOTA_NOTICE_CHANNEL);
+    try {
+      // The earlier tests' last notices (give-backs) are in: counting starts from here.
+      const heardAt = () => Promise.all(stack.gateways().map((g) => noticesHeard(g.adminUrl)));
+      let before = await heardAt();
+      for (let settled = false; !settled;) {
+        await new Promise((r) => setTimeout(r, 300));
+        const now = await heardAt();
+        settled = now.every((n, i) => n === before[i]);
+        before = now;
+      }
+      published = 0;
+      const answers = await hammer([key.key], (sent) => sent >= 500);
+      expect(answers.every((a) => a.status === 200)).toBe(true);
+      // Grants, Redis's own admissions beside leases, then give-backs as the leases end: each one
+      // published once and heard by every gateway (pub/sub; waited for, not timed).
+      const deadline = Date.now() + 30_000;
+      let heard: number[] = [];
+      do {
+        await new Promise((r) => setTimeout(r, 100));
+        heard = (await heardAt()).map((n, i) => n - before[i]!);
+      } while (heard.some((n) => n !== published) && Date.now() < deadline);
+      expect(published).toBeGreaterThan(0);
+      expect(heard).toEqual([published, published, published]);
+    } finally {
+      listener.disconnect();
     }
   });
 

@@ -1,4 +1,5 @@
 import { DAY_MS, MINUTE_MS } from '../../quota/windows.js';
+import { QUOTA_NOTICE_CHANNEL } from './redis-keys.js';
 
 // The rules of src/quota/quota-state.ts (`current`, `decide`, `peek`, `lift`, `expiresAtMs`),
 // line for line, as Lua: one round trip, atomic across replicas. The window lengths come from
@@ -23,7 +24,7 @@ end
 -- before 'ex' existed have none: Redis's own expiry still covers them. A 'dt', the day's TAT of a
 -- gcra plan before its day became the UTC-day budget, is no longer read: expiry collects it.)
 local function current(now)
-  local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex', 'mt')
+  local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex', 'mt', 'le', 'sq')
   local s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0 }
   local ex = tonumber(h[8])
   if ex == nil or ex > now then
@@ -35,6 +36,8 @@ local function current(now)
   if s.ms ~= minuteStart then s.ms = minuteStart; s.mc = 0 end
   if s.ds ~= dayStart then s.ds = dayStart; s.dc = 0 end
   if s.mt <= now * 1000 then s.mt = 0 end
+  -- Lease notices (below): kept whatever the state's expiry, so their numbers never go back.
+  s.le, s.sq = tonumber(h[10]) or 0, tonumber(h[11]) or 0
   return s
 end
 local function reply(verdict, s, now, cost)
@@ -47,6 +50,13 @@ local function admit(tat, nowUs, cost, intervalUs, burst)
   local nextTat = math.max(tat, nowUs) + cost * intervalUs
   if nextTat - nowUs <= burst * intervalUs then return nextTat end
   return nil
+end
+-- Lease notices (quota-leases.ts, rule 10): while a lease of this key may still admit ('le', on
+-- Redis's clock), every change of its counts, and a ban, is published with the next sequence
+-- number ('sq'), so the replicas holding leases see what the others take within a message's time.
+local function notify(seq, s, now)
+  redis.call('PUBLISH', '${QUOTA_NOTICE_CHANNEL}', table.concat({ KEYS[1], seq, s.ms, s.mc, s.ds, s.dc,
+    string.format('%.0f', s.mt), string.format('%.0f', s.bu), now }, ' '))
 end
 `;
 
@@ -71,7 +81,7 @@ local perMinute, perDay = tonumber(ARGV[1]), tonumber(ARGV[2])
 local banAfter, banWindowMs, banDurationMs = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local shadow, gcra = ARGV[6] == '1', ARGV[7] == '1'
 local s = current(now)
-local changed = false
+local changed, admitted = false, false
 
 -- decide(): one request of cost units on s, which it updates; the verdict.
 local function decide(cost)
@@ -90,6 +100,7 @@ local function decide(cost)
     s.mc = s.mc + cost
     s.dc = s.dc + cost
     if minuteTat ~= nil then s.mt = minuteTat end
+    admitted = true
     return 0
   end
   -- a shadow refusal is admitted by the gateway, so it counts towards no ban
@@ -128,6 +139,11 @@ else
   redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg)
 end
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS))
+-- Counts that moved, or a ban that began, while a lease may be out: its holders hear of it.
+if s.le > now and (admitted or s.bu > now) then
+  redis.call('HSET', KEYS[1], 'sq', s.sq + 1)
+  notify(s.sq + 1, s, now)
+end
 return replies
 `;
 
@@ -156,7 +172,8 @@ return 0
 //          are not worth a lease: none is granted), returnUnits, returnMinuteStartMs, returnDayStartMs,
 //          gcra (1 or 0), minute intervalUs, minute burst, leaseMs (gcra: the lease's longest life),
 //          returnTatUs (gcra: the TAT the returned block left behind when it was granted)
-// Reply    { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs } (after the step)
+// Reply    { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs, seq } (after
+//          the step; seq: the notice sequence number of this state, rule 10)
 // Given-back units are credited only to the windows they were taken from: a window that has since
 // rolled over is not credited (its counters are the new window's). No block while banned, and
 // none once the units left are fewer than divisor × minBlock: from then on every request is
@@ -215,15 +232,21 @@ if want > 0 and s.bu <= now then
     changed = true
   end
 end
+local leasedUntil, seq = s.le, s.sq
 if changed then
   local rejectionsEnd = 0
   if s.rc > 0 then rejectionsEnd = s.rs + banWindowMs end
   local ex = math.max(s.ds + DAY_MS, rejectionsEnd, s.bu, math.ceil(s.mt / 1000))
+  -- A block admits no later than leaseMs after this moment (quota-leases.ts, rules 4 and 8).
+  if granted > 0 then leasedUntil = math.max(leasedUntil, now + leaseUs / 1000) end
+  seq = seq + 1
   -- Every field, as QUOTA_SCRIPT writes them: a hash past its 'ex' read as empty, and must not
   -- come back to life with the old refusals or ban once 'ex' moves on.
   redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu,
-    'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt), 'lms', s.ms, 'lm', lm, 'lds', s.ds, 'ld', ld)
+    'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt), 'lms', s.ms, 'lm', lm, 'lds', s.ds, 'ld', ld,
+    'le', string.format('%.0f', leasedUntil), 'sq', seq)
   redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS))
+  notify(seq, s, now)
 end
-return { granted, s.ms, s.ds, now, s.mc, s.dc, s.mt }
+return { granted, s.ms, s.ds, now, s.mc, s.dc, s.mt, seq }
 `;

@@ -2,6 +2,8 @@
 // in one Redis Cluster slot and one script can touch it atomically.
 
 export const INVALIDATION_CHANNEL = 'tg:invalidate';
+/** Lease notices: a leased key's counts changed (src/store/redis/quota-script.ts publishes them). */
+export const QUOTA_NOTICE_CHANNEL = 'tg:quota-notices';
 export const KEY_INDEX = 'tg:keys';
 /** The admin audit (a stream); one key, so it lives in one Cluster slot. */
 export const AUDIT_STREAM = 'tg:audit';
@@ -9,5 +11,9 @@ export const AUDIT_STREAM = 'tg:audit';
 export const keyRecordKey = (id: string) => `tg:key:{${id}}`;
 /** `id`: a key id, or `owner:<name>` for the windows an owner's keys share (quota-subject.ts). */
 export const quotaKey = (id: string) => `tg:quota:{${id}}`;
+/** The id of a quotaKey; undefined for any other name. */
+export function quotaSubject(redisKey: string): string | undefined {
+  return redisKey.startsWith('tg:quota:{') && redisKey.endsWith('}') ? redisKey.slice(10, -1) : undefined;
+}
 /** A WebSocket ticket waiting for its handshake, by the ticket's hash (src/keys/ws-ticket.ts). */
 export const wsTicketKey = (ticketHash: string) => `tg:wsticket:{${ticketHash}}`;

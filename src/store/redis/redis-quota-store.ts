@@ -1,10 +1,10 @@
 import { Cluster, type ChainableCommander, type Redis } from 'ioredis';
-import type { RedisClient } from './connect.js';
+import { onSubscriptionGap, subscriberFor, type RedisClient } from './connect.js';
 import type { BanPolicy, Quota } from '../../config/plans-schema.js';
 import type { QuotaOutcome, Verdict } from '../../quota/quota-state.js';
-import type { LeaseGrant, LeaseRequest, QuotaStore } from '../quota-store.js';
+import type { LeaseGrant, LeaseRequest, QuotaNotice, QuotaStore } from '../quota-store.js';
 import { LEASE_SCRIPT, QUOTA_REPLY_LENGTH, QUOTA_SCRIPT, UNBAN_SCRIPT, USAGE_SCRIPT } from './quota-script.js';
-import { quotaKey } from './redis-keys.js';
+import { QUOTA_NOTICE_CHANNEL, quotaKey, quotaSubject } from './redis-keys.js';
 import { TurnBatches } from './turn-batches.js';
 import { gcraMinute } from '../../quota/gcra.js';
 
@@ -45,13 +45,14 @@ export class RedisQuotaStore implements QuotaStore {
   /** A single server (not a Cluster): its script calls of one turn are written together (`quotaCall`). */
   private readonly single?: Redis;
   private turnPipeline?: ChainableCommander;
+  private subscriber?: RedisClient;
 
   /**
    * `testClock` replaces Redis TIME, for tests that run this store and the memory store on one
    * injected clock. Production leaves it out: replicas must share Redis's clock.
    */
   constructor(
-    redis: RedisClient,
+    private readonly redis: RedisClient,
     private readonly testClock?: () => number,
   ) {
     if (!(redis instanceof Cluster)) this.single = redis;
@@ -156,16 +157,27 @@ export class RedisQuotaStore implements QuotaStore {
       request.leaseMs,
       request.giveBackTatUs,
     );
-    const [granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs] = reply.map(Number) as [
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-    ];
-    return { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs };
+    return named(GRANT_FIELDS, reply.map(Number));
+  }
+
+  notices(apply: (notice: QuotaNotice) => void, gap: () => void): void {
+    if (this.subscriber) throw new Error('lease notices have a listener already');
+    const subscriber = subscriberFor(this.redis);
+    this.subscriber = subscriber;
+    subscriber.on('error', () => {
+      // Surfaces through the main client's health; reconnection is automatic.
+    });
+    subscriber.on('message', (_channel: string, message: string) => {
+      const notice = toNotice(message);
+      if (notice) apply(notice);
+    });
+    // Every (re)subscription may follow missed notices; the first follows none, but no lease is held then.
+    onSubscriptionGap(subscriber, this.redis, gap);
+    void subscriber.subscribe(QUOTA_NOTICE_CHANNEL).catch(() => {});
+  }
+
+  async close(): Promise<void> {
+    this.subscriber?.disconnect();
   }
 
   private nowArg(): string | number {
@@ -209,4 +221,21 @@ function toOutcome(reply: number[], at = 0): QuotaOutcome {
     cost: field(6, 1),
     minuteTatUs: field(7, 0),
   };
+}
+
+/** A notice as quota-script.ts publishes it: the quota key, then numbers; undefined if not one. */
+function toNotice(message: string): QuotaNotice | undefined {
+  const [redisKey, ...fields] = message.split(' ');
+  const subject = quotaSubject(redisKey ?? '');
+  const numbers = fields.map(Number);
+  if (subject === undefined || numbers.length !== NOTICE_FIELDS.length || !numbers.every(Number.isFinite)) return undefined;
+  return { subject, ...named(NOTICE_FIELDS, numbers) };
+}
+
+/** LEASE_SCRIPT's reply and a notice's numbers, in the order quota-script.ts writes them. */
+const GRANT_FIELDS = ['granted', 'minuteStartMs', 'dayStartMs', 'nowMs', 'minuteCount', 'dayCount', 'minuteTatUs', 'seq'] as const;
+const NOTICE_FIELDS = ['seq', 'minuteStartMs', 'minuteCount', 'dayStartMs', 'dayCount', 'minuteTatUs', 'bannedUntilMs', 'nowMs'] as const;
+
+function named<K extends string>(names: readonly K[], values: number[]): Record<K, number> {
+  return Object.fromEntries(names.map((name, i) => [name, values[i] ?? 0])) as Record<K, number>;
 }

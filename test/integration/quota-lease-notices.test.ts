@@ -1,0 +1,157 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
+import { QuotaLeases, type LeaseSettings } from '../../src/quota/quota-leases.js';
+import type { QuotaOutcome } from '../../src/quota/quota-state.js';
+import { windowsOf } from '../../src/quota/rate-limit-headers.js';
+import { QUOTA_NOTICE_CHANNEL, quotaKey } from '../../src/store/redis/redis-keys.js';
+import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
+import { redisForFile } from '../helpers/redis-for-file.js';
+
+// Lease notices (rule 10 of src/quota/quota-leases.ts) on a real redis-server, with each replica's
+// own subscription and one injected clock: while a lease may be out, every change of the key's
+// counts is published, so a replica's headers see what the others took since its grant, and a ban
+// counted on another replica ends its lease at once.
+
+const redis = redisForFile();
+
+const NO_BANS: BanPolicy = { afterRejections: 1_000_000, window: 60, duration: 60 };
+const SETTINGS: LeaseSettings = { leaseMs: 1000, hotPerSecond: 3, minBlock: 2, maxBlock: 50, spread: 2, replicas: 2 };
+const QUOTA: Quota = { perMinute: 1000, perDay: 1_000_000 };
+
+const opened: Array<{ store: RedisQuotaStore; leases: QuotaLeases }> = [];
+
+afterEach(async () => {
+  for (const { store, leases } of opened.splice(0)) {
+    await leases.close();
+    await store.close();
+  }
+});
+
+/** Until `check` holds: what the replicas do in the background (no bet on the machine's speed; 30 s at most). */
+async function poll(check: () => boolean | Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`no ${what} within 30 s`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/** A replica: its own store (and subscription, unless `deaf`) and leases, on the shared clock. */
+function replica(clock: { nowMs: number }, deaf = false) {
+  const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
+  const reserving = deaf ? { reserve: store.reserve.bind(store) } : store;
+  const leases = new QuotaLeases(reserving, SETTINGS, () => clock.nowMs);
+  opened.push({ store, leases });
+  return { store, leases };
+}
+
+type Replica = ReturnType<typeof replica>;
+
+/** One request: from the lease when it can, else decided by Redis, as the gateway does. */
+async function send(r: Replica, subject: string, quota = QUOTA, ban = NO_BANS): Promise<QuotaOutcome & { leased: boolean }> {
+  const leased = r.leases.admit(subject, quota, ban, 1);
+  if (leased) return { ...leased, leased: true };
+  return { ...(await r.store.consume(subject, quota, ban, 1)), leased: false };
+}
+
+/** Requests until the replica holds a lease of `subject` (its reservation runs in the background). */
+async function hotUntilLeased(r: Replica, subject: string, admitted: { units: number }): Promise<void> {
+  await poll(async () => {
+    const outcome = await send(r, subject);
+    if (outcome.verdict === 'allowed') admitted.units++;
+    return r.leases.held(subject) > 0;
+  }, 'a lease');
+}
+
+/** The notice sequence number Redis holds for the key: every notice up to it has been published. */
+async function publishedSeq(subject: string): Promise<number> {
+  return Number(await redis.client().hget(quotaKey(subject), 'sq'));
+}
+
+function minuteRemaining(outcome: QuotaOutcome): number {
+  return windowsOf(QUOTA, outcome).find((w) => w.name === 'minute')!.remaining;
+}
+
+describe('lease notices', { timeout: 60_000 }, () => {
+  it("a leased request's remaining sees what other replicas admitted since its grant, and under-reports by at most their leases", async () => {
+    const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 0, 5) };
+    const subject = 'notice-headers';
+    const [a, b, deaf] = [replica(clock), replica(clock), replica(clock, true)];
+    const admitted = { units: 0 };
+    await hotUntilLeased(a, subject, admitted);
+    await hotUntilLeased(deaf, subject, admitted);
+    // B takes blocks again and again after A's grant, and uses them.
+    for (let i = 0; i < 400; i++) {
+      const outcome = await send(b, subject);
+      if (outcome.verdict === 'allowed') admitted.units++;
+      if (i % 20 === 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(admitted.units).toBeGreaterThan(400);
+    // Every notice published so far has reached A.
+    const seq = await publishedSeq(subject);
+    await poll(() => (a.leases.lastHeard(subject) ?? 0) >= seq, "A's notices");
+
+    const outcome = await send(a, subject);
+    expect(outcome.leased).toBe(true);
+    admitted.units++;
+    const trulyLeft = QUOTA.perMinute - admitted.units;
+    expect(minuteRemaining(outcome)).toBeLessThanOrEqual(trulyLeft);
+    expect(minuteRemaining(outcome)).toBeGreaterThanOrEqual(trulyLeft - b.leases.held(subject) - deaf.leases.held(subject));
+
+    // A replica that hears no notices still reports what was left at its own grant: more than is left.
+    const stale = await send(deaf, subject);
+    expect(stale.leased).toBe(true);
+    admitted.units++;
+    expect(minuteRemaining(stale)).toBeGreaterThan(QUOTA.perMinute - admitted.units);
+  });
+
+  it('a ban counted on another replica ends a lease at once', async () => {
+    const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 1, 5) };
+    const subject = 'notice-ban';
+    const quota: Quota = { perMinute: 60, perDay: 1_000_000 };
+    const ban: BanPolicy = { afterRejections: 3, window: 60, duration: 600 };
+    const [a, b] = [replica(clock), replica(clock)];
+    await poll(async () => {
+      await send(a, subject, quota, ban);
+      return a.leases.held(subject) > 0;
+    }, 'a lease');
+    // B spends the rest of the minute (A's block is counted) and is refused into a ban.
+    let banned = false;
+    for (let i = 0; i < 100 && !banned; i++) banned = (await send(b, subject, quota, ban)).verdict === 'banned';
+    expect(banned).toBe(true);
+    // The clock stands still: only the ban's notice can end A's lease.
+    await poll(() => a.leases.held(subject) === 0, "the end of A's lease");
+    const next = await send(a, subject, quota, ban);
+    expect(next.leased).toBe(false);
+    expect(next.verdict).toBe('banned');
+  });
+
+  it('publishes nothing for a key no lease may be out for: cold keys, and leased keys once their leases have lapsed', async () => {
+    const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 2, 5) };
+    const listener = redis.client().duplicate();
+    const heard: string[] = [];
+    listener.on('message', (_channel: string, message: string) => heard.push(message.split(' ')[0]!));
+    await listener.subscribe(QUOTA_NOTICE_CHANNEL);
+    try {
+      const { store } = replica(clock);
+      for (let i = 0; i < 50; i++) await store.consume('notice-cold', QUOTA, NO_BANS, 1);
+
+      const a = replica(clock);
+      await hotUntilLeased(a, 'notice-lapsed', { units: 0 });
+      await a.leases.close();
+      // Past the lease's life on Redis's clock: Redis's own decisions publish nothing again.
+      clock.nowMs += SETTINGS.leaseMs;
+      const before = await publishedSeq('notice-lapsed');
+      for (let i = 0; i < 20; i++) await store.consume('notice-lapsed', QUOTA, NO_BANS, 1);
+      expect(await publishedSeq('notice-lapsed')).toBe(before);
+
+      // Every published notice has arrived once a later publication has (one connection, in order).
+      await redis.client().publish(QUOTA_NOTICE_CHANNEL, 'end');
+      await poll(() => heard.includes('end'), 'the marker');
+      expect(heard.filter((k) => k === quotaKey('notice-cold'))).toEqual([]);
+      expect(heard.filter((k) => k === quotaKey('notice-lapsed')).length).toBe(before);
+    } finally {
+      listener.disconnect();
+    }
+  });
+});
