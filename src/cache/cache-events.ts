@@ -1,5 +1,5 @@
 import type { RedisClient } from '../store/redis/connect.js';
-import { onSubscriptionGap, subscriberFor } from '../store/redis/connect.js';
+import { subscriptionsOf } from '../store/redis/subscriptions.js';
 import type { CachePlace } from './cache-key.js';
 
 const CHANNEL = 'tollgate:cache:events';
@@ -13,7 +13,7 @@ export type CacheEvent = { op: 'invalidate'; place: CachePlace } | { op: 'purge'
  * subscription lapsed may have missed events: it forgets everything it holds then (`gap`).
  */
 export class CacheEvents {
-  private subscriber?: RedisClient;
+  private stopListening?: () => void;
 
   constructor(private readonly redis: RedisClient | undefined) {}
 
@@ -23,29 +23,22 @@ export class CacheEvents {
   }
 
   listen(apply: (event: CacheEvent) => void, gap: () => void): void {
-    if (!this.redis || this.subscriber) return;
-    const subscriber = subscriberFor(this.redis);
-    this.subscriber = subscriber;
-    subscriber.on('error', () => {
-      // Surfaces through the main client's health; reconnection is automatic.
+    if (!this.redis || this.stopListening) return;
+    this.stopListening = subscriptionsOf(this.redis).listen(CHANNEL, {
+      message: (message) => {
+        try {
+          apply(JSON.parse(message) as CacheEvent);
+        } catch {
+          // Not ours: ignored.
+        }
+      },
+      // Also once the subscription takes effect: anything stored before it may have missed events.
+      gap,
     });
-    subscriber.on('message', (_channel: string, message: string) => {
-      try {
-        apply(JSON.parse(message) as CacheEvent);
-      } catch {
-        // Not ours: ignored.
-      }
-    });
-    let first = true;
-    onSubscriptionGap(subscriber, this.redis, () => {
-      // The first subscription is no gap: nothing was held before it.
-      if (first) first = false;
-      else gap();
-    });
-    void subscriber.subscribe(CHANNEL).catch(() => {});
   }
 
   close(): void {
-    this.subscriber?.disconnect();
+    this.stopListening?.();
+    this.stopListening = undefined;
   }
 }

@@ -39,7 +39,7 @@ export class ResponseCache {
 
   /**
    * Other replicas' invalidations and purges, for this replica's memory stores: subscribed once the
-   * first memory store exists, so a gateway without one opens no third Redis connection.
+   * first memory store exists (on the connection the key store's subscription uses).
    */
   private listenForEvents(): void {
     this.events.listen(

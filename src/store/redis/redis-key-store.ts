@@ -1,4 +1,5 @@
-import { onSubscriptionGap, subscriberFor, type RedisClient } from './connect.js';
+import type { RedisClient } from './connect.js';
+import { subscriptionsOf } from './subscriptions.js';
 import type { KeyChange, KeyPatch, KeyRecord } from '../../keys/record.js';
 import type { KeyStore } from '../key-store.js';
 import { INVALIDATION_CHANNEL, KEY_INDEX, keyRecordKey } from './redis-keys.js';
@@ -35,7 +36,7 @@ return {before, redis.call('HGETALL', KEYS[1])}
 
 /** Key records in Redis hashes; changes are published so every replica drops its cached copy. */
 export class RedisKeyStore implements KeyStore {
-  private subscriber: RedisClient | undefined;
+  private stopListening?: () => void;
   private readonly listeners: Array<(id: string | null) => void> = [];
 
   constructor(private readonly redis: RedisClient) {
@@ -97,16 +98,11 @@ export class RedisKeyStore implements KeyStore {
 
   onChange(listener: (id: string | null) => void): void {
     this.listeners.push(listener);
-    if (this.subscriber) return;
-    const subscriber = subscriberFor(this.redis);
-    this.subscriber = subscriber;
-    subscriber.on('error', () => {
-      // Errors surface through the main client's health; reconnection is automatic.
-    });
-    subscriber.on('message', (_channel: string, id: string) => this.emit(id));
     // After every (re)subscription, messages may have been missed: re-read every cached record.
-    onSubscriptionGap(subscriber, this.redis, () => this.emit(null));
-    void subscriber.subscribe(INVALIDATION_CHANNEL).catch(() => {});
+    this.stopListening ??= subscriptionsOf(this.redis).listen(INVALIDATION_CHANNEL, {
+      message: (id) => this.emit(id),
+      gap: () => this.emit(null),
+    });
   }
 
   private emit(id: string | null): void {
@@ -114,7 +110,8 @@ export class RedisKeyStore implements KeyStore {
   }
 
   async close(): Promise<void> {
-    this.subscriber?.disconnect();
+    this.stopListening?.();
+    this.stopListening = undefined;
   }
 }
 

@@ -1,5 +1,6 @@
 import { Cluster, type ChainableCommander, type Redis } from 'ioredis';
-import { onSubscriptionGap, subscriberFor, type RedisClient } from './connect.js';
+import type { RedisClient } from './connect.js';
+import { subscriptionsOf } from './subscriptions.js';
 import type { BanPolicy, Quota } from '../../config/plans-schema.js';
 import type { QuotaOutcome, Verdict } from '../../quota/quota-state.js';
 import type { LeaseGrant, LeaseRequest, QuotaNotice, QuotaStore } from '../quota-store.js';
@@ -45,7 +46,7 @@ export class RedisQuotaStore implements QuotaStore {
   /** A single server (not a Cluster): its script calls of one turn are written together (`quotaCall`). */
   private readonly single?: Redis;
   private turnPipeline?: ChainableCommander;
-  private subscriber?: RedisClient;
+  private stopListening?: () => void;
 
   /**
    * `testClock` replaces Redis TIME, for tests that run this store and the memory store on one
@@ -161,23 +162,19 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   notices(apply: (notice: QuotaNotice) => void, gap: () => void): void {
-    if (this.subscriber) throw new Error('lease notices have a listener already');
-    const subscriber = subscriberFor(this.redis);
-    this.subscriber = subscriber;
-    subscriber.on('error', () => {
-      // Surfaces through the main client's health; reconnection is automatic.
+    if (this.stopListening) throw new Error('lease notices have a listener already');
+    this.stopListening = subscriptionsOf(this.redis).listen(QUOTA_NOTICE_CHANNEL, {
+      message: (message) => {
+        const notice = toNotice(message);
+        if (notice) apply(notice);
+      },
+      gap,
     });
-    subscriber.on('message', (_channel: string, message: string) => {
-      const notice = toNotice(message);
-      if (notice) apply(notice);
-    });
-    // Every (re)subscription may follow missed notices; the first follows none, but no lease is held then.
-    onSubscriptionGap(subscriber, this.redis, gap);
-    void subscriber.subscribe(QUOTA_NOTICE_CHANNEL).catch(() => {});
   }
 
   async close(): Promise<void> {
-    this.subscriber?.disconnect();
+    this.stopListening?.();
+    this.stopListening = undefined;
   }
 
   private nowArg(): string | number {
