@@ -4,14 +4,16 @@ import type { BenchResults, Target as TargetRow } from './report.js';
 import { PATH, type Stack, type Target } from './stack.js';
 
 /**
- * The latency phase's many-keys rows: `tollgate` and `tollgate-leases` called at the same fixed
- * rate as every other row, but with a different key on each request, round robin over
- * --many-keys keys (10,000 by default; records written straight into Redis, ./keys.ts), so each
- * key is cold: a few requests a minute, never hot enough for a lease. Beside the one-key rows of
- * the same targets in the same rounds, they show what a cold key costs: latency percentiles and
- * Redis commands per request (a key cache miss is one HGETALL; the warmup sends every key once).
+ * The latency phase's many-keys rows: `tollgate` (leases on) and `tollgate-no-leases` called at
+ * the same fixed rate as every other row, but with a different key on each request, round robin
+ * over --many-keys keys (10,000 by default; records written straight into Redis, ./keys.ts), so
+ * each key is cold: a few requests a minute, never hot enough for a lease. Beside the one-key rows
+ * of the same targets in the same rounds, they show what a cold key costs: latency percentiles and
+ * Redis commands per request. The warmup sends every key once, but the other rows' rounds come
+ * between it and a many-keys round, so by then the key cache's records (ttlSeconds, 30) have
+ * expired: each request is a cache miss (one HGETALL) and a quota script call, 2 commands.
  */
-export const MANY_KEYS_TARGETS = ['tollgate', 'tollgate-leases'];
+export const MANY_KEYS_TARGETS = ['tollgate', 'tollgate-no-leases'];
 
 export interface LatencyRow {
   name: string;

@@ -59,7 +59,7 @@ export async function exactnessPhase(stack: Stack, options: Options): Promise<Ex
   const config = editedConfig('exactness', {
     'gateway.yaml': (y) =>
       replaceLine(
-        /^ {2}leases: \{ enabled: false \}/m,
+        /^ {2}leases: \{ enabled: \w+ \}/m,
         '  leases: { enabled: true }',
       )(replaceLine(/^ {2}replicas: 1\b/m, `  replicas: ${EXACTNESS_REPLICAS}`)(y)),
     'plans.yaml': replaceLine(/^ {2}afterRejections: \d+/m, '  afterRejections: 1000000'),

@@ -165,10 +165,11 @@ export const gatewayFileSchema = z.strictObject({
       leases: z
         .strictObject({
           /**
-           * Off by default: never over-admitting is proven, but a short burst over the limit can
-           * be under-admitted by the units out on leases for up to leaseMs (docs/quota-leases.md).
+           * On by default (on Redis; the embedded store decides in memory anyway): never
+           * over-admits; a short burst over the limit can be under-admitted by the units out on
+           * leases for up to leaseMs (docs/quota-leases.md). false: every request asks Redis.
            */
-          enabled: z.boolean().default(false),
+          enabled: z.boolean().default(true),
           /** Longest a lease lives without renewal; unused units go back to Redis after it. */
           leaseMs: z.number().int().min(50).max(60_000).default(1000),
           /** A key takes leases once this replica sees this many units of it in a second. */

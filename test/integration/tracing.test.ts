@@ -300,7 +300,10 @@ describe('an exporter that is down or stuck', () => {
       const page = await fetch(`${gateway.adminUrl}/metrics`).then((r) => r.text());
       // Dropped from the full queue, or with an export that failed: none of them reached anyone.
       const dropped = [...page.matchAll(/tollgate_trace_spans_dropped_total\{reason="(queue_full|export_failed)"\} (\d+)/g)];
-      expect(dropped.reduce((sum, [, , n]) => sum + Number(n), 0)).toBeGreaterThan(500);
+      // 200 requests of at least two spans each (the request's, its upstream try's; a quota decision
+      // from a lease has no span of its own): most of those 400 were dropped, counted. The queue, a
+      // batch stuck in an export and the last round's spans still ending may hold some 50.
+      expect(dropped.reduce((sum, [, , n]) => sum + Number(n), 0)).toBeGreaterThan(300);
       if (kind === 'receiver that never answers') expect(page).toMatch(/tollgate_trace_spans_dropped_total\{reason="queue_full"\} [1-9]/);
     });
   }
