@@ -1,3 +1,4 @@
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import { QuotaLeases, type LeaseSettings } from '../../src/quota/quota-leases.js';
@@ -136,6 +137,28 @@ describe('lease notices', { timeout: 60_000 }, () => {
     // What Redis still counts as admitted: A's headers report no more than is left of that.
     const left = quota.perMinute - afterLoss.units;
     expect(windowsOf(quota, outcome).find((w) => w.name === 'minute')!.remaining).toBeLessThanOrEqual(left);
+  });
+
+  it("decides every request of a leased key for a Redis user that may not publish on the notices' channel", async () => {
+    // A user with the channel permissions tollgate needed before lease notices (Redis ACLs).
+    await redis.client().call('ACL', 'SETUSER', 'no-notices', 'on', 'nopass', '~*', '+@all', 'resetchannels', '&tg:invalidate');
+    const client = new Redis(redis.server().url, { username: 'no-notices', password: 'any', maxRetriesPerRequest: 1 });
+    try {
+      const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 4, 5) };
+      const subject = 'notice-not-allowed';
+      const store = new RedisQuotaStore(client, () => clock.nowMs);
+      const leases = new QuotaLeases(store, SETTINGS, () => clock.nowMs);
+      opened.push({ store, leases });
+      // The grant's step and Redis's decisions beside the lease publish: each still answers.
+      await poll(async () => {
+        const leased = leases.admit(subject, QUOTA, NO_BANS, 1);
+        if (!leased) expect((await store.consume(subject, QUOTA, NO_BANS, 1)).verdict).toBe('allowed');
+        return leases.held(subject) > 0;
+      }, 'a lease');
+      expect((await store.consume(subject, QUOTA, NO_BANS, 1)).verdict).toBe('allowed');
+    } finally {
+      client.disconnect();
+    }
   });
 
   it('a ban counted on another replica ends a lease at once', async () => {

@@ -54,8 +54,11 @@ end
 -- Lease notices (quota-leases.ts, rule 10): while a lease of this key may still admit ('le', on
 -- Redis's clock), every change of its counts, and a ban, is published with the next sequence
 -- number ('sq'), so the replicas holding leases see what the others take within a message's time.
+-- pcall: the step's writes are made and stay (a script is not rolled back), so a PUBLISH refused
+-- (a Redis user whose ACL lacks this channel) must not turn its answer into an error; its leases
+-- then hear nothing, as without notices (docs/quota-leases.md).
 local function notify(seq, s, now)
-  redis.call('PUBLISH', '${QUOTA_NOTICE_CHANNEL}', table.concat({ KEYS[1], string.format('%.0f', seq), s.ms, s.mc,
+  redis.pcall('PUBLISH', '${QUOTA_NOTICE_CHANNEL}', table.concat({ KEYS[1], string.format('%.0f', seq), s.ms, s.mc,
     s.ds, s.dc, string.format('%.0f', s.mt), string.format('%.0f', s.bu), now }, ' '))
 end
 -- The next sequence number: one more than the last, and never below Redis's time in µs. A state
