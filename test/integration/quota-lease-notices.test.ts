@@ -182,6 +182,21 @@ describe('lease notices', { timeout: 60_000 }, () => {
     expect(next.verdict).toBe('banned');
   });
 
+  it('publishes no give-back that comes once every lease of the key has lapsed', async () => {
+    const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 5, 5) };
+    const subject = 'notice-late-give-back';
+    const a = replica(clock);
+    await hotUntilLeased(a, subject, { units: 0 });
+    const held = a.leases.held(subject);
+    const dayCount = async () => Number(await redis.client().hget(quotaKey(subject), 'dc'));
+    const [seq, counted] = [await publishedSeq(subject), await dayCount()];
+    // Past the lease's life on Redis's clock, as when a sweep finds it ended: the units come back unannounced.
+    clock.nowMs += SETTINGS.leaseMs;
+    await a.leases.close();
+    expect(await dayCount()).toBe(counted - held);
+    expect(await publishedSeq(subject)).toBe(seq);
+  });
+
   it('publishes nothing for a key no lease may be out for: cold keys, and leased keys once their leases have lapsed', async () => {
     const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 2, 5) };
     const listener = redis.client().duplicate();

@@ -251,14 +251,17 @@ if changed then
   local ex = math.max(s.ds + DAY_MS, rejectionsEnd, s.bu, math.ceil(s.mt / 1000))
   -- A block admits no later than leaseMs after this moment (quota-leases.ts, rules 4 and 8).
   if granted > 0 then leasedUntil = math.max(leasedUntil, now + leaseUs / 1000) end
-  seq = nextSeq(s, now)
+  -- Published only while a lease may be out: a give-back after the last one lapsed (a replica's
+  -- sweep finds its lease ended up to half a leaseMs, at most 500 ms, late) tells no one anything.
+  local published = leasedUntil > now
+  if published then seq = nextSeq(s, now) end
   -- Every field, as QUOTA_SCRIPT writes them: a hash past its 'ex' read as empty, and must not
   -- come back to life with the old refusals or ban once 'ex' moves on.
   redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu,
     'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt), 'lms', s.ms, 'lm', lm, 'lds', s.ds, 'ld', ld,
     'le', string.format('%.0f', leasedUntil), 'sq', string.format('%.0f', seq))
   redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS))
-  notify(seq, s, now)
+  if published then notify(seq, s, now) end
 end
 return { granted, s.ms, s.ds, now, s.mc, s.dc, s.mt, seq }
 `;
