@@ -232,4 +232,16 @@ describe('lease notices', { timeout: 60_000 }, () => {
       listener.disconnect();
     }
   });
+
+  // Last: it restarts the file's Redis.
+  it('a Redis restarted empty ends every lease, once the subscription is back (notices may have been missed)', async () => {
+    const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 6, 5) };
+    const subject = 'notice-restart';
+    const a = replica(clock);
+    await hotUntilLeased(a, subject, { units: 0 });
+    await redis.server().kill();
+    await redis.server().launch();
+    // The clock stands still: only the subscription's gap can end the lease.
+    await poll(() => a.leases.held(subject) === 0, 'the end of the lease');
+  });
 });
