@@ -61,11 +61,11 @@ local function notify(seq, s, now)
   redis.pcall('PUBLISH', '${QUOTA_NOTICE_CHANNEL}', table.concat({ KEYS[1], string.format('%.0f', seq), s.ms, s.mc,
     s.ds, s.dc, string.format('%.0f', s.mt), string.format('%.0f', s.bu), now }, ' '))
 end
--- The next sequence number: one more than the last, and never below Redis's time in µs. A state
--- lost in Redis (FLUSHDB, eviction, DEL: no reconnection, so no subscription gap) starts 'sq'
--- again, and a lease holding an older, higher number would ignore every notice until the new
--- ones caught up; numbers above the clock's go on growing instead. (A number runs ahead of the
--- clock only by the changes of one key within a millisecond beyond a thousand.)
+-- The next sequence number: one more than the last, and never below Redis's clock × 1000. A
+-- state lost in Redis (FLUSHDB, eviction, DEL: no reconnection, so no subscription gap) starts
+-- 'sq' again, and a lease holding an older, higher number would ignore every notice until the
+-- new ones caught up; the clock keeps the new numbers above the old. (Numbers run ahead of the
+-- clock only while a key changes more than 1000 times a millisecond, far beyond one Redis.)
 local function nextSeq(s, now)
   return math.max(s.sq + 1, now * 1000)
 end
