@@ -62,10 +62,10 @@ import { DAY_MS, MINUTE_MS } from './windows.js';
  * 10. Notices. Redis records how long a lease of the key may still admit ('le': grant time +
  *    leaseMs; every block here stops before that, rules 4 and 8). Until then every change of the
  *    key's counts (a grant, a give-back, a request Redis admitted) and a ban is published with a
- *    sequence number that grows with each. A replica applies to its lease the notices newer than
- *    what it last heard (its grant's or a notice's number), so its headers see what the other
- *    replicas took since its grant within a message's time, not leaseMs; a ban ends its lease at
- *    once. A lost subscription may have lost notices: every lease ends then. Cold keys, and keys
+ *    sequence number that grows with each, even past a state lost in Redis (quota-script.ts). A
+ *    replica applies to its lease the notices newer than what it last heard (its grant's or a
+ *    notice's number), so its headers see what the other replicas took since its grant within a
+ *    message's time, not leaseMs; a ban ends its lease at once. A lost subscription may have lost notices: every lease ends then. Cold keys, and keys
  *    no replica holds a lease of, publish nothing.
  */
 export interface LeaseSettings {

@@ -1,3 +1,4 @@
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import { QuotaLeases, type LeaseSettings } from '../../src/quota/quota-leases.js';
@@ -105,6 +106,61 @@ describe('lease notices', { timeout: 60_000 }, () => {
     expect(minuteRemaining(stale)).toBeGreaterThan(QUOTA.perMinute - admitted.units);
   });
 
+  it("a lease hears the notices that follow the loss of the key's state in Redis (FLUSHDB, eviction, DEL)", async () => {
+    const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 3, 5) };
+    const subject = 'notice-state-lost';
+    const quota: Quota = { perMinute: 100_000, perDay: 1_000_000 };
+    const [a, b] = [replica(clock), replica(clock)];
+    await poll(async () => {
+      await send(a, subject, quota);
+      return a.leases.held(subject) > 0;
+    }, 'a lease');
+    // Many changes (each a notice A hears) before the state is lost: A's number grows.
+    for (let i = 0; i < 200; i++) await b.store.consume(subject, quota, NO_BANS, 1);
+    const seqBefore = await publishedSeq(subject);
+    await poll(() => (a.leases.lastHeard(subject) ?? 0) >= seqBefore, "A's notices");
+
+    await redis.client().del(quotaKey(subject));
+    clock.nowMs += 1;
+    // Redis counts from zero again; B takes blocks and uses them, more than A last heard of.
+    const afterLoss = { units: 0 };
+    for (let i = 0; i < 600; i++) {
+      const outcome = await send(b, subject, quota);
+      if (outcome.verdict === 'allowed') afterLoss.units++;
+      if (i % 20 === 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+    const seq = await publishedSeq(subject);
+    await poll(() => (a.leases.lastHeard(subject) ?? 0) >= seq, "A's notices after the loss");
+    const outcome = await send(a, subject, quota);
+    expect(outcome.leased).toBe(true);
+    afterLoss.units++;
+    // What Redis still counts as admitted: A's headers report no more than is left of that.
+    const left = quota.perMinute - afterLoss.units;
+    expect(windowsOf(quota, outcome).find((w) => w.name === 'minute')!.remaining).toBeLessThanOrEqual(left);
+  });
+
+  it("decides every request of a leased key for a Redis user that may not publish on the notices' channel", async () => {
+    // A user with the channel permissions tollgate needed before lease notices (Redis ACLs).
+    await redis.client().call('ACL', 'SETUSER', 'no-notices', 'on', 'nopass', '~*', '+@all', 'resetchannels', '&tg:invalidate');
+    const client = new Redis(redis.server().url, { username: 'no-notices', password: 'any', maxRetriesPerRequest: 1 });
+    try {
+      const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 4, 5) };
+      const subject = 'notice-not-allowed';
+      const store = new RedisQuotaStore(client, () => clock.nowMs);
+      const leases = new QuotaLeases(store, SETTINGS, () => clock.nowMs);
+      opened.push({ store, leases });
+      // The grant's step and Redis's decisions beside the lease publish: each still answers.
+      await poll(async () => {
+        const leased = leases.admit(subject, QUOTA, NO_BANS, 1);
+        if (!leased) expect((await store.consume(subject, QUOTA, NO_BANS, 1)).verdict).toBe('allowed');
+        return leases.held(subject) > 0;
+      }, 'a lease');
+      expect((await store.consume(subject, QUOTA, NO_BANS, 1)).verdict).toBe('allowed');
+    } finally {
+      client.disconnect();
+    }
+  });
+
   it('a ban counted on another replica ends a lease at once', async () => {
     const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 1, 5) };
     const subject = 'notice-ban';
@@ -126,11 +182,29 @@ describe('lease notices', { timeout: 60_000 }, () => {
     expect(next.verdict).toBe('banned');
   });
 
+  it('publishes no give-back that comes once every lease of the key has lapsed', async () => {
+    const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 5, 5) };
+    const subject = 'notice-late-give-back';
+    const a = replica(clock);
+    await hotUntilLeased(a, subject, { units: 0 });
+    const held = a.leases.held(subject);
+    const dayCount = async () => Number(await redis.client().hget(quotaKey(subject), 'dc'));
+    const [seq, counted] = [await publishedSeq(subject), await dayCount()];
+    // Past the lease's life on Redis's clock, as when a sweep finds it ended: the units come back unannounced.
+    clock.nowMs += SETTINGS.leaseMs;
+    await a.leases.close();
+    expect(await dayCount()).toBe(counted - held);
+    expect(await publishedSeq(subject)).toBe(seq);
+  });
+
   it('publishes nothing for a key no lease may be out for: cold keys, and leased keys once their leases have lapsed', async () => {
     const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 2, 5) };
     const listener = redis.client().duplicate();
-    const heard: string[] = [];
-    listener.on('message', (_channel: string, message: string) => heard.push(message.split(' ')[0]!));
+    const heard: Array<{ key: string; seq: number }> = [];
+    listener.on('message', (_channel: string, message: string) => {
+      const [key, seq] = message.split(' ');
+      heard.push({ key: key!, seq: Number(seq) });
+    });
     await listener.subscribe(QUOTA_NOTICE_CHANNEL);
     try {
       const { store } = replica(clock);
@@ -147,11 +221,27 @@ describe('lease notices', { timeout: 60_000 }, () => {
 
       // Every published notice has arrived once a later publication has (one connection, in order).
       await redis.client().publish(QUOTA_NOTICE_CHANNEL, 'end');
-      await poll(() => heard.includes('end'), 'the marker');
-      expect(heard.filter((k) => k === quotaKey('notice-cold'))).toEqual([]);
-      expect(heard.filter((k) => k === quotaKey('notice-lapsed')).length).toBe(before);
+      await poll(() => heard.some(({ key }) => key === 'end'), 'the marker');
+      expect(heard.filter(({ key }) => key === quotaKey('notice-cold'))).toEqual([]);
+      // Each change published once, in order (one apart while the clock stands still), the last the one Redis holds.
+      const lapsed = heard.filter(({ key }) => key === quotaKey('notice-lapsed')).map(({ seq }) => seq);
+      expect(lapsed.length).toBeGreaterThan(1);
+      expect(lapsed.every((seq, i) => i === 0 || seq === lapsed[i - 1]! + 1)).toBe(true);
+      expect(lapsed.at(-1)).toBe(before);
     } finally {
       listener.disconnect();
     }
+  });
+
+  // Last: it restarts the file's Redis.
+  it('a Redis restarted empty ends every lease, once the subscription is back (notices may have been missed)', async () => {
+    const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 6, 5) };
+    const subject = 'notice-restart';
+    const a = replica(clock);
+    await hotUntilLeased(a, subject, { units: 0 });
+    await redis.server().kill();
+    await redis.server().launch();
+    // The clock stands still: only the subscription's gap can end the lease.
+    await poll(() => a.leases.held(subject) === 0, 'the end of the lease');
   });
 });

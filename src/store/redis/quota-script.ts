@@ -54,9 +54,20 @@ end
 -- Lease notices (quota-leases.ts, rule 10): while a lease of this key may still admit ('le', on
 -- Redis's clock), every change of its counts, and a ban, is published with the next sequence
 -- number ('sq'), so the replicas holding leases see what the others take within a message's time.
+-- pcall: the step's writes are made and stay (a script is not rolled back), so a PUBLISH refused
+-- (a Redis user whose ACL lacks this channel) must not turn its answer into an error; its leases
+-- then hear nothing, as without notices (docs/quota-leases.md).
 local function notify(seq, s, now)
-  redis.call('PUBLISH', '${QUOTA_NOTICE_CHANNEL}', table.concat({ KEYS[1], seq, s.ms, s.mc, s.ds, s.dc,
-    string.format('%.0f', s.mt), string.format('%.0f', s.bu), now }, ' '))
+  redis.pcall('PUBLISH', '${QUOTA_NOTICE_CHANNEL}', table.concat({ KEYS[1], string.format('%.0f', seq), s.ms, s.mc,
+    s.ds, s.dc, string.format('%.0f', s.mt), string.format('%.0f', s.bu), now }, ' '))
+end
+-- The next sequence number: one more than the last, and never below Redis's clock × 1000. A
+-- state lost in Redis (FLUSHDB, eviction, DEL: no reconnection, so no subscription gap) starts
+-- 'sq' again, and a lease holding an older, higher number would ignore every notice until the
+-- new ones caught up; the clock keeps the new numbers above the old. (Numbers run ahead of the
+-- clock only while a key changes more than 1000 times a millisecond, far beyond one Redis.)
+local function nextSeq(s, now)
+  return math.max(s.sq + 1, now * 1000)
 end
 `;
 
@@ -141,8 +152,9 @@ end
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS))
 -- Counts that moved, or a ban that began, while a lease may be out: its holders hear of it.
 if s.le > now and (admitted or s.bu > now) then
-  redis.call('HSET', KEYS[1], 'sq', s.sq + 1)
-  notify(s.sq + 1, s, now)
+  local seq = nextSeq(s, now)
+  redis.call('HSET', KEYS[1], 'sq', string.format('%.0f', seq))
+  notify(seq, s, now)
 end
 return replies
 `;
@@ -239,14 +251,17 @@ if changed then
   local ex = math.max(s.ds + DAY_MS, rejectionsEnd, s.bu, math.ceil(s.mt / 1000))
   -- A block admits no later than leaseMs after this moment (quota-leases.ts, rules 4 and 8).
   if granted > 0 then leasedUntil = math.max(leasedUntil, now + leaseUs / 1000) end
-  seq = seq + 1
+  -- Published only while a lease may be out: a give-back after the last one lapsed (a replica's
+  -- sweep finds its lease ended up to half a leaseMs, at most 500 ms, late) tells no one anything.
+  local published = leasedUntil > now
+  if published then seq = nextSeq(s, now) end
   -- Every field, as QUOTA_SCRIPT writes them: a hash past its 'ex' read as empty, and must not
   -- come back to life with the old refusals or ban once 'ex' moves on.
   redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu,
     'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt), 'lms', s.ms, 'lm', lm, 'lds', s.ds, 'ld', ld,
-    'le', string.format('%.0f', leasedUntil), 'sq', seq)
+    'le', string.format('%.0f', leasedUntil), 'sq', string.format('%.0f', seq))
   redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS))
-  notify(seq, s, now)
+  if published then notify(seq, s, now) end
 end
 return { granted, s.ms, s.ds, now, s.mc, s.dc, s.mt, seq }
 `;
