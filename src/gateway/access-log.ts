@@ -23,7 +23,9 @@ export function observeWhenDone(ctx: RequestContext, logger: Logger, metrics: Me
       ? ',"scheme":"https","http":"2"'
       : ',"scheme":"https"'
     : '';
-  res.once('close', () => {
+  // `on`, not `once`: a response emits 'close' once, and once's wrapper (made per request, and
+  // removing itself on the way) was a measurable share of this listener's cost.
+  res.on('close', () => {
     const ms = performance.now() - ctx.startedAtMs;
     const routeLabel = route(req.url);
     const aborted = !responseCompleted(res);

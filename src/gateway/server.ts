@@ -112,7 +112,9 @@ export function createGatewayServer(parts: GatewayServerParts): Server | Http2Se
       observeWhenDone(ctx, logger, metrics, route);
       const plan = decideEdge(req, res);
       if (!plan) return;
-      const rejection = await runChain(ctx, chain);
+      // Awaited only when some policy returned a promise (chain.ts): else forwarded in this turn.
+      const decided = runChain(ctx, chain);
+      const rejection = decided instanceof Promise ? await decided : decided;
       if (!rejection) {
         if (upgradeHead) return tunnel!(ctx, plan, upgradeHead);
         if (plan.expectsContinue && !ctx.continued) res.writeContinue();

