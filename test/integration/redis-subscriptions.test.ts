@@ -1,3 +1,5 @@
+import { Redis } from 'ioredis';
+import { createServer, connect, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { Subscriptions, type ChannelListener } from '../../src/store/redis/subscriptions.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
@@ -59,4 +61,51 @@ describe('shared subscriptions', () => {
     await until(async () => (await subscriberConnections()) === 0);
     main.disconnect();
   });
+
+  it('reconnects a subscriber whose connection went silent (no FIN, no reply), and reports the gap', async () => {
+    const proxy = await silentProxy(redis.server().port);
+    const main = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 1 });
+    const subscriptions = new Subscriptions(main, 200);
+    const listener = recorder();
+    const stop = subscriptions.listen('tg:test-silent', listener);
+    try {
+      await until(() => listener.gaps > 0);
+      // Every byte both ways is dropped on the connections open now; a new connection works.
+      proxy.silenceOpenConnections();
+      const gaps = listener.gaps;
+      await until(() => listener.gaps > gaps);
+      await until(async () => {
+        await redis.client().publish('tg:test-silent', 'heard');
+        return listener.messages.includes('heard');
+      });
+    } finally {
+      stop();
+      main.disconnect();
+      proxy.close();
+    }
+  });
 });
+
+/** A TCP proxy to Redis whose open connections can be made silent: kept open, nothing passed on. */
+async function silentProxy(targetPort: number) {
+  const pairs: Array<{ client: Socket; upstream: Socket; silent: boolean }> = [];
+  const server = createServer((client) => {
+    const upstream = connect(targetPort, '127.0.0.1');
+    const pair = { client, upstream, silent: false };
+    pairs.push(pair);
+    client.on('data', (chunk) => pair.silent || upstream.write(chunk));
+    upstream.on('data', (chunk) => pair.silent || client.write(chunk));
+    for (const socket of [client, upstream]) socket.on('error', () => {});
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    silenceOpenConnections: () => pairs.forEach((p) => (p.silent = true)),
+    close: () => {
+      server.close();
+      for (const { client, upstream } of pairs) (client.destroy(), upstream.destroy());
+    },
+  };
+}

@@ -1,3 +1,4 @@
+import { Cluster } from 'ioredis';
 import { onSubscriptionGap, subscriberFor, type RedisClient } from './connect.js';
 
 export interface ChannelListener {
@@ -5,6 +6,14 @@ export interface ChannelListener {
   /** Messages may have been missed: after the subscription took effect, and after every later loss. */
   gap(): void;
 }
+
+/**
+ * A connection that dropped without a word (a middlebox's idle timeout, a peer gone without a FIN)
+ * looks open to ioredis for as long as the kernel keeps it, and receives nothing: the subscriber
+ * PINGs every `heartbeatMs` and, when a PING is still unanswered two beats later, reconnects,
+ * which subscribes again and reports a gap.
+ */
+const HEARTBEAT_MS = 5_000;
 
 /**
  * Every channel a process listens on (key changes, lease notices, cache events) shares one
@@ -15,8 +24,14 @@ export interface ChannelListener {
 export class Subscriptions {
   private subscriber?: RedisClient;
   private readonly channels = new Map<string, Set<ChannelListener>>();
+  private heartbeat?: NodeJS.Timeout;
+  private unanswered = 0;
+  private pinging = false;
 
-  constructor(private readonly main: RedisClient) {}
+  constructor(
+    private readonly main: RedisClient,
+    private readonly heartbeatMs = HEARTBEAT_MS,
+  ) {}
 
   /** Listens until the returned function is called. */
   listen(channel: string, listener: ChannelListener): () => void {
@@ -43,8 +58,31 @@ export class Subscriptions {
       void this.subscriber?.unsubscribe(channel).catch(() => {});
       return;
     }
+    clearInterval(this.heartbeat);
     this.subscriber?.disconnect();
     this.subscriber = undefined;
+  }
+
+  /** One PING per beat; a PING still unanswered at the next beat (or failed) counts as missed. */
+  private beat(subscriber: RedisClient): void {
+    if (subscriber.status !== 'ready') return;
+    if (this.pinging) {
+      if (++this.unanswered < 2) return;
+      this.unanswered = 0;
+      this.pinging = false;
+      subscriber.disconnect(true);
+      return;
+    }
+    this.pinging = true;
+    subscriber.ping().then(
+      () => {
+        this.pinging = false;
+        this.unanswered = 0;
+      },
+      () => {
+        // Failed rather than late (a command timeout, a closed connection): the next beat counts it.
+      },
+    );
   }
 
   private connection(): RedisClient {
@@ -56,6 +94,11 @@ export class Subscriptions {
     });
     subscriber.on('message', (channel: string, message: string) => this.channels.get(channel)?.forEach((l) => l.message(message)));
     onSubscriptionGap(subscriber, this.main, () => this.channels.forEach((listeners) => listeners.forEach((l) => l.gap())));
+    // A Cluster's PING goes to any node, not the subscription's: it has node events instead.
+    if (!(subscriber instanceof Cluster)) {
+      this.heartbeat = setInterval(() => this.beat(subscriber), this.heartbeatMs);
+      this.heartbeat.unref();
+    }
     return subscriber;
   }
 }
