@@ -34,7 +34,7 @@ export class CacheEvents {
       },
       // Also once the subscription takes effect: anything stored before it may have missed events.
       gap,
-    });
+    }).stop;
   }
 
   close(): void {

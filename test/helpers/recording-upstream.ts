@@ -93,7 +93,8 @@ export function frameRequest(bytes: Buffer): RecordedRequest | 'incomplete' | 'i
   const end = bytes.indexOf('\r\n\r\n');
   if (end === -1) return bytes.length > 64 * 1024 ? 'invalid' : 'incomplete';
   const lines = bytes.subarray(0, end).toString('latin1').split('\r\n');
-  const start = /^([A-Z]+) (\S+) HTTP\/1\.1$/.exec(lines[0]!);
+  // Methods as Node sends them (http.METHODS: capitals, and M-SEARCH's hyphen).
+  const start = /^([A-Z][A-Z-]*) (\S+) HTTP\/1\.1$/.exec(lines[0]!);
   if (!start) return 'invalid';
   const headers: Array<[string, string]> = [];
   for (const line of lines.slice(1)) {

@@ -46,6 +46,8 @@ async function replica(clock: { nowMs: number }) {
   const store = new RedisQuotaStore(client, () => clock.nowMs);
   const leases = new QuotaLeases(store, SETTINGS, () => clock.nowMs);
   opened.push({ store, leases });
+  // A lease granted before the subscription took effect ends when it does (it may have missed notices).
+  await store.noticesReady;
   return { store, leases };
 }
 

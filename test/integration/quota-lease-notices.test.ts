@@ -38,15 +38,17 @@ async function poll(check: () => boolean | Promise<boolean>, what: string): Prom
 }
 
 /** A replica: its own store (and subscription, unless `deaf`) and leases, on the shared clock. */
-function replica(clock: { nowMs: number }, deaf = false) {
+async function replica(clock: { nowMs: number }, deaf = false) {
   const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
   const reserving = deaf ? { reserve: store.reserve.bind(store) } : store;
   const leases = new QuotaLeases(reserving, SETTINGS, () => clock.nowMs);
   opened.push({ store, leases });
+  // A lease granted before the subscription took effect ends when it does (it may have missed notices).
+  await store.noticesReady;
   return { store, leases };
 }
 
-type Replica = ReturnType<typeof replica>;
+type Replica = Awaited<ReturnType<typeof replica>>;
 
 /** One request: from the lease when it can, else decided by Redis, as the gateway does. */
 async function send(r: Replica, subject: string, quota = QUOTA, ban = NO_BANS): Promise<QuotaOutcome & { leased: boolean }> {
@@ -77,7 +79,7 @@ describe('lease notices', { timeout: 60_000 }, () => {
   it("a leased request's remaining sees what other replicas admitted since its grant, and under-reports by at most their leases", async () => {
     const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 0, 5) };
     const subject = 'notice-headers';
-    const [a, b, deaf] = [replica(clock), replica(clock), replica(clock, true)];
+    const [a, b, deaf] = [await replica(clock), await replica(clock), await replica(clock, true)];
     const admitted = { units: 0 };
     await hotUntilLeased(a, subject, admitted);
     await hotUntilLeased(deaf, subject, admitted);
@@ -110,7 +112,7 @@ describe('lease notices', { timeout: 60_000 }, () => {
     const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 3, 5) };
     const subject = 'notice-state-lost';
     const quota: Quota = { perMinute: 100_000, perDay: 1_000_000 };
-    const [a, b] = [replica(clock), replica(clock)];
+    const [a, b] = [await replica(clock), await replica(clock)];
     await poll(async () => {
       await send(a, subject, quota);
       return a.leases.held(subject) > 0;
@@ -166,7 +168,7 @@ describe('lease notices', { timeout: 60_000 }, () => {
     const subject = 'notice-ban';
     const quota: Quota = { perMinute: 60, perDay: 1_000_000 };
     const ban: BanPolicy = { afterRejections: 3, window: 60, duration: 600 };
-    const [a, b] = [replica(clock), replica(clock)];
+    const [a, b] = [await replica(clock), await replica(clock)];
     await poll(async () => {
       await send(a, subject, quota, ban);
       return a.leases.held(subject) > 0;
@@ -185,7 +187,7 @@ describe('lease notices', { timeout: 60_000 }, () => {
   it('publishes no give-back that comes once every lease of the key has lapsed', async () => {
     const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 5, 5) };
     const subject = 'notice-late-give-back';
-    const a = replica(clock);
+    const a = await replica(clock);
     await hotUntilLeased(a, subject, { units: 0 });
     const held = a.leases.held(subject);
     const dayCount = async () => Number(await redis.client().hget(quotaKey(subject), 'dc'));
@@ -207,10 +209,10 @@ describe('lease notices', { timeout: 60_000 }, () => {
     });
     await listener.subscribe(QUOTA_NOTICE_CHANNEL);
     try {
-      const { store } = replica(clock);
+      const { store } = await replica(clock);
       for (let i = 0; i < 50; i++) await store.consume('notice-cold', QUOTA, NO_BANS, 1);
 
-      const a = replica(clock);
+      const a = await replica(clock);
       await hotUntilLeased(a, 'notice-lapsed', { units: 0 });
       await a.leases.close();
       // Past the lease's life on Redis's clock: Redis's own decisions publish nothing again.
@@ -237,7 +239,7 @@ describe('lease notices', { timeout: 60_000 }, () => {
   it('a Redis restarted empty ends every lease, once the subscription is back (notices may have been missed)', async () => {
     const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 6, 5) };
     const subject = 'notice-restart';
-    const a = replica(clock);
+    const a = await replica(clock);
     await hotUntilLeased(a, subject, { units: 0 });
     await redis.server().kill();
     await redis.server().launch();

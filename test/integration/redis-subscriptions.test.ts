@@ -32,9 +32,9 @@ describe('shared subscriptions', () => {
     const main = redis.client().duplicate();
     const subscriptions = new Subscriptions(main);
     const [a, b, c] = [recorder(), recorder(), recorder()];
-    const stopA = subscriptions.listen('tg:test-a', a);
-    const stopB = subscriptions.listen('tg:test-b', b);
-    const stopC = subscriptions.listen('tg:test-b', c);
+    const stopA = subscriptions.listen('tg:test-a', a).stop;
+    const stopB = subscriptions.listen('tg:test-b', b).stop;
+    const stopC = subscriptions.listen('tg:test-b', c).stop;
     // A subscription taking effect is a gap: anything published before it was missed.
     await until(() => a.gaps > 0 && b.gaps > 0);
     expect(await subscriberConnections()).toBe(1);
@@ -67,7 +67,7 @@ describe('shared subscriptions', () => {
     const main = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 1 });
     const subscriptions = new Subscriptions(main, 200);
     const listener = recorder();
-    const stop = subscriptions.listen('tg:test-silent', listener);
+    const stop = subscriptions.listen('tg:test-silent', listener).stop;
     try {
       await until(() => listener.gaps > 0);
       // Every byte both ways is dropped on the connections open now; a new connection works.

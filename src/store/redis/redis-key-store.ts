@@ -102,7 +102,7 @@ export class RedisKeyStore implements KeyStore {
     this.stopListening ??= subscriptionsOf(this.redis).listen(INVALIDATION_CHANNEL, {
       message: (id) => this.emit(id),
       gap: () => this.emit(null),
-    });
+    }).stop;
   }
 
   private emit(id: string | null): void {

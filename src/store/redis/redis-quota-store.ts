@@ -47,6 +47,8 @@ export class RedisQuotaStore implements QuotaStore {
   private readonly single?: Redis;
   private turnPipeline?: ChainableCommander;
   private stopListening?: () => void;
+  /** Once the lease notices' subscription has taken effect (tests wait for it; a lease granted before it ends then). */
+  noticesReady: Promise<void> = Promise.resolve();
 
   /**
    * `testClock` replaces Redis TIME, for tests that run this store and the memory store on one
@@ -163,13 +165,15 @@ export class RedisQuotaStore implements QuotaStore {
 
   notices(apply: (notice: QuotaNotice) => void, gap: () => void): void {
     if (this.stopListening) throw new Error('lease notices have a listener already');
-    this.stopListening = subscriptionsOf(this.redis).listen(QUOTA_NOTICE_CHANNEL, {
+    const subscription = subscriptionsOf(this.redis).listen(QUOTA_NOTICE_CHANNEL, {
       message: (message) => {
         const notice = toNotice(message);
         if (notice) apply(notice);
       },
       gap,
     });
+    this.stopListening = subscription.stop;
+    this.noticesReady = subscription.ready;
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,12 @@
 import { Cluster } from 'ioredis';
 import { onSubscriptionGap, subscriberFor, type RedisClient } from './connect.js';
 
+/** A listener's place on a channel: `ready` once its subscription has taken effect. */
+export interface Subscription {
+  stop(): void;
+  ready: Promise<void>;
+}
+
 export interface ChannelListener {
   message(message: string): void;
   /** Messages may have been missed: after the subscription took effect, and after every later loss. */
@@ -24,6 +30,8 @@ const HEARTBEAT_MS = 5_000;
 export class Subscriptions {
   private subscriber?: RedisClient;
   private readonly channels = new Map<string, Set<ChannelListener>>();
+  /** Per channel: when its SUBSCRIBE was answered (or failed). */
+  private readonly subscribed = new Map<string, Promise<void>>();
   private heartbeat?: NodeJS.Timeout;
   private unanswered = 0;
   private pinging = false;
@@ -33,27 +41,30 @@ export class Subscriptions {
     private readonly heartbeatMs = HEARTBEAT_MS,
   ) {}
 
-  /** Listens until the returned function is called. */
-  listen(channel: string, listener: ChannelListener): () => void {
+  /** Listens until the subscription is stopped. */
+  listen(channel: string, listener: ChannelListener): Subscription {
     const subscriber = this.connection();
     let listeners = this.channels.get(channel);
-    if (!listeners) {
+    let ready = this.subscribed.get(channel);
+    if (!listeners || !ready) {
       const joined = (listeners = new Set());
       this.channels.set(channel, joined);
       // Anything published before the subscription took effect was missed.
-      void subscriber.subscribe(channel).then(
+      ready = subscriber.subscribe(channel).then(
         () => joined.forEach((l) => l.gap()),
         () => {},
       );
+      this.subscribed.set(channel, ready);
     }
     listeners.add(listener);
-    return () => this.leave(channel, listener);
+    return { stop: () => this.leave(channel, listener), ready };
   }
 
   private leave(channel: string, listener: ChannelListener): void {
     const listeners = this.channels.get(channel);
     if (!listeners?.delete(listener) || listeners.size > 0) return;
     this.channels.delete(channel);
+    this.subscribed.delete(channel);
     if (this.channels.size > 0) {
       void this.subscriber?.unsubscribe(channel).catch(() => {});
       return;
