@@ -105,7 +105,10 @@ async function silentProxy(targetPort: number) {
     silenceOpenConnections: () => pairs.forEach((p) => (p.silent = true)),
     close: () => {
       server.close();
-      for (const { client, upstream } of pairs) (client.destroy(), upstream.destroy());
+      for (const { client, upstream } of pairs) {
+        client.destroy();
+        upstream.destroy();
+      }
     },
   };
 }
