@@ -11,7 +11,9 @@ import { TestCerts } from '../helpers/tls-certs.js';
 // that reads them:
 // - PRI (reserved for HTTP/2's connection preface) on an HTTP/1.1 connection: llhttp, having read
 //   `PRI <target> HTTP/1.1\r\n\r\n`, waited for the rest of the preface, and the client for the
-//   header timeout's 408 (10 s); now 400 at once, then the connection closed.
+//   header timeout's 408 (10 s); now 400 at once, then the connection closed;
+// - a `:method` HTTP/1.1 would not read (`~A`, `get`) on HTTP/2: it reached the upstream, which
+//   could not frame it (here: no answer, a 504 at the upstream timeout); now 400, as on HTTP/1.1.
 
 let certs: TestCerts;
 let plain: EdgeStack;
@@ -102,5 +104,43 @@ describe('PRI on an HTTP/1.1 connection: 400 at once, then closed (it used to wa
     expect(plain.targets()).toEqual(['POST /v1/categories', 'PUT /v1/categories', 'PATCH /v1/categories', 'PROPFIND /v1/categories']);
     const response = await h2Request(session, { ':path': '/v1/categories', authorization: `Bearer ${tls.key.key}` });
     expect(response.status).toBe(200);
+  });
+});
+
+describe('a method HTTP/1.1 would not read is 400 on HTTP/2 too, and never reaches the upstream', () => {
+  it('`~A` and `get` on HTTP/2: 400 Error body (the upstream used to get them, and leave the stream to its timeout)', async () => {
+    for (const method of ['~A', 'get', 'G%T']) {
+      const response = await h2Request(session, { ':method': method, ':path': '/v1/categories', authorization: `Bearer ${tls.key.key}` });
+      expect(response.status, method).toBe(400);
+      expect(JSON.parse(response.body)).toMatchObject({ code: 'bad_request', status: 400 });
+    }
+    expect(tls.upstream.connections.flat()).toEqual([]);
+    // The session is still usable.
+    expect((await h2Request(session, { ':path': '/v1/categories', authorization: `Bearer ${tls.key.key}` })).status).toBe(200);
+  });
+
+  it('methods HTTP/1.1 reads, known or not to the routes, still pass on HTTP/2', async () => {
+    for (const method of ['PROPFIND', 'QUERY', 'PURGE']) {
+      const response = await h2Request(session, { ':method': method, ':path': '/v1/categories', authorization: `Bearer ${tls.key.key}` });
+      expect(response.status, method).toBe(200);
+    }
+    expect(tls.targets()).toEqual(['PROPFIND /v1/categories', 'QUERY /v1/categories', 'PURGE /v1/categories']);
+  });
+
+  it('the same methods on HTTP/1.1 (plain and TLS): 400 Error body and a close, as before', async () => {
+    for (const [name, open, stack] of [
+      ['plain', listeners.plain, plain],
+      ['TLS', listeners['TLS (HTTP/1.1)'], tls],
+    ] as const) {
+      const auth = `Host: gateway.test\r\nAuthorization: Bearer ${stack.key.key}\r\n`;
+      for (const method of ['~A', 'get']) {
+        expectRefused(
+          await exchange(open, [`${method} /v1/categories HTTP/1.1\r\n${auth}\r\n`], { waitForClose: true }),
+          `${name} ${method}`,
+        );
+      }
+    }
+    expect(plain.upstream.connections.flat()).toEqual([]);
+    expect(tls.upstream.connections.flat()).toEqual([]);
   });
 });
