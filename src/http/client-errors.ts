@@ -1,12 +1,15 @@
 import type { Server } from 'node:http';
 import type { Http2SecureServer } from 'node:http2';
 import { rawErrorResponse } from '../errors/render.js';
+import { PRI_REFUSED, refusePriMethod } from './pri-method.js';
 
 /**
  * Malformed HTTP, oversized headers and header timeouts never reach a request handler; Node would
- * answer them with an empty 400. Answer them with an Error body instead, then close.
+ * answer them with an empty 400. Answer them with an Error body instead, then close. A request line
+ * with the method PRI, which llhttp may leave waiting instead of refusing, too (pri-method.ts).
  */
 export function answerClientErrors(server: Server | Http2SecureServer): void {
+  refusePriMethod(server);
   // The HTTP/1.1 side of a TLS listener (tls-listener.ts) emits it too.
   (server as Server).on('clientError', (err: NodeJS.ErrnoException, socket) => {
     // Never write while an earlier pipelined request on this socket still awaits its response: the
@@ -23,6 +26,8 @@ export function answerClientErrors(server: Server | Http2SecureServer): void {
         : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
           ? 'request_timeout'
           : 'bad_request';
-    socket.end(rawErrorResponse(code, code === 'bad_request' ? 'The request is not valid HTTP/1.1.' : undefined));
+    // HPE_PAUSED_H2_UPGRADE: a whole HTTP/2 preface (h2c with prior knowledge), which no HTTP/1.1 listener here takes.
+    const message = err.code === 'HPE_PAUSED_H2_UPGRADE' ? PRI_REFUSED : 'The request is not valid HTTP/1.1.';
+    socket.end(rawErrorResponse(code, code === 'bad_request' ? message : undefined));
   });
 }

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders } from 'node:http';
+import { METHODS, type IncomingHttpHeaders } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import { MAX_HEADER_FIELDS, type FramingVerdict } from './request-framing.js';
 
@@ -18,6 +18,15 @@ export const MAX_HEADER_LIST_BYTES = 16 * 1024;
 const CONNECTION_SPECIFIC = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
 
 /**
+ * The methods an HTTP/2 request may have: those HTTP/1.1 requests may have here, i.e. the ones
+ * llhttp reads (Node's `METHODS`; it refuses any other with a 400, `get` and `~A` included).
+ * nghttp2 only checks that `:method` is a token, so without this a method the HTTP/1.1 listener
+ * refuses would reach the upstream, as an HTTP/1.1 request line that upstreams read differently
+ * or not at all (one that could not frame it left the stream waiting for the upstream timeout).
+ */
+const METHODS_READ = new Set(METHODS);
+
+/**
  * What an HTTP/2 request is, decided once before any policy, as request-framing.ts does for
  * HTTP/1.1; on success the request is made to read like an HTTP/1.1 one to everything after it:
  *
@@ -26,6 +35,7 @@ const CONNECTION_SPECIFIC = new Set(['connection', 'keep-alive', 'proxy-connecti
  *   pseudo-headers, and setting `req.url` still works);
  * - `Host` comes from `:authority` (RFC 9113 §8.3.1); both present and naming different hosts is
  *   a 400 (which one would route the request?), as are two `Host` fields;
+ * - a method the HTTP/1.1 listener would not read is a 400, as it is there (METHODS_READ);
  * - connection-specific fields, and `TE` other than `trailers`, are a 400 (RFC 9113 §8.2.2);
  * - at most MAX_HEADER_FIELDS regular fields and MAX_HEADER_LIST_BYTES (431), as on HTTP/1.1;
  * - the body, which HTTP/2 frames itself, is framed for the HTTP/1.1 upstream: with the declared
@@ -33,6 +43,7 @@ const CONNECTION_SPECIFIC = new Set(['connection', 'keep-alive', 'proxy-connecti
  *   HEADERS frame ended the stream, else chunked.
  */
 export function h2RequestFraming(req: Http2ServerRequest): FramingVerdict {
+  if (!METHODS_READ.has(req.method)) return refuse('bad_request', 'The request method is not supported (methods are case-sensitive).');
   const raw = req.rawHeaders;
   const headers: IncomingHttpHeaders = {};
   let fields = 0;

@@ -1,4 +1,4 @@
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 
 export interface WireResponse {
   status: number;
@@ -19,18 +19,19 @@ export const headerOf = (response: WireResponse | undefined, name: string): stri
   response?.headers.find(([n]) => n === name)?.[1];
 
 /**
- * Writes raw bytes to `port` (in `parts`, to control when each piece goes) and reads responses
+ * Writes raw bytes to `port` (or on the connection `port()` opens: TLS, say) (in `parts`, to control
+ * when each piece goes) and reads responses
  * until `finalResponses` non-1xx ones are complete, the server closes, or `boundMs` passes (a
  * bound against hanging, not an assertion: tests check what arrived, never how fast).
  */
 export function exchange(
-  port: number,
+  port: number | (() => Socket),
   parts: Array<string | Buffer>,
   opts: { finalResponses?: number; boundMs?: number; waitForClose?: boolean; head?: boolean; gapMs?: number } = {},
 ): Promise<Exchange> {
   const wanted = opts.finalResponses ?? 1;
   return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
+    const socket = typeof port === 'number' ? connect(port, '127.0.0.1') : port();
     let data = Buffer.alloc(0);
     let closed = false;
     let settled = false;
