@@ -4,7 +4,7 @@ import type { BenchResults, Target as TargetRow } from './report.js';
 import { PATH, type Stack, type Target } from './stack.js';
 
 /**
- * The latency phase's many-keys rows: `tollgate` (leases on) and `tollgate-no-leases` called at
+ * The latency phase's many-keys rows: `tollgate` and `tollgate-leases` called at
  * the same fixed rate as every other row, but with a different key on each request, round robin
  * over --many-keys keys (10,000 by default; records written straight into Redis, ./keys.ts), so
  * each key is cold: a few requests a minute, never hot enough for a lease. Beside the one-key rows
@@ -13,7 +13,7 @@ import { PATH, type Stack, type Target } from './stack.js';
  * between it and a many-keys round, so by then the key cache's records (ttlSeconds, 30) have
  * expired: each request is a cache miss (one HGETALL) and a quota script call, 2 commands.
  */
-export const MANY_KEYS_TARGETS = ['tollgate', 'tollgate-no-leases'];
+export const MANY_KEYS_TARGETS = ['tollgate', 'tollgate-leases'];
 
 export interface LatencyRow {
   name: string;

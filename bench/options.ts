@@ -42,11 +42,11 @@ export const HELP = `npm run bench -- [options]
   --latency-duration S  seconds per fixed-rate round (default 10)
   --latency-rounds N    alternating fixed-rate rounds per side (default 2)
   --rate N              fixed rate of the latency rounds (default: half the bare proxy's maximum)
-  --many-keys N         the latency phase also calls tollgate and tollgate-no-leases (when in --targets)
+  --many-keys N         the latency phase also calls tollgate and tollgate-leases (when in --targets)
                         with a different key per request, round robin over N keys (default 10000; 0:
                         not), one row each beside their one-key rows: what a cold key costs in
                         p50/p90/p99 and Redis commands per request (bench/many-keys.ts). Its run:
-                        npm run bench -- --phases latency --targets bare,tollgate,tollgate-no-leases
+                        npm run bench -- --phases latency --targets bare,tollgate,tollgate-leases
   --keys N              key records written to Redis for the memory and soak runs (default 120000)
   --distinct N          distinct keys the memory run sends, one request each, in 4 steps (default:
                         all of them). The key cache holds keyCache.maxEntries (100000): to see

@@ -24,18 +24,9 @@ export const QUOTA_VARIANTS = {
     'plans.yaml': (y: string) =>
       y.replace(/enterprise: \{ perMinute: 3000, perDay: 1000000 \}/, 'enterprise: { perMinute: 3000, perDay: 1000000, scope: owner }'),
   },
-  // Quota leases (docs/quota-leases.md), on in the shipped config and spelled out here with their
-  // default settings: the hot key is admitted against blocks reserved in Redis.
+  // Quota leases on (docs/quota-leases.md): the hot key is admitted against blocks reserved in Redis.
   'tollgate-leases': {
-    'gateway.yaml': (y: string) =>
-      y.replace(
-        /^ {2}leases: \{ enabled: true \}/m,
-        '  leases: { enabled: true, leaseMs: 1000, hotPerSecond: 50, minBlock: 8, maxBlock: 2000, spread: 4 }',
-      ),
-  },
-  // Quota leases off: every request's quota decided by a Redis script call (batched per loop turn).
-  'tollgate-no-leases': {
-    'gateway.yaml': (y: string) => y.replace(/^ {2}leases: \{ enabled: true \}/m, '  leases: { enabled: false }'),
+    'gateway.yaml': (y: string) => y.replace(/^ {2}leases: \{ enabled: false \}/m, '  leases: { enabled: true }'),
   },
 } as const;
 

@@ -165,11 +165,11 @@ export const gatewayFileSchema = z.strictObject({
       leases: z
         .strictObject({
           /**
-           * On by default (on Redis; the embedded store decides in memory anyway): never
-           * over-admits; a short burst over the limit can be under-admitted by the units out on
-           * leases for up to leaseMs (docs/quota-leases.md). false: every request asks Redis.
+           * Off by default: never over-admits, but a burst that reaches the limit within a lease's
+           * life can be under-admitted by the units out on leases, for up to leaseMs
+           * (docs/quota-leases.md); off, admission at the limit is exact for any burst.
            */
-          enabled: z.boolean().default(true),
+          enabled: z.boolean().default(false),
           /** Longest a lease lives without renewal; unused units go back to Redis after it. */
           leaseMs: z.number().int().min(50).max(60_000).default(1000),
           /** A key takes leases once this replica sees this many units of it in a second. */
