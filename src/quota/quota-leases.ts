@@ -65,8 +65,9 @@ import { DAY_MS, MINUTE_MS } from './windows.js';
  *    sequence number that grows with each, even past a state lost in Redis (quota-script.ts). A
  *    replica applies to its lease the notices newer than what it last heard (its grant's or a
  *    notice's number), so its headers see what the other replicas took since its grant within a
- *    message's time, not leaseMs; a ban ends its lease at once. A lost subscription may have lost notices: every lease ends then. Cold keys, and keys
- *    no replica holds a lease of, publish nothing.
+ *    message's time, not leaseMs; a ban ends its lease at once. A lost subscription may have lost
+ *    notices: every lease ends then. Cold keys, and keys no replica holds a lease of, publish
+ *    nothing.
  */
 export interface LeaseSettings {
   leaseMs: number;
