@@ -46,6 +46,31 @@ export function startGateway(env: Record<string, string | undefined>): Promise<G
   return harness.startGateway({ ...TEST_PROCESS_ENV, ...env });
 }
 
+/**
+ * `count` gateway processes on one Redis, started together and waited for patiently: on a loaded
+ * machine a gateway can take longer than the harness's 25 s.
+ */
+export async function startGateways(
+  count: number,
+  { redisUrl, upstreamUrl, configDir }: { redisUrl: string; upstreamUrl: string; configDir: string },
+): Promise<GatewayHandle[]> {
+  const env = {
+    ...TEST_PROCESS_ENV,
+    GATEWAY_PORT: '0',
+    ADMIN_PORT: '0',
+    REDIS_URL: redisUrl,
+    UPSTREAM_URL: upstreamUrl,
+    TOLLGATE_CONFIG_DIR: configDir,
+  };
+  const started = Array.from({ length: count }, () => harness.startTollgate(['gateway'], env));
+  const gateways: GatewayHandle[] = [];
+  for (const process of started) {
+    const url = await process.listening('gateway', 170_000);
+    gateways.push({ process, url, adminUrl: String((await process.waitForLog('admin listening', 170_000)).url) });
+  }
+  return gateways;
+}
+
 export function startBackend(env: Record<string, string | undefined> = {}): Promise<{ process: TollgateProcess; url: string }> {
   return harness.startBackend({ ...TEST_PROCESS_ENV, ...env });
 }

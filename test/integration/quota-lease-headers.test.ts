@@ -1,12 +1,10 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QUOTA_NOTICE_CHANNEL } from '../../src/store/redis/redis-keys.js';
-import { startTollgate } from '../harness/tollgate.js';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { leasedRequests } from '../helpers/gcra-leases.js';
-import { TEST_PROCESS_ENV } from '../helpers/processes.js';
 import { TestRedis } from '../helpers/redis-server.js';
-import { bearer, configCopy, createKey, slackRedisTimeout, type GatewayHandle } from '../helpers/stack.js';
+import { bearer, configCopy, createKey, slackRedisTimeout, startGateways, type GatewayHandle } from '../helpers/stack.js';
 import { awayFromDayEdge, inOneMinute } from '../helpers/windows.js';
 
 // X-RateLimit-Remaining on a request admitted from a lease, with two real gateway processes on one
@@ -47,18 +45,7 @@ beforeAll(async () => {
   listener = redis.client();
   listener.on('message', () => published++);
   await listener.subscribe(QUOTA_NOTICE_CHANNEL);
-  const env = {
-    ...TEST_PROCESS_ENV,
-    GATEWAY_PORT: '0',
-    ADMIN_PORT: '0',
-    REDIS_URL: redis.url,
-    UPSTREAM_URL: upstream.url,
-    TOLLGATE_CONFIG_DIR: configDir,
-  };
-  for (const process of [0, 1].map(() => startTollgate(['gateway'], env))) {
-    const url = await process.listening('gateway', 170_000);
-    gateways.push({ process, url, adminUrl: String((await process.waitForLog('admin listening', 170_000)).url) });
-  }
+  gateways.push(...(await startGateways(2, { redisUrl: redis.url, upstreamUrl: upstream.url, configDir })));
 }, 180_000);
 
 afterAll(async () => {

@@ -2,9 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { leasedRequests } from '../helpers/gcra-leases.js';
 import { TestRedis } from '../helpers/redis-server.js';
-import { TEST_PROCESS_ENV } from '../helpers/processes.js';
-import { bearer, configCopy, createKey, keysCli, slackRedisTimeout, type GatewayHandle } from '../helpers/stack.js';
-import { startTollgate } from '../harness/tollgate.js';
+import { bearer, configCopy, createKey, keysCli, slackRedisTimeout, startGateways, type GatewayHandle } from '../helpers/stack.js';
 import { QUOTA_NOTICE_CHANNEL } from '../../src/store/redis/redis-keys.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
@@ -40,20 +38,7 @@ beforeAll(async () => {
   });
   redis = await TestRedis.start();
   upstream = await new EchoUpstream().start();
-  // A patient start: on a loaded machine a gateway can take longer than the harness's 25 s.
-  const env = {
-    ...TEST_PROCESS_ENV,
-    GATEWAY_PORT: '0',
-    ADMIN_PORT: '0',
-    REDIS_URL: redis.url,
-    UPSTREAM_URL: upstream.url,
-    TOLLGATE_CONFIG_DIR: configDir,
-  };
-  const started = [0, 1, 2].map(() => startTollgate(['gateway'], env));
-  for (const process of started) {
-    const url = await process.listening('gateway', 170_000);
-    gateways.push({ process, url, adminUrl: String((await process.waitForLog('admin listening', 170_000)).url) });
-  }
+  gateways.push(...(await startGateways(3, { redisUrl: redis.url, upstreamUrl: upstream.url, configDir })));
 }, 180_000);
 
 afterAll(async () => {
