@@ -1,6 +1,21 @@
 import type { Quota } from '../../src/config/plans-schema.js';
 import { gcraMinute } from '../../src/quota/gcra.js';
 import type { QuotaStack } from './quota-stack.js';
+import { configCopy, slackRedisTimeout } from './stack.js';
+
+/**
+ * A config directory for lease tests: `plans` as plans.yaml, and gateway.yaml with `replicas`,
+ * the `leases` line given, and a patient Redis command timeout (a loaded machine).
+ */
+export function leaseConfig(plans: string, replicas: number, leases: string): string {
+  return configCopy({
+    'plans.yaml': () => plans,
+    'gateway.yaml': (y) =>
+      slackRedisTimeout(y)
+        .replace(/^ {2}replicas: 1 .*$/m, `  replicas: ${replicas}`)
+        .replace(/^ {2}leases: .*$/m, leases),
+  });
+}
 
 /** gateway.yaml for three replicas with quota leases (docs/quota-leases.md), small enough for a test's key. */
 export function withLeases(gatewayYaml: string): string {

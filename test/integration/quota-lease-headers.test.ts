@@ -2,9 +2,9 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QUOTA_NOTICE_CHANNEL } from '../../src/store/redis/redis-keys.js';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
-import { leasedRequests } from '../helpers/gcra-leases.js';
+import { leaseConfig, leasedRequests } from '../helpers/gcra-leases.js';
 import { TestRedis } from '../helpers/redis-server.js';
-import { bearer, configCopy, createKey, slackRedisTimeout, startGateways, type GatewayHandle } from '../helpers/stack.js';
+import { bearer, createKey, startGateways, type GatewayHandle } from '../helpers/stack.js';
 import { awayFromDayEdge, inOneMinute } from '../helpers/windows.js';
 
 // X-RateLimit-Remaining on a request admitted from a lease, with two real gateway processes on one
@@ -33,13 +33,7 @@ let published = 0;
 const gateways: GatewayHandle[] = [];
 
 beforeAll(async () => {
-  configDir = configCopy({
-    'plans.yaml': () => PLANS,
-    'gateway.yaml': (y) =>
-      slackRedisTimeout(y)
-        .replace(/^ {2}replicas: 1 .*$/m, '  replicas: 2')
-        .replace(/^ {2}leases: .*$/m, LEASES),
-  });
+  configDir = leaseConfig(PLANS, 2, LEASES);
   redis = await TestRedis.start();
   upstream = await new EchoUpstream().start();
   listener = redis.client();

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
-import { leasedRequests } from '../helpers/gcra-leases.js';
+import { leaseConfig, leasedRequests } from '../helpers/gcra-leases.js';
 import { TestRedis } from '../helpers/redis-server.js';
-import { bearer, configCopy, createKey, keysCli, slackRedisTimeout, startGateways, type GatewayHandle } from '../helpers/stack.js';
+import { bearer, createKey, keysCli, startGateways, type GatewayHandle } from '../helpers/stack.js';
 import { QUOTA_NOTICE_CHANNEL } from '../../src/store/redis/redis-keys.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
@@ -29,13 +29,7 @@ let configDir: string;
 const gateways: GatewayHandle[] = [];
 
 beforeAll(async () => {
-  configDir = configCopy({
-    'plans.yaml': () => PLANS,
-    'gateway.yaml': (y) =>
-      slackRedisTimeout(y)
-        .replace(/^ {2}replicas: 1 .*$/m, '  replicas: 3')
-        .replace(/^ {2}leases: .*$/m, LEASES),
-  });
+  configDir = leaseConfig(PLANS, 3, LEASES);
   redis = await TestRedis.start();
   upstream = await new EchoUpstream().start();
   gateways.push(...(await startGateways(3, { redisUrl: redis.url, upstreamUrl: upstream.url, configDir })));

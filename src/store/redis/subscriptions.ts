@@ -29,9 +29,8 @@ const HEARTBEAT_MS = 5_000;
  */
 export class Subscriptions {
   private subscriber?: RedisClient;
-  private readonly channels = new Map<string, Set<ChannelListener>>();
-  /** Per channel: when its SUBSCRIBE was answered (or failed). */
-  private readonly subscribed = new Map<string, Promise<void>>();
+  /** Per channel: its listeners, and when its SUBSCRIBE was answered (or failed). */
+  private readonly channels = new Map<string, { listeners: Set<ChannelListener>; ready: Promise<void> }>();
   private heartbeat?: NodeJS.Timeout;
   private unanswered = 0;
   private pinging = false;
@@ -44,27 +43,24 @@ export class Subscriptions {
   /** Listens until the subscription is stopped. */
   listen(channel: string, listener: ChannelListener): Subscription {
     const subscriber = this.connection();
-    let listeners = this.channels.get(channel);
-    let ready = this.subscribed.get(channel);
-    if (!listeners || !ready) {
-      const joined = (listeners = new Set());
-      this.channels.set(channel, joined);
+    let joined = this.channels.get(channel);
+    if (!joined) {
+      const listeners = new Set<ChannelListener>();
       // Anything published before the subscription took effect was missed.
-      ready = subscriber.subscribe(channel).then(
-        () => joined.forEach((l) => l.gap()),
+      const ready = subscriber.subscribe(channel).then(
+        () => listeners.forEach((l) => l.gap()),
         () => {},
       );
-      this.subscribed.set(channel, ready);
+      this.channels.set(channel, (joined = { listeners, ready }));
     }
-    listeners.add(listener);
-    return { stop: () => this.leave(channel, listener), ready };
+    joined.listeners.add(listener);
+    return { stop: () => this.leave(channel, listener), ready: joined.ready };
   }
 
   private leave(channel: string, listener: ChannelListener): void {
-    const listeners = this.channels.get(channel);
+    const listeners = this.channels.get(channel)?.listeners;
     if (!listeners?.delete(listener) || listeners.size > 0) return;
     this.channels.delete(channel);
-    this.subscribed.delete(channel);
     if (this.channels.size > 0) {
       void this.subscriber?.unsubscribe(channel).catch(() => {});
       return;
@@ -103,8 +99,10 @@ export class Subscriptions {
     subscriber.on('error', () => {
       // Surfaces through the main client's health; reconnection (and resubscription) is automatic.
     });
-    subscriber.on('message', (channel: string, message: string) => this.channels.get(channel)?.forEach((l) => l.message(message)));
-    onSubscriptionGap(subscriber, this.main, () => this.channels.forEach((listeners) => listeners.forEach((l) => l.gap())));
+    subscriber.on('message', (channel: string, message: string) =>
+      this.channels.get(channel)?.listeners.forEach((l) => l.message(message)),
+    );
+    onSubscriptionGap(subscriber, this.main, () => this.channels.forEach(({ listeners }) => listeners.forEach((l) => l.gap())));
     // A Cluster's PING goes to any node, not the subscription's: it has node events instead.
     if (!(subscriber instanceof Cluster)) {
       this.heartbeat = setInterval(() => this.beat(subscriber), this.heartbeatMs);
