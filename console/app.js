@@ -295,6 +295,7 @@ async function keysPage() {
   const perMinute = h('input', { type: 'number', min: 1, name: 'perMinute' });
   const perDay = h('input', { type: 'number', min: 1, name: 'perDay' });
   const cidrs = h('input', { name: 'allowedCidrs', placeholder: '198.51.100.0/24 2001:db8::/32' });
+  const scopes = h('input', { name: 'scopes', placeholder: 'categories:read categories:write' });
   const create = h(
     'form',
     {
@@ -308,6 +309,7 @@ async function keysPage() {
         if (expires.value) body.expiresAt = new Date(expires.value).toISOString();
         if (perMinute.value || perDay.value) Object.assign(body, { perMinute: Number(perMinute.value), perDay: Number(perDay.value) });
         if (cidrs.value.trim()) body.allowedCidrs = networks(cidrs.value);
+        if (scopes.value.trim()) body.scopes = scopeNames(scopes.value);
         try {
           const created = await api('POST', '/keys', body);
           create.reset();
@@ -329,6 +331,7 @@ async function keysPage() {
       field('Per minute', perMinute, 'own quota, optional'),
       field('Per day', perDay),
       field('Networks', cidrs, 'optional: the only CIDRs it may be used from, space-separated'),
+      field('Scopes', scopes, 'optional: what it may do, space-separated'),
     ),
     h('button', { type: 'submit' }, 'Create key'),
   );
@@ -340,6 +343,11 @@ async function keysPage() {
 /** A space- or comma-separated list of CIDRs, as typed; the admin API checks each one. */
 function networks(text) {
   return text.split(/[\s,]+/).filter(Boolean);
+}
+
+/** A space-separated list of scopes, as typed (a scope name may hold a comma); the admin API checks each one. */
+function scopeNames(text) {
+  return text.split(/\s+/).filter(Boolean);
 }
 
 async function showSecret(title, record) {
@@ -407,6 +415,7 @@ async function keyPage(id) {
       ['Expires', when(record.expiresAt)],
       ['Own quota', record.perMinute ? `${record.perMinute}/min, ${record.perDay}/day` : 'the plan’s'],
       ['Networks', record.allowedCidrs ? record.allowedCidrs.join(' ') : 'any'],
+      ['Scopes', record.scopes ? record.scopes.join(' ') : 'none'],
       ['Previous secret works until', when(record.graceEndsAt)],
     ].map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]),
   );
@@ -450,6 +459,7 @@ async function keyPage(id) {
     const expires = h('input', { type: 'datetime-local' });
     const grace = h('input', { type: 'number', min: 0, max: 2592000, value: 3600 });
     const cidrs = h('input', { value: (record.allowedCidrs ?? []).join(' '), placeholder: '198.51.100.0/24 2001:db8::/32' });
+    const keyScopes = h('input', { value: (record.scopes ?? []).join(' '), placeholder: 'categories:read categories:write' });
     const form = (label, inputs, onsubmit, extra) =>
       h(
         'form',
@@ -488,6 +498,12 @@ async function keyPage(id) {
         field('Networks', cidrs, 'the only CIDRs the key may be used from, space-separated'),
         () => change({ allowedCidrs: cidrs.value.trim() ? networks(cidrs.value) : null }, 'Networks set.'),
         h('button', { type: 'button', onclick: () => change({ allowedCidrs: null }, 'Usable from any network.') }, 'Any network'),
+      ),
+      form(
+        'Set scopes',
+        field('Scopes', keyScopes, 'what the key may do, space-separated'),
+        () => change({ scopes: keyScopes.value.trim() ? scopeNames(keyScopes.value) : null }, 'Scopes set.'),
+        h('button', { type: 'button', onclick: () => change({ scopes: null }, 'No scopes.') }, 'No scopes'),
       ),
       form('Rotate', field('Grace seconds', grace, 'how long the old secret keeps working'), async () => {
         if (!(await confirmAction('Rotate key', `Give ${id} a new secret? The old one works for ${grace.value} more seconds.`, 'Rotate')))

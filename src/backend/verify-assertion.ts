@@ -3,7 +3,14 @@ import { errors as joseErrors, jwtVerify, type JWTVerifyGetKey } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { webcrypto } from 'node:crypto';
 import type { AssertionSettings } from '../config/assertion-schema.js';
-import { ASSERTION_ALG, ASSERTION_HEADER, CONSUMER_ID_HEADER, CONSUMER_PLAN_HEADER, importAssertionKey } from '../identity/assertion.js';
+import {
+  ANONYMOUS_HEADER,
+  ASSERTION_ALG,
+  ASSERTION_HEADER,
+  CONSUMER_ID_HEADER,
+  CONSUMER_PLAN_HEADER,
+  importAssertionKey,
+} from '../identity/assertion.js';
 import type { AssertionSecrets } from '../identity/assertion-secrets.js';
 import { limitedWarn } from '../observability/limited-warn.js';
 import type { Logger } from '../observability/log.js';
@@ -18,18 +25,17 @@ export interface VerifierOptions {
   maxCachedTokens?: number;
 }
 
-interface Verified {
-  sub: string;
-  plan: string;
-  expiresAtMs: number;
-}
+/** A consumer's claims, or the anonymous marker's (no subject, no plan). */
+type Verified = ({ anonymous: false; sub: string; plan: string } | { anonymous: true }) & { expiresAtMs: number };
 
 /**
  * The backend trusts only requests that carry a valid gateway assertion: an HS256 JWT signed with
  * a secret it holds (by `kid`: the current one or, during a rotation, the previous one), with the
  * configured issuer and audience, not expired (allowing `clockToleranceSeconds` of skew), not
  * older than `ttlSeconds`, and whose `sub` and `plan` are the X-Tollgate-Consumer-Id and
- * X-Tollgate-Plan the request carries. Anything else is 401 invalid_gateway_assertion.
+ * X-Tollgate-Plan the request carries; or the anonymous marker (`anonymous: true`, no `sub`) on a
+ * request that carries X-Tollgate-Anonymous and no consumer headers. Other claims (`scope`) are
+ * the upstream's to read. Anything else is 401 invalid_gateway_assertion.
  *
  * A verified token is remembered until it expires: the gateway sends the same token for half its
  * lifetime, and an identical string cannot carry a different signature, so only expiry and the
@@ -72,17 +78,31 @@ export function assertionVerifier(opts: VerifierOptions): VerifyRequest {
           audience: settings.audience,
           clockTolerance: settings.clockToleranceSeconds,
           maxTokenAge: settings.ttlSeconds,
-          requiredClaims: ['sub', 'iat', 'exp'],
+          requiredClaims: ['iat', 'exp'],
           currentDate: new Date(nowMs()),
         });
-        if (typeof payload.plan !== 'string') return refuse('assertion has no plan claim');
-        claims = { sub: payload.sub!, plan: payload.plan, expiresAtMs: payload.exp! * 1000 };
+        const expiresAtMs = payload.exp! * 1000;
+        if (payload.anonymous === true) {
+          if (payload.sub !== undefined) return refuse('an anonymous assertion names a subject');
+          claims = { anonymous: true, expiresAtMs };
+        } else {
+          if (typeof payload.sub !== 'string') return refuse('assertion has no sub claim');
+          if (typeof payload.plan !== 'string') return refuse('assertion has no plan claim');
+          claims = { anonymous: false, sub: payload.sub, plan: payload.plan, expiresAtMs };
+        }
         verified.set(token, claims);
       } catch (err) {
         const { code, message } = err as { code?: string; message?: string };
         return refuse(code ? `${code}: ${message}` : String(err));
       }
     }
+    if (claims.anonymous) {
+      if (req.headers[ANONYMOUS_HEADER] !== 'true') return refuse(`an anonymous assertion without ${ANONYMOUS_HEADER}: true`);
+      if (req.headers[CONSUMER_ID_HEADER] !== undefined || req.headers[CONSUMER_PLAN_HEADER] !== undefined)
+        return refuse('an anonymous assertion with consumer headers');
+      return null;
+    }
+    if (req.headers[ANONYMOUS_HEADER] !== undefined) return refuse(`${ANONYMOUS_HEADER} with a consumer's assertion`);
     if (req.headers[CONSUMER_ID_HEADER] !== claims.sub) return refuse(`${CONSUMER_ID_HEADER} does not match the assertion's sub`);
     if (req.headers[CONSUMER_PLAN_HEADER] !== claims.plan) return refuse(`${CONSUMER_PLAN_HEADER} does not match the assertion's plan`);
     return null;

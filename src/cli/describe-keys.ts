@@ -16,6 +16,7 @@ export function describeKey(record: PublicKeyRecord): string {
     `quota:    ${quotaText(record)}`,
     ...(record.owner ? [`owner:    ${record.owner}`] : []),
     ...(record.allowedCidrs ? [`networks: ${record.allowedCidrs.join(' ')}`] : []),
+    ...(record.scopes ? [`scopes:   ${record.scopes.join(' ')}`] : []),
     `status:   ${record.status}`,
     `created:  ${record.createdAt}`,
     `expires:  ${record.expiresAt ?? 'never'}`,

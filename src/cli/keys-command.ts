@@ -33,6 +33,7 @@ const KEY_ACTIONS = [
   'set-quota',
   'set-expiry',
   'set-cidrs',
+  'set-scopes',
   'rotate',
   'unban',
   'usage',
@@ -53,6 +54,7 @@ const OPTION_NAMES: Record<string, string> = {
   shadow: '--shadow',
   owner: '--owner',
   allowedCidrs: '--allow-cidr',
+  scopes: '--scope',
 };
 // A list's item (`allowedCidrs.1`) is named by its option too.
 const CLI: Caller = { actor: 'cli', label: (field) => OPTION_NAMES[field] ?? OPTION_NAMES[field.split('.')[0]!] ?? field };
@@ -80,6 +82,7 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
       shadow: { type: 'boolean' },
       owner: { type: 'string' },
       'allow-cidr': { type: 'string', multiple: true },
+      scope: { type: 'string', multiple: true },
       json: { type: 'boolean' },
     },
   });
@@ -114,6 +117,14 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
     const print = (json: unknown, human: string) => io.out(values.json ? JSON.stringify(json) : human);
     const show = (record: PublicKeyRecord) => print(record, describeKey(record));
     const id = () => requireId(args[0]);
+    /** `set-cidrs` / `set-scopes ID ITEM... | --clear`: the key's list replaced, or removed; a bad item named as `itemLabel`. */
+    const setList = (field: 'allowedCidrs' | 'scopes', itemLabel: string, items: string) => {
+      const keyId = id();
+      const given = args.slice(1);
+      if (Boolean(values.clear) === given.length > 0) throw new CliError(`give either one or more ${items} or --clear`);
+      const label = (name: string) => (name.startsWith(field) ? itemLabel : CLI.label(name));
+      return updateKey(deps, keyId, { [field]: values.clear ? null : given }, { ...CLI, label });
+    };
 
     await lifecycleErrorsAsCliErrors(async () => {
       switch (action) {
@@ -126,6 +137,7 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
             shadow: values.shadow || undefined,
             owner: values.owner,
             allowedCidrs: values['allow-cidr'],
+            scopes: values.scope,
           };
           const { record, key } = await createKey(deps, withoutUndefined(input), CLI);
           return print({ ...record, key }, `${describeKey(record)}\n\nAPI key (shown once; store it now):\n  ${key}`);
@@ -172,13 +184,10 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
           const label = (field: string) => (field === 'expiresAt' ? 'the expiry date' : CLI.label(field));
           return show(await updateKey(deps, keyId, { expiresAt: values.clear ? null : args[1] }, { ...CLI, label }));
         }
-        case 'set-cidrs': {
-          const keyId = id();
-          const cidrs = args.slice(1);
-          if (Boolean(values.clear) === cidrs.length > 0) throw new CliError('give either one or more CIDRs or --clear');
-          const label = (field: string) => (field.startsWith('allowedCidrs') ? 'CIDR' : CLI.label(field));
-          return show(await updateKey(deps, keyId, { allowedCidrs: values.clear ? null : cidrs }, { ...CLI, label }));
-        }
+        case 'set-cidrs':
+          return show(await setList('allowedCidrs', 'CIDR', 'CIDRs'));
+        case 'set-scopes':
+          return show(await setList('scopes', 'scope', 'scopes'));
         case 'rotate': {
           const keyId = id();
           const grace = values['grace-seconds'];

@@ -2,10 +2,11 @@
 export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)
 
   create --plan P [--name N] [--per-minute X --per-day Y] [--expires-at DATE] [--shadow] [--owner O]
-         [--allow-cidr CIDR]...                             create a key; prints the secret once. --owner:
+         [--allow-cidr CIDR]... [--scope S]...              create a key; prints the secret once. --owner:
                                                             the customer it belongs to (scope: owner plans);
                                                             --allow-cidr (repeatable): the only networks it
-                                                            may be used from
+                                                            may be used from; --scope (repeatable): what it
+                                                            may do (services' and routes' requireScopes)
   list [--plan P] [--status active|revoked|expired]         keys, in id order
   show ID                                                   one key
   revoke ID                                                 stop a key at once, on every replica
@@ -15,6 +16,7 @@ export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL,
                                                             --shadow: refusals are only counted and logged
   set-expiry ID DATE | --clear                              the key stops at DATE (ISO 8601 with a zone)
   set-cidrs ID CIDR... | --clear                            the only networks the key may be used from
+  set-scopes ID SCOPE... | --clear                          what the key may do (replaces its scopes)
   rotate ID --grace-seconds S                               a new secret for the same key; prints it once;
                                                             the old one keeps working S more seconds
   unban ID                                                  lift a ban at once, on every replica

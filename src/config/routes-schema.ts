@@ -1,11 +1,13 @@
 import { z } from 'zod';
+import { HTTP_METHODS, routeAnonymousSchema } from '../policies/access/access-schema.js';
+import { scopeListSchema } from '../policies/access/scope.js';
 
 // Schema of the `routes` section of gateway.yaml: per-route rules applied after the quota check.
 // The dates and links are for clients (RFC 9745 Deprecation, RFC 8594 Sunset, RFC 8288 Link);
 // src/gateway/route-rules.ts compiles them once per load.
 
 /** Methods a rule may name. A GET rule also covers HEAD (RFC 9110 §9.3.2: HEAD is GET without a body). */
-export const RULE_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+export const RULE_METHODS = HTTP_METHODS;
 
 // A literal path segment: RFC 3986 `pchar`s only (no braces, no `?` or `#`).
 const LITERAL_SEGMENT = /^[A-Za-z0-9\-._~!$&'()*+,;=:@%]+$/;
@@ -31,6 +33,12 @@ export function patternProblem(pattern: string): string | null {
   return null;
 }
 
+/** A rule's path pattern: the full request path with `{param}` segments. */
+const rulePath = z.string().superRefine((value, ctx) => {
+  const problem = patternProblem(value);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
+
 const isoDateTime = z.iso.datetime({
   offset: true,
   error: (issue) =>
@@ -43,10 +51,7 @@ export const deprecationRuleSchema = z
     /** HTTP method, upper case. */
     method: z.enum(RULE_METHODS),
     /** Full request path with `{param}` segments, e.g. /v1/pets/{petId}; matched exactly, query ignored. */
-    path: z.string().superRefine((value, ctx) => {
-      const problem = patternProblem(value);
-      if (problem) ctx.addIssue({ code: 'custom', message: problem });
-    }),
+    path: rulePath,
     /** When the route is (or will be) deprecated: `Deprecation: @<unix seconds>` (RFC 9745). */
     deprecatedAt: isoDateTime,
     /** When the route goes away: `Sunset: <IMF-fixdate>` (RFC 8594). Never before deprecatedAt. */
@@ -70,10 +75,7 @@ export const costRuleSchema = z.strictObject({
   /** HTTP method, upper case; a GET rule also covers HEAD. */
   method: z.enum(RULE_METHODS),
   /** Full request path with `{param}` segments, as for deprecations. */
-  path: z.string().superRefine((value, ctx) => {
-    const problem = patternProblem(value);
-    if (problem) ctx.addIssue({ code: 'custom', message: problem });
-  }),
+  path: rulePath,
   /** Units of every quota window a matching request consumes (a request matching no rule costs 1). */
   cost: z
     .number({ error: 'must be a number' })
@@ -82,8 +84,28 @@ export const costRuleSchema = z.strictObject({
     .max(MAX_ROUTE_COST, `must be at most ${MAX_ROUTE_COST}`),
 });
 
+/** Who may call one route: scopes required (besides its service's) and/or anonymous callers admitted. */
+export const accessRuleSchema = z
+  .strictObject({
+    /** HTTP method, upper case; a GET rule also covers HEAD. */
+    method: z.enum(RULE_METHODS),
+    /** Full request path with `{param}` segments, as for deprecations. */
+    path: rulePath,
+    /** Scopes a key or token must hold, every one, in addition to the service's; else 403 insufficient_scope. */
+    requireScopes: scopeListSchema.optional(),
+    /** Admit requests without a credential, limited per client address on this plan. */
+    anonymous: routeAnonymousSchema.optional(),
+  })
+  .refine((rule) => rule.requireScopes !== undefined || rule.anonymous !== undefined, {
+    message: 'give requireScopes, anonymous or both',
+  });
+
 /** Two rules of one list for the same method and path (whatever their parameter names) are a mistake. */
-function noDuplicates(list: 'deprecations' | 'costs', rules: ReadonlyArray<{ method: string; path: string }>, ctx: z.RefinementCtx): void {
+function noDuplicates(
+  list: 'deprecations' | 'costs' | 'access',
+  rules: ReadonlyArray<{ method: string; path: string }>,
+  ctx: z.RefinementCtx,
+): void {
   const seen = new Map<string, number>();
   rules.forEach((rule, index) => {
     // /v1/pets/{id} and /v1/pets/{petId} match the same requests.
@@ -103,11 +125,15 @@ export const routesSchema = z
     deprecations: z.array(deprecationRuleSchema).max(1000).default([]),
     /** Routes whose requests cost more than one quota unit; the first rule that matches applies. */
     costs: z.array(costRuleSchema).max(1000).default([]),
+    /** Scopes and anonymous callers per route (docs/policies.md); the first rule that matches applies. */
+    access: z.array(accessRuleSchema).max(1000).default([]),
   })
   .superRefine((routes, ctx) => {
     noDuplicates('deprecations', routes.deprecations, ctx);
     noDuplicates('costs', routes.costs, ctx);
+    noDuplicates('access', routes.access, ctx);
   });
 
 export type DeprecationRule = z.output<typeof deprecationRuleSchema>;
 export type CostRule = z.output<typeof costRuleSchema>;
+export type AccessRule = z.output<typeof accessRuleSchema>;

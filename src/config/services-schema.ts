@@ -6,6 +6,7 @@ import { cacheSchema } from './cache-schema.js';
 import { ipRulesSchema } from '../policies/ip-rules/ip-rules-schema.js';
 import { headerRulesSchema } from '../policies/header-rules/header-rules-schema.js';
 import { validateSchema } from '../policies/validate/validate-schema.js';
+import { requireScopesSchema, serviceAnonymousSchema } from '../policies/access/access-schema.js';
 
 // Schema of the `services` section of gateway.yaml: the upstream services the gateway routes to by
 // path prefix, each a pool of targets. Hot: reloaded with the file (src/upstream/upstreams.ts).
@@ -115,6 +116,10 @@ export const serviceSchema = z.strictObject({
   responseHeaders: headerRulesSchema,
   /** Requests checked against an OpenAPI document before they are forwarded (docs/policies.md). */
   validate: validateSchema,
+  /** Per method, the scopes a key or token must hold on this service's paths; else 403 insufficient_scope. */
+  requireScopes: requireScopesSchema.optional(),
+  /** Admit requests without a credential, limited per client address on this plan (docs/policies.md). */
+  anonymous: serviceAnonymousSchema.optional(),
 });
 
 export type ServiceConfig = z.infer<typeof serviceSchema>;

@@ -33,6 +33,10 @@ export const ERRORS = {
     message: 'This origin may not call the API from a browser (gateway.yaml cors.origins).',
   },
   ip_not_allowed: { status: 403, message: 'Requests from this network are not allowed here.' },
+  insufficient_scope: {
+    status: 403,
+    message: 'The credential lacks a scope this operation requires (WWW-Authenticate names them); no quota was consumed.',
+  },
   service_not_in_plan: {
     status: 403,
     message: "The API key's plan does not include the service this path belongs to; no quota was consumed.",

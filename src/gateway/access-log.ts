@@ -32,7 +32,8 @@ export function observeWhenDone(ctx: RequestContext, logger: Logger, metrics: Me
     metrics.requests.inc({ route: routeLabel, method: req.method ?? '', status: aborted ? 'aborted' : String(res.statusCode) });
     metrics.requestSeconds.observe({ route: routeLabel }, ms / 1000, ctx.trace?.sampledTraceId);
     const decision = decisionOf(ctx);
-    metrics.traffic.record(ctx.consumer?.id, decision);
+    // Anonymous callers (one consumer per address) count in the totals, never as the console's top keys they could crowd out.
+    metrics.traffic.record(ctx.consumer?.anonymous ? undefined : ctx.consumer?.id, decision);
     ctx.trace?.end(serverOutcome(ctx, routeLabel, aborted, DECISIONS[decision]));
     if (!logger.isLevelEnabled('info')) return;
     // The fields pino would write for { reqId, traceId, method, path, scheme, http, status, ms, keyId, plan, degraded,

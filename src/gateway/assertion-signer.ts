@@ -12,10 +12,10 @@ interface CachedToken {
 }
 
 /**
- * Signs the gateway assertion for a consumer, at most about once per half lifetime per key id and
- * plan: an HMAC JWT costs ~100 µs, a cache hit well under 1 µs. The token sent is therefore between
+ * Signs the gateway assertion for a consumer, at most about once per half lifetime per key id,
+ * plan and scopes: an HMAC JWT costs ~100 µs, a cache hit well under 1 µs. The token sent is therefore between
  * 0 and ttl/2 old, so the upstream always gets at least ttl/2 of validity. Bounded (LRU), and a plan
- * change is a different cache entry, so the plan claim is never stale.
+ * or scope change is a different cache entry, so those claims are never stale.
  */
 export class AssertionSigner {
   private readonly cache: LRUCache<string, CachedToken>;
@@ -35,42 +35,65 @@ export class AssertionSigner {
   }
 
   /** A cached token still inside its reuse window, without waiting for anything; else undefined. */
-  cached(keyId: string, plan: string): string | undefined {
-    const entry = this.cache.get(cacheKey(keyId, plan));
+  cached(keyId: string, plan: string, scopes?: readonly string[]): string | undefined {
+    return this.hit(cacheKey(keyId, plan, scopes));
+  }
+
+  /**
+   * The cached token, or a freshly signed one (concurrent requests for one key share a signing).
+   * `scopes`, when the consumer holds any, go in the `scope` claim (space-separated, RFC 8693 §4.2).
+   */
+  token(keyId: string, plan: string, scopes?: readonly string[]): string | Promise<string> {
+    const claims = scopes?.length ? { plan, scope: scopes.join(' ') } : { plan };
+    return this.cachedOrSigned(cacheKey(keyId, plan, scopes), claims, keyId);
+  }
+
+  /**
+   * The marker of a caller without a credential: `anonymous: true` and no subject, no plan, no
+   * scope, so the upstream can tell that the gateway admitted the request and that nobody is
+   * asserted. One token serves every anonymous request.
+   */
+  anonymousToken(): string | Promise<string> {
+    return this.cachedOrSigned(ANONYMOUS, { anonymous: true });
+  }
+
+  private hit(id: string): string | undefined {
+    const entry = this.cache.get(id);
     return entry && this.nowMs() < entry.refreshAtMs ? entry.token : undefined;
   }
 
-  /** The cached token, or a freshly signed one (concurrent requests for one key share a signing). */
-  token(keyId: string, plan: string): string | Promise<string> {
-    const hit = this.cached(keyId, plan);
+  private cachedOrSigned(id: string, claims: Record<string, unknown>, subject?: string): string | Promise<string> {
+    const hit = this.hit(id);
     if (hit) return hit;
-    const id = cacheKey(keyId, plan);
     let pending = this.signing.get(id);
     if (!pending) {
-      pending = this.sign(keyId, plan).finally(() => this.signing.delete(id));
+      pending = this.sign(id, claims, subject).finally(() => this.signing.delete(id));
       this.signing.set(id, pending);
     }
     return pending;
   }
 
-  private async sign(keyId: string, plan: string): Promise<string> {
+  private async sign(id: string, claims: Record<string, unknown>, subject?: string): Promise<string> {
     const issuedAtSeconds = Math.floor(this.nowMs() / 1000);
     const { ttlSeconds, issuer, audience } = this.settings;
-    const token = await new SignJWT({ plan })
+    const jwt = new SignJWT(claims)
       .setProtectedHeader({ alg: ASSERTION_ALG, typ: 'JWT', kid: this.secret.kid })
       .setIssuer(issuer)
       .setAudience(audience)
-      .setSubject(keyId)
       .setIssuedAt(issuedAtSeconds)
-      .setExpirationTime(issuedAtSeconds + ttlSeconds)
-      .sign(await this.key);
+      .setExpirationTime(issuedAtSeconds + ttlSeconds);
+    if (subject !== undefined) jwt.setSubject(subject);
+    const token = await jwt.sign(await this.key);
     this.signed++;
-    this.cache.set(cacheKey(keyId, plan), { token, refreshAtMs: (issuedAtSeconds + ttlSeconds / 2) * 1000 });
+    this.cache.set(id, { token, refreshAtMs: (issuedAtSeconds + ttlSeconds / 2) * 1000 });
     return token;
   }
 }
 
-// Key ids and plan names hold no newline (key format and plans schema), so this is unambiguous.
-function cacheKey(keyId: string, plan: string): string {
-  return `${keyId}\n${plan}`;
+/** The cache entry of the anonymous marker: no key id is empty, so no consumer's entry starts with a newline. */
+const ANONYMOUS = '\nanonymous';
+
+// Key ids, plan names and scopes hold no newline (key format, plans schema, scope.ts), so this is unambiguous.
+function cacheKey(keyId: string, plan: string, scopes?: readonly string[]): string {
+  return scopes?.length ? `${keyId}\n${plan}\n${scopes.join(' ')}` : `${keyId}\n${plan}`;
 }

@@ -3,6 +3,7 @@ import type { ErrorCode } from '../errors/registry.js';
 import type { Consumer } from '../auth/consumer.js';
 import type { GatewayTrace } from '../tracing/gateway-trace.js';
 import type { Route } from '../upstream/service-routes.js';
+import type { Access } from './route-access.js';
 
 export type Credential = { kind: 'key'; validUntilMs?: number } | { kind: 'token'; validUntilMs: number };
 
@@ -42,6 +43,8 @@ export interface RequestContext {
   ticketSubprotocol?: string;
   /** The service the path routes to and the path its targets receive (route-to-service.ts). */
   route?: Route;
+  /** What the route asks of its caller: scopes, and whether anonymous callers are admitted (access.ts). */
+  access?: Access;
   /** Where the request went upstream: the service, the target of the last try, and how many tries. */
   upstream?: { service: string; target: string; tries: number };
   /** The service's responseHeaders rules for this request (header-rules.ts), applied where the proxy relays the response head; returns the names it set. */

@@ -5,6 +5,8 @@ import { createAdminServer } from '../admin/admin-server.js';
 import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
 import { GATEWAY_FILE, loadGatewayFile, loadPlans, PLANS_FILE } from '../config/load.js';
 import { plansWithKnownServices, servicesKeepingPlanned } from '../config/plan-services.js';
+import { anonymousPlansDefined, plansKeepingAnonymous } from '../config/anonymous-plans.js';
+import { AnonymousConsumers } from '../auth/anonymous-consumer.js';
 import type { PlansConfig } from '../config/plans-schema.js';
 import { Reloading } from '../config/reloading.js';
 import type { Settings } from '../config/settings.js';
@@ -42,6 +44,8 @@ import { createUpstreamProxy } from './proxy.js';
 import { createCachingProxy } from './caching-proxy.js';
 import { ResponseCache } from '../cache/response-cache.js';
 import { routeToService } from './policies/route-to-service.js';
+import { anonymousCaller, requireScopes } from './policies/access.js';
+import { RouteAccess } from './route-access.js';
 import { globalIpRules, keyIpRules, serviceIpRules } from './policies/ip-rules.js';
 import { IpRules } from '../policies/ip-rules/ip-rules.js';
 import { HeaderRules } from '../policies/header-rules/header-rules.js';
@@ -85,8 +89,9 @@ export async function startGateway(
     join(settings.configDir, GATEWAY_FILE),
     () => {
       const file = loadGatewayFile(settings.configDir);
-      const { deprecations, costs } = file.routes;
+      const { deprecations, costs, access } = file.routes;
       const services = inForce.plans ? servicesKeepingPlanned(file.services, inForce.plans()) : file.services;
+      if (inForce.plans) anonymousPlansDefined(inForce.plans(), services, access);
       // Edge rules are compiled here, so a reload that cannot compile is refused as a whole.
       const ipRules = {
         global: new IpRules(file.ipRules),
@@ -113,6 +118,8 @@ export async function startGateway(
         validation,
         deprecations: new RouteRules(deprecations),
         costs: new RouteCosts(costs),
+        access: new RouteAccess(access, services),
+        accessRules: access,
         services,
         ipRules,
         globalIpRules: file.ipRules,
@@ -125,7 +132,10 @@ export async function startGateway(
   );
   const plans = new Reloading(
     join(settings.configDir, PLANS_FILE),
-    () => plansWithKnownServices(loadPlans(settings.configDir), routes.current().services),
+    () => {
+      const { services, accessRules } = routes.current();
+      return plansKeepingAnonymous(plansWithKnownServices(loadPlans(settings.configDir), services), services, accessRules);
+    },
     logger,
   );
   inForce.plans = () => plans.current();
@@ -221,6 +231,13 @@ export async function startGateway(
     metrics,
     logger,
   });
+  const access = {
+    access: () => routes.current().access,
+    upstreams,
+    consumers: new AnonymousConsumers(assertionSecrets.current.bytes),
+    trustProxyHops: settings.gateway.trustProxyHops,
+  };
+  const planDeps = { quotas: ownStores.quotas, plans: () => plans.current(), health };
   const ipRules = {
     rules: () => routes.current().ipRules,
     upstreams,
@@ -246,7 +263,7 @@ export async function startGateway(
       authenticateWsTicket(
         ownStores.tickets,
         keys,
-        authenticate(keys, failedAuth.blockedSeconds, () => inForce.jwt),
+        authenticate(keys, failedAuth.blockedSeconds, () => inForce.jwt, anonymousCaller(access)),
         health,
       ),
     ),
@@ -259,7 +276,8 @@ export async function startGateway(
       health,
     }),
     serveUsage(settings.usage.path, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
-    routeToService(upstreams, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
+    routeToService(upstreams, planDeps),
+    requireScopes({ ...access, ...planDeps }),
     quota,
     applyRouteRules(() => routes.current().deprecations),
     // After the quota (invalid requests are charged: a flood of them cannot skip it) and before the

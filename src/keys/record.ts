@@ -22,13 +22,15 @@ export interface KeyRecord {
   owner?: string;
   /** The only networks the key may be used from (CIDRs); absent: any. Elsewhere → 403 ip_not_allowed. */
   allowedCidrs?: string[];
+  /** What the key may do (RFC 6749 scope names); a service or route may require some (docs/policies.md). */
+  scopes?: string[];
 }
 
 /** Owner names: they go inside a Redis hash tag (`{owner:…}`), so no braces, and short. */
 export const OWNER_PATTERN = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
 export type KeyPatch = Partial<
-  Pick<KeyRecord, 'plan' | 'status' | 'perMinute' | 'perDay' | 'name' | 'expiresAt' | 'shadow' | 'owner' | 'allowedCidrs'>
+  Pick<KeyRecord, 'plan' | 'status' | 'perMinute' | 'perDay' | 'name' | 'expiresAt' | 'shadow' | 'owner' | 'allowedCidrs' | 'scopes'>
 >;
 
 /** A record as it was and as it is after one change (for the audit). */

@@ -29,26 +29,29 @@ export function ticketHash(ticket: string): string {
 /**
  * What a ticket stands for, enough to rebuild the consumer at the handshake. An API key: its id,
  * looked up again then, so a revocation, an expiry or a plan change since the ticket still applies.
- * A JWT's consumer: its id and plan, and when the token stops being valid (exp plus the issuer's
- * clock skew); never the token itself, which the gateway does not keep.
+ * A JWT's consumer: its id, plan and scopes, and when the token stops being valid (exp plus the
+ * issuer's clock skew); never the token itself, which the gateway does not keep.
  */
-export type TicketGrant = { keyId: string } | { consumer: { id: string; plan: string }; validUntilMs: number };
+export type TicketGrant = { keyId: string } | { consumer: { id: string; plan: string; scopes?: string[] }; validUntilMs: number };
 
 /**
  * A grant as the store holds it: a key's id as it is (a key id never starts with `{`: ids live
  * inside Redis hash tags), a JWT's consumer as JSON.
  */
 export function encodeGrant(grant: TicketGrant): string {
-  return 'keyId' in grant ? grant.keyId : JSON.stringify({ id: grant.consumer.id, plan: grant.consumer.plan, until: grant.validUntilMs });
+  if ('keyId' in grant) return grant.keyId;
+  const { id, plan, scopes } = grant.consumer;
+  return JSON.stringify({ id, plan, until: grant.validUntilMs, ...(scopes && { scopes }) });
 }
 
 /** The grant of a stored value; null for anything this gateway did not write. */
 export function decodeGrant(value: string): TicketGrant | null {
   if (!value.startsWith('{')) return { keyId: value };
   try {
-    const held = JSON.parse(value) as { id?: unknown; plan?: unknown; until?: unknown };
+    const held = JSON.parse(value) as { id?: unknown; plan?: unknown; until?: unknown; scopes?: unknown };
     if (typeof held.id !== 'string' || typeof held.plan !== 'string' || typeof held.until !== 'number') return null;
-    return { consumer: { id: held.id, plan: held.plan }, validUntilMs: held.until };
+    const scopes = Array.isArray(held.scopes) && held.scopes.every((s) => typeof s === 'string') ? held.scopes : undefined;
+    return { consumer: { id: held.id, plan: held.plan, ...(scopes && { scopes }) }, validUntilMs: held.until };
   } catch {
     return null;
   }

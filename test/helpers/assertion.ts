@@ -25,6 +25,8 @@ export interface TestAssertion {
   ttlSeconds?: number;
   secret?: string;
   kid?: string | null;
+  /** The anonymous marker's claims instead: `anonymous: true`, no sub, no plan (unless `sub` is given too). */
+  anonymous?: boolean;
 }
 
 /** An HS256 assertion as the gateway would sign it with the shipped config, with any part overridden. */
@@ -32,14 +34,14 @@ export async function signTestAssertion(opts: TestAssertion = {}): Promise<strin
   const secret = opts.secret ?? TEST_ASSERTION_SECRET;
   const iat = opts.iat ?? Math.floor(Date.now() / 1000);
   const kid = opts.kid === undefined ? kidOf(secret) : opts.kid;
-  return new SignJWT({ plan: opts.plan ?? 'free' })
+  const jwt = new SignJWT(opts.anonymous ? { anonymous: true } : { plan: opts.plan ?? 'free' })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT', ...(kid !== null && { kid }) })
     .setIssuer(opts.issuer ?? 'tollgate')
     .setAudience(opts.audience ?? 'tollgate-backend')
-    .setSubject(opts.sub ?? 'testkey00001')
     .setIssuedAt(iat)
-    .setExpirationTime(iat + (opts.ttlSeconds ?? 60))
-    .sign(new TextEncoder().encode(secret));
+    .setExpirationTime(iat + (opts.ttlSeconds ?? 60));
+  if (!opts.anonymous || opts.sub !== undefined) jwt.setSubject(opts.sub ?? 'testkey00001');
+  return jwt.sign(new TextEncoder().encode(secret));
 }
 
 /** The three headers the gateway adds for the upstream, for a test calling the backend directly. */

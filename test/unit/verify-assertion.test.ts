@@ -109,6 +109,34 @@ describe('backend assertion verifier', () => {
     expect(await verify(spoofed)).toBe('invalid_gateway_assertion');
   });
 
+  it('accepts the anonymous marker (no sub, no plan) on a request marked X-Tollgate-Anonymous without consumer headers', async () => {
+    const { verify, lines } = setup();
+    const token = await signTestAssertion({ iat: NOW_S, anonymous: true });
+    const anonymous = (headers: Record<string, string>) =>
+      ({ headers: { 'x-tollgate-assertion': token, ...headers } }) as unknown as IncomingMessage;
+    expect(await verify(anonymous({ 'x-tollgate-anonymous': 'true' }))).toBeNull();
+    expect(await verify(anonymous({}))).toBe('invalid_gateway_assertion');
+    expect(await verify(anonymous({ 'x-tollgate-anonymous': 'true', 'x-tollgate-consumer-id': 'testkey00001' }))).toBe(
+      'invalid_gateway_assertion',
+    );
+    // A marker that names a subject is neither one thing nor the other.
+    const both = await signTestAssertion({ iat: NOW_S, anonymous: true, sub: 'testkey00001' });
+    expect(await verify({ headers: { 'x-tollgate-assertion': both, 'x-tollgate-anonymous': 'true' } } as unknown as IncomingMessage)).toBe(
+      'invalid_gateway_assertion',
+    );
+    // A consumer's assertion on a request that also says anonymous.
+    const consumer = await request();
+    expect(await verify({ headers: { ...consumer.headers, 'x-tollgate-anonymous': 'true' } } as unknown as IncomingMessage)).toBe(
+      'invalid_gateway_assertion',
+    );
+    expect(lines.map((l) => JSON.parse(l).reason as string)).toEqual([
+      'an anonymous assertion without x-tollgate-anonymous: true',
+      'an anonymous assertion with consumer headers',
+      'an anonymous assertion names a subject',
+      "x-tollgate-anonymous with a consumer's assertion",
+    ]);
+  });
+
   it('accepts the previous secret during a rotation, and only while it is configured', async () => {
     const rotating = setup({ TOLLGATE_ASSERTION_SECRET: OTHER_SECRET, TOLLGATE_ASSERTION_SECRET_PREVIOUS: TEST_ASSERTION_SECRET });
     expect(await rotating.verify(await request())).toBeNull();

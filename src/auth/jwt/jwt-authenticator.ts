@@ -6,6 +6,7 @@ import type { Logger } from '../../observability/log.js';
 import { jwtConsumerId, type Consumer } from '../consumer.js';
 import { discoverJwksUri } from './discovery.js';
 import { JwksCache, type KeyResolver } from './jwks-cache.js';
+import { tokenScopes } from './token-scopes.js';
 
 /** Longest token verified; anything longer is refused before any decoding (RFC 6750 tokens are small). */
 export const MAX_TOKEN_BYTES = 8 * 1024;
@@ -41,7 +42,7 @@ const KEY_LOCATING_HEADERS = ['jku', 'x5u', 'jwk', 'x5c'] as const;
 
 /**
  * Verifies JWT access tokens of the configured issuers with jose and turns each into a consumer
- * `jwt:<issuer name>:<subject>` on the mapped plan. Admitted only: a compact JWS (a JWE is
+ * `jwt:<issuer name>:<subject>` on the mapped plan, with the scopes it grants. Admitted only: a compact JWS (a JWE is
  * refused), at most 8 KiB, from a configured `iss`, with an `alg` the issuer allows (never HMAC or
  * `none`: the schema refuses them) that matches the type of the key its kid names in the issuer's
  * JWKS, no key-locating or critical headers, `aud` one of the issuer's audiences, `exp` present
@@ -126,9 +127,11 @@ export class JwtAuthenticator {
     const { payload } = result;
     const subject = payload[issuer.settings.subject];
     if (typeof subject !== 'string' || subject === '' || subject.length > 1024) return invalid('The token names no subject.');
+    const scopes = tokenScopes(payload);
     const consumer: Consumer = Object.freeze({
       id: jwtConsumerId(issuer.settings.name, subject),
       plan: planOf(issuer.settings.plan, payload),
+      ...(scopes && { scopes }),
     });
     const expiresAtMs = payload.exp! * 1000;
     const validUntilMs = expiresAtMs + issuer.settings.clockSkewSeconds * 1000;

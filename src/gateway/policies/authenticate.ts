@@ -1,3 +1,4 @@
+import type { Consumer } from '../../auth/consumer.js';
 import type { JwtAuthenticator, JwtOutcome } from '../../auth/jwt/jwt-authenticator.js';
 import { MAX_TOKEN_BYTES } from '../../auth/jwt/jwt-authenticator.js';
 import { hashApiKey, parseApiKey, sameHash } from '../../keys/format.js';
@@ -34,14 +35,26 @@ export function invalidToken(description: string): Decision {
  * With identity providers configured (`jwt:` in gateway.yaml), a token with a dot in it (an API
  * key never has one) is a JWT for src/auth/jwt/ instead: the same consumer comes out of either, or
  * 401 invalid_token, or 503 identity_provider_unavailable when the IdP's keys cannot be had.
+ *
+ * A request with no Authorization header at all, on a route that admits anonymous callers, is the
+ * anonymous consumer of its client address (`anonymous`, access.ts). Only the absence of the
+ * header does that: an empty, malformed or wrong credential is the 401 it always was.
  */
 export function authenticate(
   keys: KeyCache,
   blockedSeconds: (ctx: RequestContext) => number = () => 0,
   jwt: () => JwtAuthenticator | undefined = () => undefined,
+  anonymous: (ctx: RequestContext) => Consumer | undefined = () => undefined,
 ): Policy {
   return (ctx) => {
     const header = ctx.req.headers.authorization;
+    if (header === undefined) {
+      const consumer = anonymous(ctx);
+      if (consumer) {
+        ctx.consumer = consumer;
+        return CONTINUE;
+      }
+    }
     if (header === undefined || header === '') return reject('missing_api_key', undefined, CHALLENGE);
     if (countAuthorizationHeaders(ctx) > 1) {
       return reject('malformed_api_key', 'Send exactly one Authorization header.', INVALID_TOKEN);

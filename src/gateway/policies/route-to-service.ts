@@ -1,17 +1,9 @@
-import type { PlansConfig } from '../../config/plans-schema.js';
 import { quotaFor } from '../../quota/quota-for.js';
-import { quotaSubject } from '../../quota/quota-subject.js';
-import { rateLimitHeaders } from '../../quota/rate-limit-headers.js';
-import type { QuotaStore } from '../../store/quota-store.js';
-import type { StoreHealth } from '../../store/store-health.js';
 import type { Upstreams } from '../../upstream/upstreams.js';
 import { CONTINUE, reject, type Decision, type Policy } from '../context.js';
+import { withStandingHeaders, type StandingDeps } from './standing-headers.js';
 
-export interface PlanServiceDeps {
-  quotas: QuotaStore;
-  plans: () => PlansConfig;
-  health?: StoreHealth;
-}
+export type PlanServiceDeps = StandingDeps;
 
 /**
  * Which service the request goes to (the longest path prefix a service claims, else `default`),
@@ -19,10 +11,8 @@ export interface PlanServiceDeps {
  * checked before anything is consumed. The proxy forwards to that service.
  *
  * A plan that lists `services` lets its keys call only those: another one is answered 403
- * service_not_in_plan with the rate-limit headers of the caller's windows as they stand, read
- * without consuming (like serve-usage.ts), so the refusal costs no quota and never counts towards
- * a ban. While the store cannot be read, the 403 goes without those headers: the answer does not
- * depend on the store, and a 503 would invite a retry that cannot succeed. A shadow plan (or key)
+ * service_not_in_plan with the rate-limit headers of the caller's windows as they stand
+ * (standing-headers.ts): no quota consumed, no step towards a ban. A shadow plan (or key)
  * admits the request instead, marked `X-RateLimit-Shadow: service_not_in_plan`, and the quota then
  * counts it as any admitted request.
  */
@@ -39,15 +29,9 @@ export function routeToService(upstreams: Upstreams, deps: PlanServiceDeps): Pol
       ctx.shadowRefusal = 'service_not_in_plan';
       return CONTINUE;
     }
-    const refusal = (headers?: Record<string, string>): Decision =>
-      reject('service_not_in_plan', `The plan "${key.plan}" does not include the service "${ctx.route!.service.name}".`, headers);
-    if (deps.health?.isDown()) return refusal();
-    return deps.quotas.usage(quotaSubject(key, quota)).then(
-      (outcome) => refusal(rateLimitHeaders(quota, outcome)),
-      (err: unknown) => {
-        deps.health?.failed(err);
-        return refusal();
-      },
+    const service = ctx.route.service.name;
+    return withStandingHeaders(key, deps, (headers?: Record<string, string>): Decision =>
+      reject('service_not_in_plan', `The plan "${key.plan}" does not include the service "${service}".`, headers),
     );
   };
 }

@@ -36,6 +36,8 @@ export function serveWsTickets(path: string, deps: WsTicketDeps): Policy {
     const url = ctx.req.url ?? '';
     if (!url.startsWith(path) || (url.length > path.length && url.charCodeAt(path.length) !== 63) /* ? */) return CONTINUE;
     if (ctx.req.method !== 'POST') return notAllowed(ctx, path, deps);
+    // A ticket stands for a credential: an anonymous caller has none to lend a WebSocket.
+    if (ctx.consumer?.anonymous) return reject('missing_api_key', undefined, { 'www-authenticate': 'Bearer realm="tollgate"' });
     if (ticketSeconds(ctx) < 1) return invalidToken('The token expires within a second; refresh it before asking for a ticket.');
     const counted = deps.quota(ctx);
     return counted instanceof Promise ? counted.then((d) => d ?? mint(ctx, deps)) : (counted ?? mint(ctx, deps));
@@ -47,7 +49,10 @@ function mint(ctx: RequestContext, deps: { tickets: WsTicketStore; health?: Stor
   const credential = ctx.credential;
   const grant: TicketGrant =
     credential?.kind === 'token'
-      ? { consumer: { id: consumer.id, plan: consumer.plan }, validUntilMs: credential.validUntilMs }
+      ? {
+          consumer: { id: consumer.id, plan: consumer.plan, ...(consumer.scopes && { scopes: [...consumer.scopes] }) },
+          validUntilMs: credential.validUntilMs,
+        }
       : { keyId: consumer.id };
   // Whole seconds for Redis' EX; a token that ran out while the mint was counted is refused at the handshake.
   const ttlSeconds = Math.max(1, ticketSeconds(ctx));

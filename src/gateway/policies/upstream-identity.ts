@@ -1,12 +1,13 @@
-import { ASSERTION_HEADER } from '../../identity/assertion.js';
+import { ANONYMOUS_HEADER, ASSERTION_HEADER } from '../../identity/assertion.js';
 import type { AssertionSigner } from '../assertion-signer.js';
-import { CONTINUE, type Policy } from '../context.js';
+import { CONTINUE, type Decision, type Policy } from '../context.js';
 import { CONSUMER_ID_HEADER, CONSUMER_PLAN_HEADER, withoutClientHeaders } from '../upstream-headers.js';
 
 /**
  * Last policy before the proxy: the client's credentials and any identity headers it sent
  * (including a forged X-Tollgate-Assertion) are removed, and the consumer the gateway
  * authenticated is named instead, with a short-lived signed assertion the upstream can verify.
+ * An anonymous caller is named by nobody: X-Tollgate-Anonymous and the signed anonymous marker.
  * The assertion is usually a cache hit (see AssertionSigner), so this stays synchronous.
  */
 export function upstreamIdentity(assertions: AssertionSigner): Policy {
@@ -15,18 +16,25 @@ export function upstreamIdentity(assertions: AssertionSigner): Policy {
     ctx.req.headers = headers;
     const consumer = ctx.consumer;
     if (!consumer) return CONTINUE;
+    if (consumer.anonymous) {
+      headers[ANONYMOUS_HEADER] = 'true';
+      return withAssertion(headers, assertions.anonymousToken());
+    }
     // Only where the issuer asked for it (jwt.issuers[].forwardToken): the upstream then checks the token itself too.
     if (ctx.forwardToken !== undefined) headers.authorization = `Bearer ${ctx.forwardToken}`;
     headers[CONSUMER_ID_HEADER] = consumer.id;
     headers[CONSUMER_PLAN_HEADER] = consumer.plan;
-    const token = assertions.token(consumer.id, consumer.plan);
-    if (typeof token === 'string') {
-      headers[ASSERTION_HEADER] = token;
-      return CONTINUE;
-    }
-    return token.then((signed) => {
-      headers[ASSERTION_HEADER] = signed;
-      return CONTINUE;
-    });
+    return withAssertion(headers, assertions.token(consumer.id, consumer.plan, consumer.scopes));
   };
+}
+
+function withAssertion(headers: Record<string, unknown>, token: string | Promise<string>): Decision | Promise<Decision> {
+  if (typeof token === 'string') {
+    headers[ASSERTION_HEADER] = token;
+    return CONTINUE;
+  }
+  return token.then((signed) => {
+    headers[ASSERTION_HEADER] = signed;
+    return CONTINUE;
+  });
 }

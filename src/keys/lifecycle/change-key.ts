@@ -6,8 +6,8 @@ import { notFound } from './find-key.js';
 import { futureInstant, parseInput, patchKeyInput, quotaPair, requirePlan } from './inputs.js';
 
 /**
- * `{plan?, name?, perMinute?, perDay?, shadow?, expiresAt?, allowedCidrs?}` (null removes own quotas, shadow,
- * the expiry or the networks) →
+ * `{plan?, name?, perMinute?, perDay?, shadow?, expiresAt?, allowedCidrs?, scopes?}` (null removes own quotas,
+ * shadow, the expiry, the networks or the scopes) →
  * the changed record; in force on every replica at once (the store announces it).
  */
 export async function updateKey(deps: LifecycleDeps, id: string, input: unknown, caller: Caller): Promise<PublicKeyRecord> {
@@ -22,6 +22,8 @@ export async function updateKey(deps: LifecycleDeps, id: string, input: unknown,
   else if (fields.shadow) patch.shadow = true;
   if (fields.allowedCidrs === null) patch.allowedCidrs = undefined;
   else if (fields.allowedCidrs !== undefined) patch.allowedCidrs = [...new Set(fields.allowedCidrs)];
+  if (fields.scopes === null) patch.scopes = undefined;
+  else if (fields.scopes !== undefined) patch.scopes = [...new Set(fields.scopes)];
   if (fields.expiresAt === null) patch.expiresAt = undefined;
   else if (fields.expiresAt !== undefined) patch.expiresAt = futureInstant(fields.expiresAt, deps.now(), caller.label);
   return apply(deps, id, patch, caller, 'key.update');

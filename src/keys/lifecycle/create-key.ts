@@ -10,7 +10,7 @@ export interface CreatedKey {
   key: string;
 }
 
-/** `{plan, name?, expiresAt?, perMinute?, perDay?, shadow?, owner?, allowedCidrs?}` → a new key, stored, announced and audited. */
+/** `{plan, name?, expiresAt?, perMinute?, perDay?, shadow?, owner?, allowedCidrs?, scopes?}` → a new key, stored, announced and audited. */
 export async function createKey(deps: LifecycleDeps, input: unknown, caller: Caller): Promise<CreatedKey> {
   const fields = parseInput(createKeyInput, input, caller.label);
   const plan = requirePlan(fields.plan, deps.plans());
@@ -28,6 +28,7 @@ export async function createKey(deps: LifecycleDeps, input: unknown, caller: Cal
     ...(fields.shadow && { shadow: true }),
     ...(fields.owner !== undefined && { owner: fields.owner }),
     ...(fields.allowedCidrs !== undefined && { allowedCidrs: [...new Set(fields.allowedCidrs)] }),
+    ...(fields.scopes !== undefined && { scopes: [...new Set(fields.scopes)] }),
   };
   if (fields.expiresAt !== undefined) record.expiresAt = futureInstant(fields.expiresAt, nowMs, caller.label);
   await deps.keys.create(record);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { PLAN_NAME, quotaSchema, type PlansConfig } from '../../config/plans-schema.js';
+import { scopeListSchema } from '../../policies/access/scope.js';
 import { cidrSchema } from '../../policies/ip-rules/ip-rules-schema.js';
 import { OWNER_PATTERN } from '../record.js';
 import type { FieldLabel } from './deps.js';
@@ -41,6 +42,8 @@ export const createKeyInput = z.strictObject({
   owner: owner.optional(),
   /** The only networks the key may be used from; absent: any. */
   allowedCidrs: allowedCidrs.optional(),
+  /** What the key may do: services and routes with `requireScopes` admit only keys holding those. */
+  scopes: scopeListSchema.optional(),
 });
 
 /** `null` removes an optional setting (own quotas, expiry). */
@@ -53,6 +56,7 @@ export const patchKeyInput = z
     perDay: count.nullable().optional(),
     shadow: shadow.nullable().optional(),
     allowedCidrs: allowedCidrs.nullable().optional(),
+    scopes: scopeListSchema.nullable().optional(),
   })
   .refine((patch) => Object.keys(patch).length > 0, 'give at least one field to change');
 

@@ -71,7 +71,7 @@ export class RedisKeyStore implements KeyStore {
     const remove: string[] = [];
     for (const [field, value] of Object.entries(patch)) {
       if (value === undefined) remove.push(field);
-      else set.push(field, Array.isArray(value) ? value.join(CIDR_SEPARATOR) : String(value));
+      else set.push(field, Array.isArray(value) ? value.join(LIST_SEPARATORS[field as ListField]) : String(value));
     }
     return this.changed(id, await this.scripts().tgUpdateKey(keyRecordKey(id), ...set, '--', ...remove));
   }
@@ -120,8 +120,13 @@ interface RedisWithScripts {
   tgRotateKey(key: string, hash: string, graceEndsAt: string): Promise<[string[], string[]] | null>;
 }
 
-/** `allowedCidrs` is one field: its networks joined with this (no CIDR holds one). */
-const CIDR_SEPARATOR = ',';
+/**
+ * A list is one field, its items joined with a character none of them holds: `,` for networks,
+ * a space for scopes (RFC 6749 scope names hold no space, but may hold a comma).
+ */
+const LIST_SEPARATORS = { allowedCidrs: ',', scopes: ' ' } as const;
+type ListField = keyof typeof LIST_SEPARATORS;
+const LIST_FIELDS = Object.keys(LIST_SEPARATORS) as ListField[];
 
 /** Optional fields, stored only when set. */
 const OPTIONAL_TEXT = ['expiresAt', 'previousHash', 'graceEndsAt', 'owner'] as const;
@@ -139,7 +144,7 @@ function toFields(record: KeyRecord): Record<string, string> {
   if (record.perDay !== undefined) fields.perDay = String(record.perDay);
   for (const field of OPTIONAL_TEXT) if (record[field] !== undefined) fields[field] = record[field];
   if (record.shadow !== undefined) fields.shadow = String(record.shadow);
-  if (record.allowedCidrs !== undefined) fields.allowedCidrs = record.allowedCidrs.join(CIDR_SEPARATOR);
+  for (const field of LIST_FIELDS) if (record[field] !== undefined) fields[field] = record[field].join(LIST_SEPARATORS[field]);
   return fields;
 }
 
@@ -157,7 +162,7 @@ function fromFields(fields: Record<string, string>): KeyRecord | null {
   if (fields.perDay !== undefined) record.perDay = Number(fields.perDay);
   for (const field of OPTIONAL_TEXT) if (fields[field] !== undefined) record[field] = fields[field];
   if (fields.shadow !== undefined) record.shadow = fields.shadow === 'true';
-  if (fields.allowedCidrs) record.allowedCidrs = fields.allowedCidrs.split(CIDR_SEPARATOR);
+  for (const field of LIST_FIELDS) if (fields[field]) record[field] = fields[field].split(LIST_SEPARATORS[field]);
   return record;
 }
 
