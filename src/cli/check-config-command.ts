@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
 import { GATEWAY_FILE, loadPlans, PLANS_FILE } from '../config/load.js';
 import { plansWithKnownServices } from '../config/plan-services.js';
-import { plansKeepingAnonymous } from '../config/anonymous-plans.js';
+import { anonymousPlansDefined } from '../config/anonymous-plans.js';
 import { configDirFrom, loadSettings } from '../config/settings.js';
 import { loadOpenApiDocument, openApiPath } from '../gateway/openapi-document.js';
 import { compileValidation } from '../gateway/validation-rules.js';
@@ -12,11 +12,8 @@ import { assertionSecretsFromEnv, DEVELOPMENT_ENV, DEVELOPMENT_SECRET, SECRET_EN
 export function checkConfigCommand(rest: string[], env: NodeJS.ProcessEnv, out: (text: string) => void): void {
   const dir = rest[0] ?? configDirFrom(env);
   const settings = loadSettings({ ...env, TOLLGATE_CONFIG_DIR: dir });
-  const plans = plansKeepingAnonymous(
-    plansWithKnownServices(loadPlans(settings.configDir), settings.services),
-    settings.services,
-    settings.routes.access,
-  );
+  const plans = plansWithKnownServices(loadPlans(settings.configDir), settings.services);
+  anonymousPlansDefined(plans, settings.services, settings.routes.access);
   AdminTokens.parse(env[ADMIN_TOKENS_ENV]);
   const read = [join(settings.configDir, GATEWAY_FILE), join(settings.configDir, PLANS_FILE)];
   if (settings.openapi.path) {

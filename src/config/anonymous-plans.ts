@@ -5,9 +5,10 @@ import type { AccessRule } from './routes-schema.js';
 import type { ServiceConfig } from './services-schema.js';
 
 // The plans gateway.yaml gives anonymous callers (services[].anonymous.plan, routes.access[].anonymous.plan)
-// must be plans.yaml's, like the services plans name (plan-services.ts): a gateway.yaml load naming
-// an unknown plan is a gateway.yaml mistake; a plans.yaml load dropping one still named is a
-// plans.yaml mistake. Either way the previous config stays in force on a reload.
+// must be plans.yaml's, like the services plans name (plan-services.ts): a gateway.yaml naming an
+// unknown plan is a gateway.yaml mistake (at start, on its reload, in check-config); a plans.yaml
+// reload dropping one still named is a plans.yaml mistake. Either way the previous config stays in
+// force on a reload.
 
 /** The first anonymous plan gateway.yaml names that `plans` lacks, with the field naming it. */
 function firstUnknown(

@@ -134,7 +134,11 @@ export async function startGateway(
     join(settings.configDir, PLANS_FILE),
     () => {
       const { services, accessRules } = routes.current();
-      return plansKeepingAnonymous(plansWithKnownServices(loadPlans(settings.configDir), services), services, accessRules);
+      const loaded = plansWithKnownServices(loadPlans(settings.configDir), services);
+      // At start, a plan gateway.yaml gives anonymous callers and plans.yaml lacks is gateway.yaml's
+      // mistake (as check-config says); later, a plans.yaml edit that drops it is that edit's.
+      if (!inForce.plans) anonymousPlansDefined(loaded, services, accessRules);
+      return plansKeepingAnonymous(loaded, services, accessRules);
     },
     logger,
   );

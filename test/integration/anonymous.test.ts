@@ -17,7 +17,7 @@ import {
   testPlans,
   type GatewayHandle,
 } from '../helpers/stack.js';
-import type { TollgateProcess } from '../helpers/processes.js';
+import { runCli, type TollgateProcess } from '../helpers/processes.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
 // Anonymous callers against real processes (docs/policies.md, "Scopes and anonymous callers"):
@@ -223,5 +223,29 @@ describe('the README tour: an anonymous read of the bundled backend', () => {
     renameSync(`${path}.next`, path);
     expect((await refused).error).toBe('gateway.yaml: routes.access.0.anonymous.plan: plan "nosuch" is not defined in plans.yaml');
     expect((await call(`${gateway.url}/v1/categories`)).status).toBe(200);
+  });
+});
+
+describe('an anonymous plan plans.yaml lacks', () => {
+  const dir = () =>
+    configCopy({
+      'gateway.yaml': (t) =>
+        t.replace(
+          /^ {2}costs: \[\][^\n]*\n/m,
+          '  costs: []\n  access:\n    - { method: GET, path: /v1/categories, anonymous: { plan: public } }\n',
+        ),
+    });
+  const refusal = 'gateway.yaml: routes.access.0.anonymous.plan: plan "public" is not defined in plans.yaml';
+
+  it('is refused by check-config, naming file and field', async () => {
+    const result = await runCli(['check-config', dir()], {});
+    expect(result.code, result.stderr).toBe(1);
+    expect(result.stderr).toBe(`tollgate: ${refusal}\n`);
+  });
+
+  it('stops a gateway at start with the same message', async () => {
+    const result = await runCli(['gateway'], { TOLLGATE_CONFIG_DIR: dir(), GATEWAY_PORT: '0', ADMIN_PORT: '0' });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr + result.stdout).toContain(refusal);
   });
 });
