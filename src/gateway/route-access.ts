@@ -12,7 +12,7 @@ export interface Access {
   anonymousPlan?: string;
 }
 
-const OPEN: Access = Object.freeze({ scopes: Object.freeze([]) });
+export const OPEN: Access = Object.freeze({ scopes: Object.freeze([]) });
 
 /**
  * The services' `requireScopes` and `anonymous` and gateway.yaml `routes.access`, compiled once
@@ -22,11 +22,18 @@ const OPEN: Access = Object.freeze({ scopes: Object.freeze([]) });
  */
 export class RouteAccess {
   private readonly routes: RouteTable<AccessRule>;
+  private readonly rules: number;
   private readonly services = new Map<string, Pick<ServiceConfig, 'requireScopes' | 'anonymous'>>();
 
   constructor(rules: readonly AccessRule[], services: readonly ServiceConfig[]) {
+    this.rules = rules.length;
     this.routes = new RouteTable(rules.map((rule) => ({ method: rule.method, pattern: patternToRegExp(rule.path), value: rule })));
     for (const s of services) if (s.requireScopes || s.anonymous) this.services.set(s.name, s);
+  }
+
+  /** No rule and no service asks anything: every request is OPEN (the common case, decided without reading the path). */
+  get none(): boolean {
+    return this.rules === 0 && this.services.size === 0;
   }
 
   /** What `method` on `path` (no query string) of service `serviceName` asks of its caller. */

@@ -100,6 +100,11 @@ describe('RouteAccess: what a request asks of its caller', () => {
     services,
   );
 
+  it('says when nothing is asked anywhere, so requests skip the lookup', () => {
+    expect(new RouteAccess([], parsedServices(service({}))).none).toBe(true);
+    expect(access.none).toBe(false);
+  });
+
   it('takes the method entry of the service, HEAD that of GET, else "*"', () => {
     expect(access.of('GET', '/v1/categories', 'cats').scopes).toEqual(['categories:read']);
     expect(access.of('HEAD', '/v1/categories', 'cats').scopes).toEqual(['categories:read']);

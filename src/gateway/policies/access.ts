@@ -3,7 +3,7 @@ import type { Consumer } from '../../auth/consumer.js';
 import { missingScopes } from '../../policies/access/scope.js';
 import type { Upstreams } from '../../upstream/upstreams.js';
 import { CONTINUE, reject, type Policy, type RequestContext } from '../context.js';
-import type { Access, RouteAccess } from '../route-access.js';
+import { OPEN, type Access, type RouteAccess } from '../route-access.js';
 import { pathOf } from '../route-rules.js';
 import { clientAddress } from './limit-failed-auth.js';
 import { withStandingHeaders, type StandingDeps } from './standing-headers.js';
@@ -19,8 +19,10 @@ export interface AccessDeps {
 /** What the request's route asks of its caller, decided once (the request is routed here if it was not yet). */
 export function accessOf(ctx: RequestContext, deps: AccessDeps): Access {
   if (ctx.access) return ctx.access;
+  const access = deps.access();
+  if (access.none) return (ctx.access = OPEN);
   ctx.route ??= deps.upstreams.route(ctx.req.url ?? '/');
-  ctx.access = deps.access().of(ctx.req.method ?? 'GET', pathOf(ctx.req.url), ctx.route.service.name);
+  ctx.access = access.of(ctx.req.method ?? 'GET', pathOf(ctx.req.url), ctx.route.service.name);
   return ctx.access;
 }
 
