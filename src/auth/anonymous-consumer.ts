@@ -1,4 +1,5 @@
 import { createHmac, hkdfSync } from 'node:crypto';
+import { addressOf } from '../policies/ip-rules/cidr.js';
 import type { Consumer } from './consumer.js';
 
 /** Characters of the digest kept in an id: 132 bits of base64url, no collision among any number of addresses. */
@@ -6,7 +7,7 @@ const DIGEST_CHARS = 22;
 
 /**
  * The consumer of a request without a credential, on a route that admits such callers: one per
- * client address, `anon:<digest>`, so that the one quota step, its headers and bans treat it as
+ * client address (an IPv6 client per /64), `anon:<digest>`, so that the one quota step, its headers and bans treat it as
  * any other. The digest is an HMAC of the address under a key derived (HKDF) from a secret every
  * replica shares (the assertion secret), so every replica counts one address under one id, and
  * the address is in no Redis key, log line or admin listing in a form that can be reversed by
@@ -21,7 +22,19 @@ export class AnonymousConsumers {
 
   /** The anonymous consumer of `address` (the trusted client address) on `plan`. */
   of(address: string, plan: string): Consumer {
-    const digest = createHmac('sha256', this.key).update(address).digest('base64url').slice(0, DIGEST_CHARS);
+    const digest = createHmac('sha256', this.key).update(clientOf(address)).digest('base64url').slice(0, DIGEST_CHARS);
     return { id: `anon:${digest}`, plan, anonymous: true };
   }
+}
+
+/**
+ * Who one anonymous client is: an IPv4 address (an IPv4-mapped IPv6 one as the IPv4 it carries),
+ * or an IPv6 /64. A single host is usually given a whole /64 (RFC 6177) and may pick any address
+ * in it, so counting per IPv6 address would give it 2⁶⁴ windows.
+ */
+function clientOf(address: string): string {
+  const parsed = addressOf(address);
+  if (!parsed) return address;
+  if (parsed.kind() === 'ipv4') return parsed.toString();
+  return `${parsed.toNormalizedString().split(':').slice(0, 4).join(':')}::/64`;
 }

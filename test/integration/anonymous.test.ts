@@ -94,6 +94,16 @@ describe('anonymous callers on three gateways', () => {
     expect((await from('198.51.100.99, 198.51.100.7', '/v1/categories', 2)).status).toBe(429);
   });
 
+  it('count an IPv6 client per /64: another address of the same /64 is the same caller', async () => {
+    const first = await from('2001:db8:7:7::1', '/v1/categories', 0);
+    const second = await from('2001:db8:7:7:abcd::2', '/v1/categories', 1);
+    const elsewhere = await from('2001:db8:7:8::1', '/v1/categories', 2);
+    expect([first.status, second.status, elsewhere.status]).toEqual([200, 200, 200]);
+    expect(first.headers['x-ratelimit-remaining']).toBe(String(PUBLIC_PER_DAY - 1));
+    expect(second.headers['x-ratelimit-remaining']).toBe(String(PUBLIC_PER_DAY - 2));
+    expect(elsewhere.headers['x-ratelimit-remaining']).toBe(String(PUBLIC_PER_DAY - 1));
+  });
+
   it('reach the upstream with the anonymous marker and no identity, whatever identity fields the client sent', async () => {
     const before = upstream.requests.length;
     const reply = await from('198.51.100.20', '/v1/open/things', 0, {

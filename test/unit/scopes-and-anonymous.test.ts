@@ -155,6 +155,15 @@ describe('AnonymousConsumers: one consumer per client address', () => {
     expect(a.of('198.51.100.7', 'other').id).toBe(a.of('198.51.100.7', 'public').id);
   });
 
+  it('counts an IPv6 client per /64, and an IPv4-mapped address as its IPv4 one', () => {
+    const consumers = new AnonymousConsumers(secret);
+    const id = (address: string) => consumers.of(address, 'public').id;
+    expect(id('2001:db8:1:2::1')).toBe(id('2001:db8:1:2:ffff:ffff:ffff:ffff'));
+    expect(id('2001:db8:1:2::1')).toBe(id('2001:0db8:0001:0002:0:0:0:7'));
+    expect(id('2001:db8:1:3::1')).not.toBe(id('2001:db8:1:2::1'));
+    expect(id('::ffff:198.51.100.7')).toBe(id('198.51.100.7'));
+  });
+
   it('keeps the address out of the id, and needs the secret to link the two', () => {
     const id = new AnonymousConsumers(secret).of('198.51.100.7', 'public').id;
     expect(id).not.toContain('198');
