@@ -58,6 +58,7 @@ services:
         `  costs: []
   access:
     - { method: GET, path: /v1/categories, anonymous: { plan: public } }
+    - { method: POST, path: /v1/ws-tickets, anonymous: { plan: public } }
 `,
       ),
   });
@@ -166,6 +167,12 @@ describe('anonymous callers on three gateways', () => {
     // The refusal consumed nothing of the address's window.
     expect(scoped.headers['x-ratelimit-remaining']).toBe(String(PUBLIC_PER_DAY));
     expect((await from('198.51.100.40', '/v1/other', 1)).status).toBe(401);
+  });
+
+  it('get no WebSocket ticket, even where a rule admits them: a ticket stands for a credential', async () => {
+    const reply = await from('198.51.100.50', '/v1/ws-tickets', 0, {}, 'POST');
+    expect(reply.status).toBe(401);
+    expect(reply.json.code).toBe('missing_api_key');
   });
 
   it('are counted under ids that keep the address out of Redis', async () => {
