@@ -8,7 +8,6 @@ import { scopeListSchema } from './scope.js';
 
 /** Methods a rule may name. A GET rule also covers HEAD (RFC 9110 §9.3.2: HEAD is GET without a body). */
 export const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
-export type HttpMethod = (typeof HTTP_METHODS)[number];
 
 /** Plan names as plans.yaml spells them (config/plans-schema.ts); whether the plan exists is checked across files. */
 const planName = z.string().regex(/^[a-z][a-z0-9_-]{0,31}$/, 'must be a plan name of plans.yaml');
@@ -38,4 +37,3 @@ export const serviceAnonymousSchema = z.strictObject({
 export const routeAnonymousSchema = z.strictObject({ plan: planName });
 
 export type RequireScopes = z.output<typeof requireScopesSchema>;
-export type ServiceAnonymous = z.output<typeof serviceAnonymousSchema>;
