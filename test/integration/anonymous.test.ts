@@ -266,3 +266,48 @@ describe('an anonymous plan plans.yaml lacks', () => {
     expect(result.stderr + result.stdout).toContain(refusal);
   });
 });
+
+describe('an anonymous caller that keeps going after 429', () => {
+  let banRedis: TestRedis;
+  let gateway: GatewayHandle;
+
+  beforeAll(async () => {
+    banRedis = await TestRedis.start();
+    const dir = configCopy({
+      'plans.yaml': () =>
+        testPlans(3, { afterRejections: 3, window: 60, duration: 600 }).replace(
+          'plans:\n',
+          'plans:\n  public: { perMinute: 2, perDay: 2 }\n',
+        ),
+      'gateway.yaml': (t) =>
+        slackRedisTimeout(t).replace(
+          /^ {2}costs: \[\][^\n]*\n/m,
+          '  costs: []\n  access:\n    - { method: GET, path: /v1/categories, anonymous: { plan: public } }\n',
+        ),
+    });
+    gateway = await startGateway({ REDIS_URL: banRedis.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: dir });
+  }, 120_000);
+  afterAll(async () => {
+    await gateway?.process.stop();
+    await banRedis?.stop();
+  });
+
+  it('is banned like a key, at the configured count, and its address alone', async () => {
+    await awayFromDayEdge();
+    const statuses: Array<[number, string | undefined]> = [];
+    for (let i = 0; i < 7; i++) {
+      const reply = await call(`${gateway.url}/v1/categories`, { localAddress: '127.0.0.31' });
+      statuses.push([reply.status, reply.json?.code]);
+    }
+    expect(statuses).toEqual([
+      [200, undefined],
+      [200, undefined],
+      [429, 'rate_limit_exceeded'],
+      [429, 'rate_limit_exceeded'],
+      [429, 'api_key_banned'],
+      [429, 'api_key_banned'],
+      [429, 'api_key_banned'],
+    ]);
+    expect((await call(`${gateway.url}/v1/categories`, { localAddress: '127.0.0.32' })).status).toBe(200);
+  });
+});
