@@ -9,6 +9,8 @@ import { readJsonBody } from '../http/read-json-body.js';
 import type { Caller } from '../keys/lifecycle/deps.js';
 import { LifecycleError } from '../keys/lifecycle/lifecycle-error.js';
 import type { Logger } from '../observability/log.js';
+import { authorize } from './access/authorize.js';
+import { allowedActions, type Principal } from './access/roles.js';
 import { adminAuthenticator } from './admin-auth.js';
 import type { AdminDeps, AdminRoute } from './admin-route.js';
 import type { AdminTokens } from './admin-tokens.js';
@@ -42,9 +44,9 @@ interface CompiledRoute {
  */
 export function createAdminApi(deps: AdminDeps, tokens: AdminTokens, logger: Logger): AdminApi {
   // The console signs in with the same tokens and sends its session where a script sends its token.
-  const sessions = new ConsoleSessions();
+  const sessions = new ConsoleSessions<Principal>();
   const authenticate = adminAuthenticator(tokens, logger, undefined, sessions);
-  const operatorConsole = createConsole({ sessions, signIn: authenticate.signIn, logger });
+  const operatorConsole = createConsole({ sessions, signIn: authenticate.signIn, actionsOf: allowedActions, logger });
   const document = loadOpenApiDocument(ADMIN_OPENAPI_FILE, '');
   const routes = [...keysRoutes(deps), ...plansRoutes(deps), ...servicesRoutes(deps), ...auditRoutes(deps), ...trafficRoutes(deps)].map(
     compile,
@@ -69,9 +71,13 @@ export function createAdminApi(deps: AdminDeps, tokens: AdminTokens, logger: Log
         const allow = matches.map((m) => m.route.method).join(', ');
         return sendError(res, 'method_not_allowed', `${req.method} is not allowed here; use ${allow}.`, { allow });
       }
-      const caller: Caller = { actor: auth.actor, label: (field) => field };
+      const { principal } = auth;
+      const caller: Caller = { actor: principal.actor, role: principal.role, email: principal.email, label: (field) => field };
       try {
-        const reply = await chosen.route.handle({ params: chosen.params!, query: queryOf(req), body: () => bodyOf(req), caller });
+        const call = { params: chosen.params!, query: queryOf(req), body: once(() => bodyOf(req)) };
+        const refused = await authorize(principal, chosen.route.action, call, deps.lifecycle.keys);
+        if (refused) return sendError(res, 'insufficient_role', refused);
+        const reply = await chosen.route.handle({ ...call, caller });
         // Create and rotate answer with a secret: nothing on the way may keep a copy.
         res.setHeader('cache-control', 'no-store');
         for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
@@ -85,7 +91,10 @@ export function createAdminApi(deps: AdminDeps, tokens: AdminTokens, logger: Log
           sendError(res, 'internal_error');
         }
       } finally {
-        logger.info({ actor: auth.actor, method: req.method, route: chosen.route.path, status: res.statusCode }, 'admin request');
+        logger.info(
+          { actor: principal.actor, role: principal.role, method: req.method, route: chosen.route.path, status: res.statusCode },
+          'admin request',
+        );
       }
     },
   };
@@ -116,6 +125,12 @@ function queryOf(req: IncomingMessage): Record<string, string> {
     query[name] = value;
   }
   return query;
+}
+
+/** `read` called at most once: the access check and the route share one parsed body. */
+function once<T>(read: () => Promise<T>): () => Promise<T> {
+  let result: Promise<T> | undefined;
+  return () => (result ??= read());
 }
 
 async function bodyOf(req: IncomingMessage): Promise<unknown> {

@@ -9,39 +9,58 @@ export const MAX_AGE_MS = 8 * 60 * 60_000;
 /** Past this many live sessions the oldest goes first: sign-ins cannot grow the heap without bound. */
 const MAX_SESSIONS = 1000;
 
-export interface Session {
-  /** The admin token's label: the audit's actor for every change made in this session. */
+/** Who signed in: an admin token's holder or a person from the OpenID provider (admin/access/roles.ts). */
+export interface SessionPrincipal {
+  /** The audit's actor for every change made in this session: a token's label or an OpenID subject. */
   actor: string;
+  role: string;
+  owner?: string;
+  email?: string;
+}
+
+export interface Session<P extends SessionPrincipal = SessionPrincipal> {
+  principal: P;
   /** Sent back by the page in X-CSRF-Token on every change; bound to this session only. */
   csrf: string;
   createdAtMs: number;
   expiresAtMs: number;
+  /** The latest end: MAX_AGE_MS after sign-in, or sooner when the provider's session ends sooner. */
+  endsAtMs: number;
 }
 
-export type SessionCheck = { actor: string } | { refused: 'no_session' | 'expired' | 'csrf' | 'cross_origin' };
+export type SessionCheck<P extends SessionPrincipal = SessionPrincipal> =
+  { principal: P } | { refused: 'no_session' | 'expired' | 'csrf' | 'cross_origin' };
 
 /**
  * Console sign-ins, kept in this process only: the admin listener is reached on one replica at a
  * time, and a restart signs everyone out (they sign in again with their token). The cookie holds
  * only a random id (256 bits); the admin token itself is never stored, here or in the browser.
  */
-export class ConsoleSessions {
-  private readonly sessions = new Map<string, Session>();
+export class ConsoleSessions<P extends SessionPrincipal = SessionPrincipal> {
+  private readonly sessions = new Map<string, Session<P>>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  create(actor: string): { id: string; session: Session } {
+  /** A new session of `principal`, ending at the latest at `endsAtMs` (an OpenID provider's session end). */
+  create(principal: P, endsAtMs = Infinity): { id: string; session: Session<P> } {
     this.sweep();
     while (this.sessions.size >= MAX_SESSIONS) this.sessions.delete(this.sessions.keys().next().value!);
     const nowMs = this.now();
     const id = randomBytes(32).toString('base64url');
-    const session = { actor, csrf: randomBytes(32).toString('base64url'), createdAtMs: nowMs, expiresAtMs: nowMs + IDLE_MS };
+    const ends = Math.min(nowMs + MAX_AGE_MS, endsAtMs);
+    const session = {
+      principal,
+      csrf: randomBytes(32).toString('base64url'),
+      createdAtMs: nowMs,
+      expiresAtMs: Math.min(nowMs + IDLE_MS, ends),
+      endsAtMs: ends,
+    };
     this.sessions.set(id, session);
     return { id, session };
   }
 
   /** The live session of this id, its idle time restarted; undefined when unknown or ended. */
-  touch(id: string | undefined): Session | undefined {
+  touch(id: string | undefined): Session<P> | undefined {
     if (id === undefined) return undefined;
     const session = this.sessions.get(id);
     if (!session) return undefined;
@@ -50,7 +69,7 @@ export class ConsoleSessions {
       this.sessions.delete(id);
       return undefined;
     }
-    session.expiresAtMs = Math.min(nowMs + IDLE_MS, session.createdAtMs + MAX_AGE_MS);
+    session.expiresAtMs = Math.min(nowMs + IDLE_MS, session.endsAtMs);
     return session;
   }
 
@@ -59,7 +78,7 @@ export class ConsoleSessions {
    * HEAD) must also carry the session's CSRF token: a cross-site page can make the browser send
    * the cookie (SameSite=Strict already stops that in current browsers) but cannot read the token.
    */
-  check(req: IncomingMessage): SessionCheck {
+  check(req: IncomingMessage): SessionCheck<P> {
     const id = sessionIdOf(req.headers.cookie);
     if (id === undefined) return { refused: 'no_session' };
     const change = req.method !== 'GET' && req.method !== 'HEAD';
@@ -68,7 +87,7 @@ export class ConsoleSessions {
     if (!session) return { refused: 'expired' };
     const csrf = req.headers[CSRF_HEADER];
     if (change && !sameSecret(typeof csrf === 'string' ? csrf : '', session.csrf)) return { refused: 'csrf' };
-    return { actor: session.actor };
+    return { principal: session.principal };
   }
 
   end(id: string | undefined): void {

@@ -32,6 +32,14 @@ export const ERRORS = {
     status: 403,
     message: 'This origin may not call the API from a browser (gateway.yaml cors.origins).',
   },
+  insufficient_role: {
+    status: 403,
+    message: "The caller's role or owner scope does not allow this; nothing was changed.",
+  },
+  no_console_role: {
+    status: 403,
+    message: 'The identity provider gave this account no console role; ask for one to be granted.',
+  },
   ip_not_allowed: { status: 403, message: 'Requests from this network are not allowed here.' },
   service_not_in_plan: {
     status: 403,

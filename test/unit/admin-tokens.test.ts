@@ -20,14 +20,31 @@ describe('TOLLGATE_ADMIN_TOKENS', () => {
     expect(AdminTokens.parse(' , ').configured).toBe(false);
   });
 
-  it('maps each token to its label; the token is everything after the first colon', () => {
+  it('maps each label:token to an admin of that label; the token is everything after the first colon', () => {
     const tokens = AdminTokens.parse(`ops:${A}, portal:${B}`);
     expect(tokens.configured).toBe(true);
-    expect(tokens.labelOf(A)).toBe('ops');
-    expect(tokens.labelOf(B)).toBe('portal');
-    expect(tokens.labelOf(`ops:${A}`)).toBeNull();
-    expect(tokens.labelOf(A.slice(1))).toBeNull();
-    expect(tokens.labelOf('')).toBeNull();
+    expect(tokens.principalOf(A)).toEqual({ actor: 'ops', role: 'admin' });
+    expect(tokens.principalOf(B)).toEqual({ actor: 'portal', role: 'admin' });
+    expect(tokens.principalOf(`ops:${A}`)).toBeNull();
+    expect(tokens.principalOf(A.slice(1))).toBeNull();
+    expect(tokens.principalOf('')).toBeNull();
+  });
+
+  it('gives label:role:token its role and label:role:owner:token its owner too', () => {
+    const C = 'c'.repeat(32);
+    const tokens = AdminTokens.parse(`support:viewer:${A},billing:operator:${B.replace(/:/g, '')},acme:operator:acme-corp:${C}`);
+    expect(tokens.principalOf(A)).toEqual({ actor: 'support', role: 'viewer' });
+    expect(tokens.principalOf(B.replace(/:/g, ''))).toEqual({ actor: 'billing', role: 'operator' });
+    expect(tokens.principalOf(C)).toEqual({ actor: 'acme', role: 'operator', owner: 'acme-corp' });
+    expect(tokens.principalOf(`acme-corp:${C}`)).toBeNull();
+  });
+
+  it('refuses a bad owner or a colon in a role entry’s token, never echoing the token', () => {
+    expect(refusal(`acme:viewer:Acme Corp:${A}`).message).toMatch(/entry 1 \(acme\): the owner must be/);
+    const err = refusal(`acme:viewer:acme:${A}:more`);
+    expect(err.message).toMatch(/the token cannot contain ":"/);
+    expect(err.message).not.toContain(A);
+    expect(refusal(`acme:viewer:acme:short`).message).toMatch(/at least 32 bytes/);
   });
 
   it('refuses a token under 32 bytes, naming the entry and never the token', () => {
