@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
+import type { ConsoleOidcConfig } from '../config/console-schema.js';
 import { createConsole, isConsolePath } from '../console/console-handler.js';
 import { ConsoleSessions } from '../console/sessions.js';
 import { ERRORS } from '../errors/registry.js';
@@ -10,7 +11,7 @@ import type { Caller } from '../keys/lifecycle/deps.js';
 import { LifecycleError } from '../keys/lifecycle/lifecycle-error.js';
 import type { Logger } from '../observability/log.js';
 import { authorize } from './access/authorize.js';
-import { allowedActions, type Principal } from './access/roles.js';
+import { allowedActions } from './access/roles.js';
 import { adminAuthenticator } from './admin-auth.js';
 import type { AdminDeps, AdminRoute } from './admin-route.js';
 import type { AdminTokens } from './admin-tokens.js';
@@ -42,11 +43,16 @@ interface CompiledRoute {
  * everything else needs one (admin-auth.ts). An unknown path is 404 before authentication (the
  * paths are public in that document anyway).
  */
-export function createAdminApi(deps: AdminDeps, tokens: AdminTokens, logger: Logger): AdminApi {
+export function createAdminApi(
+  deps: AdminDeps,
+  tokens: AdminTokens,
+  logger: Logger,
+  consoleOidc?: () => ConsoleOidcConfig | undefined,
+): AdminApi {
   // The console signs in with the same tokens and sends its session where a script sends its token.
-  const sessions = new ConsoleSessions<Principal>();
+  const sessions = new ConsoleSessions();
   const authenticate = adminAuthenticator(tokens, logger, undefined, sessions);
-  const operatorConsole = createConsole({ sessions, signIn: authenticate.signIn, actionsOf: allowedActions, logger });
+  const operatorConsole = createConsole({ sessions, signIn: authenticate.signIn, actionsOf: allowedActions, oidc: consoleOidc, logger });
   const document = loadOpenApiDocument(ADMIN_OPENAPI_FILE, '');
   const routes = [...keysRoutes(deps), ...plansRoutes(deps), ...servicesRoutes(deps), ...auditRoutes(deps), ...trafficRoutes(deps)].map(
     compile,

@@ -35,7 +35,7 @@ export function adminAuthenticator(
   tokens: AdminTokens,
   logger: Logger,
   failuresPerMinute = 10,
-  sessions?: ConsoleSessions<Principal>,
+  sessions?: ConsoleSessions,
 ): AdminAuthenticator {
   const failures = new RateLimiterMemory({ points: failuresPerMinute, duration: WINDOW_SECONDS, keyPrefix: 'tg-admin-auth' });
   const warnRefused = limitedWarn(logger, 'admin authentication failed');

@@ -7,7 +7,18 @@ import type { ErrorCode } from '../errors/registry.js';
 import { sendError, sendJson } from '../errors/render.js';
 import { readJsonBody } from '../http/read-json-body.js';
 import type { Logger } from '../observability/log.js';
-import { ConsoleSessions, SESSION_COOKIE, sameOrigin, sessionIdOf, type Session, type SessionPrincipal } from './sessions.js';
+import type { ConsoleOidcConfig } from '../config/console-schema.js';
+import { cookie } from './cookies.js';
+import { oidcSignIn } from './oidc/oidc-sign-in.js';
+import {
+  ConsoleSessions,
+  SESSION_COOKIE,
+  sameOrigin,
+  sessionCookie,
+  sessionIdOf,
+  type Session,
+  type SessionPrincipal,
+} from './sessions.js';
 
 export const CONSOLE_BASE = '/admin/console';
 /** The page's files, at the package root (console/), shipped in the npm package and the image. */
@@ -40,15 +51,17 @@ interface Asset {
   etag: string;
 }
 
-export interface ConsoleParts<P extends SessionPrincipal> {
-  sessions: ConsoleSessions<P>;
+export interface ConsoleParts {
+  sessions: ConsoleSessions;
   /** The admin token of the sign-in form → its holder, under the admin API's failure limit. */
   signIn(
     req: IncomingMessage,
     token: string,
-  ): Promise<{ principal: P } | { code: ErrorCode; message?: string; headers: Record<string, string | number> }>;
+  ): Promise<{ principal: SessionPrincipal } | { code: ErrorCode; message?: string; headers: Record<string, string | number> }>;
   /** What the principal may do (admin/access/roles.ts): the page shows only that. */
-  actionsOf(principal: P): string[];
+  actionsOf(principal: SessionPrincipal): string[];
+  /** The OpenID sign-in's settings in force (gateway.yaml `console.oidc`); undefined: tokens only. */
+  oidc?(): ConsoleOidcConfig | undefined;
   logger: Logger;
   assetsDir?: string;
 }
@@ -63,14 +76,9 @@ export function isConsolePath(path: string): boolean {
  * cookie and a CSRF token; GET tells the page who is signed in (and the CSRF token again, after a
  * reload); DELETE signs out. Everything else the page does goes through the admin API.
  */
-export function createConsole<P extends SessionPrincipal>({
-  sessions,
-  signIn,
-  actionsOf,
-  logger,
-  assetsDir = CONSOLE_ASSETS_DIR,
-}: ConsoleParts<P>) {
-  const view = (session: Session<P>) => sessionView(session, actionsOf(session.principal));
+export function createConsole({ sessions, signIn, actionsOf, oidc, logger, assetsDir = CONSOLE_ASSETS_DIR }: ConsoleParts) {
+  const view = (session: Session) => sessionView(session, actionsOf(session.principal));
+  const openId = oidc && oidcSignIn({ sessions, config: oidc, logger });
   const assets = loadAssets(assetsDir);
 
   async function session(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -113,6 +121,8 @@ export function createConsole<P extends SessionPrincipal>({
       for (const name in SECURITY_HEADERS) res.setHeader(name, SECURITY_HEADERS[name]!);
       const subpath = path.slice(CONSOLE_BASE.length) || '/';
       if (subpath === '/session') return session(req, res);
+      if (subpath === '/oidc' || subpath.startsWith('/oidc/'))
+        return openId ? openId.handle(req, res, subpath) : sendError(res, 'not_found');
       const asset = assets.get(subpath === '/' ? '/index.html' : subpath);
       if (!asset) return sendError(res, 'not_found');
       if (req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, 'method_not_allowed', undefined, { allow: 'GET, HEAD' });
@@ -130,7 +140,7 @@ export function createConsole<P extends SessionPrincipal>({
   };
 }
 
-function sessionView(session: Session<SessionPrincipal>, actions: string[]) {
+function sessionView(session: Session, actions: string[]) {
   const { actor, role, owner, email } = session.principal;
   return {
     actor,
@@ -141,29 +151,6 @@ function sessionView(session: Session<SessionPrincipal>, actions: string[]) {
     csrf: session.csrf,
     expiresAt: new Date(session.expiresAtMs).toISOString(),
   };
-}
-
-/** The session cookie of a new session: it lasts no longer than the session may. */
-export function sessionCookie(req: IncomingMessage, id: string, session: Session<SessionPrincipal>): string {
-  return cookie(req, SESSION_COOKIE, id, Math.max(1, Math.floor((session.endsAtMs - session.createdAtMs) / 1000)));
-}
-
-/**
- * Path=/admin: sent to the console and the admin API only. SameSite=Strict unless `sameSite` says
- * otherwise (the OpenID sign-in's state cookie must come back on the provider's cross-site
- * redirect: console/oidc/). Secure when the request came over TLS (directly or by a proxy that
- * says so); the admin listener itself speaks plain HTTP on 127.0.0.1.
- */
-export function cookie(
-  req: IncomingMessage,
-  name: string,
-  value: string,
-  maxAgeSeconds: number,
-  sameSite = 'Strict',
-  path = '/admin',
-): string {
-  const tls = 'encrypted' in req.socket || req.headers['x-forwarded-proto'] === 'https';
-  return `${name}=${value}; Path=${path}; HttpOnly; SameSite=${sameSite}; Max-Age=${maxAgeSeconds}${tls ? '; Secure' : ''}`;
 }
 
 function loadAssets(dir: string): Map<string, Asset> {

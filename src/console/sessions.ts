@@ -1,8 +1,12 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import type { ROLE_NAMES } from '../config/console-schema.js';
+import { cookie, cookieValue } from './cookies.js';
 
 export const SESSION_COOKIE = 'tg_console';
 export const CSRF_HEADER = 'x-csrf-token';
+/** 256 random bits, base64url: session ids and sign-in states. */
+export const RANDOM_ID = /^[A-Za-z0-9_-]{43}$/;
 /** A session ends after this long without a request, and in any case after MAX_AGE_MS. */
 export const IDLE_MS = 15 * 60_000;
 export const MAX_AGE_MS = 8 * 60 * 60_000;
@@ -13,13 +17,13 @@ const MAX_SESSIONS = 1000;
 export interface SessionPrincipal {
   /** The audit's actor for every change made in this session: a token's label or an OpenID subject. */
   actor: string;
-  role: string;
+  role: (typeof ROLE_NAMES)[number];
   owner?: string;
   email?: string;
 }
 
-export interface Session<P extends SessionPrincipal = SessionPrincipal> {
-  principal: P;
+export interface Session {
+  principal: SessionPrincipal;
   /** Sent back by the page in X-CSRF-Token on every change; bound to this session only. */
   csrf: string;
   createdAtMs: number;
@@ -28,21 +32,20 @@ export interface Session<P extends SessionPrincipal = SessionPrincipal> {
   endsAtMs: number;
 }
 
-export type SessionCheck<P extends SessionPrincipal = SessionPrincipal> =
-  { principal: P } | { refused: 'no_session' | 'expired' | 'csrf' | 'cross_origin' };
+export type SessionCheck = { principal: SessionPrincipal } | { refused: 'no_session' | 'expired' | 'csrf' | 'cross_origin' };
 
 /**
  * Console sign-ins, kept in this process only: the admin listener is reached on one replica at a
  * time, and a restart signs everyone out (they sign in again with their token). The cookie holds
  * only a random id (256 bits); the admin token itself is never stored, here or in the browser.
  */
-export class ConsoleSessions<P extends SessionPrincipal = SessionPrincipal> {
-  private readonly sessions = new Map<string, Session<P>>();
+export class ConsoleSessions {
+  private readonly sessions = new Map<string, Session>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
   /** A new session of `principal`, ending at the latest at `endsAtMs` (an OpenID provider's session end). */
-  create(principal: P, endsAtMs = Infinity): { id: string; session: Session<P> } {
+  create(principal: SessionPrincipal, endsAtMs = Infinity): { id: string; session: Session } {
     this.sweep();
     while (this.sessions.size >= MAX_SESSIONS) this.sessions.delete(this.sessions.keys().next().value!);
     const nowMs = this.now();
@@ -60,7 +63,7 @@ export class ConsoleSessions<P extends SessionPrincipal = SessionPrincipal> {
   }
 
   /** The live session of this id, its idle time restarted; undefined when unknown or ended. */
-  touch(id: string | undefined): Session<P> | undefined {
+  touch(id: string | undefined): Session | undefined {
     if (id === undefined) return undefined;
     const session = this.sessions.get(id);
     if (!session) return undefined;
@@ -78,7 +81,7 @@ export class ConsoleSessions<P extends SessionPrincipal = SessionPrincipal> {
    * HEAD) must also carry the session's CSRF token: a cross-site page can make the browser send
    * the cookie (SameSite=Strict already stops that in current browsers) but cannot read the token.
    */
-  check(req: IncomingMessage): SessionCheck<P> {
+  check(req: IncomingMessage): SessionCheck {
     const id = sessionIdOf(req.headers.cookie);
     if (id === undefined) return { refused: 'no_session' };
     const change = req.method !== 'GET' && req.method !== 'HEAD';
@@ -100,20 +103,17 @@ export class ConsoleSessions<P extends SessionPrincipal = SessionPrincipal> {
   }
 }
 
-/** The session id of a Cookie header, or undefined. */
-export function sessionIdOf(cookieHeader: string | undefined): string | undefined {
-  if (!cookieHeader) return undefined;
-  for (const part of cookieHeader.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === SESSION_COOKIE) {
-      const value = part.slice(eq + 1).trim();
-      return /^[A-Za-z0-9_-]{43}$/.test(value) ? value : undefined;
-    }
-  }
-  return undefined;
+/** The session cookie of a new session: it lasts no longer than the session may. */
+export function sessionCookie(req: IncomingMessage, id: string, session: Session): string {
+  return cookie(req, SESSION_COOKIE, id, Math.max(1, Math.floor((session.endsAtMs - session.createdAtMs) / 1000)));
 }
 
-function sameSecret(presented: string, expected: string): boolean {
+/** The session id of a Cookie header, or undefined. */
+export function sessionIdOf(cookieHeader: string | undefined): string | undefined {
+  return cookieValue(cookieHeader, SESSION_COOKIE, RANDOM_ID);
+}
+
+export function sameSecret(presented: string, expected: string): boolean {
   const a = Buffer.from(presented);
   const b = Buffer.from(expected);
   return a.length === b.length && timingSafeEqual(a, b);

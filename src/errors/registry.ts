@@ -22,6 +22,10 @@ export const ERRORS = {
     status: 401,
     message: 'The WebSocket ticket is unknown, expired or already used; get a new one with POST /v1/ws-tickets.',
   },
+  sign_in_failed: {
+    status: 401,
+    message: 'The sign-in with the identity provider could not be completed; start again from the console.',
+  },
   invalid_gateway_assertion: { status: 401, message: 'The request does not carry a valid gateway assertion.' },
   // 403: the caller is known but may not do this
   invalid_csrf_token: {
@@ -73,6 +77,10 @@ export const ERRORS = {
   internal_error: { status: 500, message: 'An internal error occurred.' },
   plan_not_configured: { status: 500, message: "The API key's plan is not configured on this gateway; contact the operator." },
   bad_gateway: { status: 502, message: 'The upstream service could not be reached or broke the connection.' },
+  sign_in_provider_unavailable: {
+    status: 502,
+    message: "The console's identity provider could not be reached or gave an unusable answer; try again shortly.",
+  },
   key_store_unavailable: { status: 503, message: 'The API key store is unavailable; retry shortly.' },
   identity_provider_unavailable: {
     status: 503,

@@ -119,6 +119,7 @@ export async function startGateway(
         headers,
         cors,
         jwt,
+        consoleOidc: file.console.oidc,
       };
     },
     logger,
@@ -330,6 +331,7 @@ export async function startGateway(
           },
           adminTokens,
           logger,
+          () => routes.current().consoleOidc,
         )
       : undefined,
     logger,
