@@ -1,5 +1,6 @@
 import type { JWTPayload } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { consoleOidcYaml } from '../helpers/console-idp.js';
 import { freePort } from '../helpers/ports.js';
 import { pollUntil } from '../helpers/poll.js';
 import { ScriptedIdp } from '../helpers/scripted-idp.js';
@@ -29,20 +30,8 @@ beforeAll(async () => {
   idp = await new ScriptedIdp().start();
   const adminPort = await freePort();
   admin = `http://127.0.0.1:${adminPort}`;
-  const oidc = `
-console:
-  oidc:
-    issuer: ${idp.issuer}
-    clientId: ${idp.clientId}
-    clientSecretEnv: ${SECRET_ENV}
-    redirectUri: ${admin}/admin/console/oidc/callback
-    roleClaim: groups
-    roles: { tollgate-viewers: viewer, tollgate-operators: operator, partners: operator }
-    ownerClaim: tollgate_owner
-    scopes: [email, groups]
-`;
   gateway = await startGateway({
-    TOLLGATE_CONFIG_DIR: configCopy({ 'gateway.yaml': (text) => text + oidc }),
+    TOLLGATE_CONFIG_DIR: configCopy({ 'gateway.yaml': (text) => text + consoleOidcYaml(idp.issuer, idp.clientId, admin, SECRET_ENV) }),
     TOLLGATE_ADMIN_TOKENS: 'ops:ops-token-0123456789abcdefghijklmnopqrstuv',
     ADMIN_PORT: String(adminPort),
     [SECRET_ENV]: idp.clientSecret,
