@@ -1,3 +1,5 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { JWTPayload } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consoleOidcYaml } from '../helpers/console-idp.js';
@@ -18,6 +20,7 @@ const SECRET_ENV = 'TOLLGATE_CONSOLE_OIDC_SECRET';
 let idp: ScriptedIdp;
 let gateway: GatewayHandle;
 let admin = '';
+let configDir = '';
 
 const USERS = {
   viewer: { sub: 'u-viewer', email: 'vera@example.test', groups: ['staff', 'tollgate-viewers'] },
@@ -30,8 +33,9 @@ beforeAll(async () => {
   idp = await new ScriptedIdp().start();
   const adminPort = await freePort();
   admin = `http://127.0.0.1:${adminPort}`;
+  configDir = configCopy({ 'gateway.yaml': (text) => text + consoleOidcYaml(idp.issuer, idp.clientId, admin, SECRET_ENV) });
   gateway = await startGateway({
-    TOLLGATE_CONFIG_DIR: configCopy({ 'gateway.yaml': (text) => text + consoleOidcYaml(idp.issuer, idp.clientId, admin, SECRET_ENV) }),
+    TOLLGATE_CONFIG_DIR: configDir,
     TOLLGATE_ADMIN_TOKENS: 'ops:ops-token-0123456789abcdefghijklmnopqrstuv',
     ADMIN_PORT: String(adminPort),
     [SECRET_ENV]: idp.clientSecret,
@@ -255,5 +259,24 @@ describe('refusing a sign-in', () => {
       expect(output).not.toContain(auth.state);
       expect(output).not.toContain(auth.nonce);
     }
+  });
+});
+
+describe('reloading gateway.yaml', () => {
+  it('turns the OpenID sign-in off and on again without a restart, and refuses a broken section', async () => {
+    const file = join(configDir, 'gateway.yaml');
+    const withOidc = readFileSync(file, 'utf8');
+    const status = () => fetch(`${admin}/admin/console/oidc`).then((r) => r.status);
+    const deadline = () => ({ deadline: Date.now() + 60_000, everyMs: 100 });
+    writeFileSync(file, withOidc.slice(0, withOidc.indexOf('\nconsole:')));
+    expect(await pollUntil(status, (s) => s === 404, deadline())).toBe(404);
+    writeFileSync(file, withOidc);
+    expect(await pollUntil(status, (s) => s === 200, deadline())).toBe(200);
+    writeFileSync(file, withOidc.replace('partners: operator', 'partners: root'));
+    await gateway.process.waitForLog('config reload refused; the previous config stays in force', 60_000, (line) =>
+      String(line.error).includes('console.oidc.roles.partners'),
+    );
+    expect(await status()).toBe(200);
+    writeFileSync(file, withOidc);
   });
 });
