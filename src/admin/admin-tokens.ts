@@ -2,6 +2,7 @@ import { hash, timingSafeEqual } from 'node:crypto';
 import { ConfigError } from '../config/config-error.js';
 import { OWNER_PATTERN } from '../keys/record.js';
 import { ROLES, type Principal, type Role } from './access/roles.js';
+import { ADMIN_TOKENS_FILE_ENV, readTokensFile, type TokensFileEntry } from './admin-tokens-file.js';
 
 export const ADMIN_TOKENS_ENV = 'TOLLGATE_ADMIN_TOKENS';
 const MIN_TOKEN_BYTES = 32;
@@ -26,8 +27,14 @@ interface AdminToken {
 export class AdminTokens {
   private constructor(private readonly tokens: readonly AdminToken[]) {}
 
+  /** The tokens of TOLLGATE_ADMIN_TOKENS and of the file TOLLGATE_ADMIN_TOKENS_FILE names, if any. */
+  static fromEnvironment(env: NodeJS.ProcessEnv): AdminTokens {
+    const file = env[ADMIN_TOKENS_FILE_ENV];
+    return AdminTokens.parse(env[ADMIN_TOKENS_ENV], file ? readTokensFile(file) : []);
+  }
+
   /** Refusals name the entry by position or label, never by its token. */
-  static parse(value: string | undefined): AdminTokens {
+  static parse(value: string | undefined, hashed: readonly TokensFileEntry[] = []): AdminTokens {
     const entries = (value ?? '')
       .split(',')
       .map((entry) => entry.trim())
@@ -56,6 +63,15 @@ export class AdminTokens {
         throw new ConfigError('environment', ADMIN_TOKENS_ENV, `${where}: label ${label} is used twice`);
       tokens.push({ principal: { actor: label, role, ...(owner !== undefined && { owner }) }, digest: digest(token) });
     });
+    for (const { label, role, owner, sha256 } of hashed) {
+      if (tokens.some((t) => t.principal.actor === label))
+        throw new ConfigError(
+          'environment',
+          ADMIN_TOKENS_FILE_ENV,
+          `label ${label} is used twice (in the file, or there and in ${ADMIN_TOKENS_ENV})`,
+        );
+      tokens.push({ principal: { actor: label, role, ...(owner !== undefined && { owner }) }, digest: Buffer.from(sha256, 'hex') });
+    }
     return new AdminTokens(tokens);
   }
 

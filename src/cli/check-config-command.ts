@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
+import { AdminTokens } from '../admin/admin-tokens.js';
 import { GATEWAY_FILE, loadPlans, PLANS_FILE } from '../config/load.js';
 import { plansWithKnownServices } from '../config/plan-services.js';
 import { configDirFrom, loadSettings } from '../config/settings.js';
@@ -12,7 +12,7 @@ export function checkConfigCommand(rest: string[], env: NodeJS.ProcessEnv, out: 
   const dir = rest[0] ?? configDirFrom(env);
   const settings = loadSettings({ ...env, TOLLGATE_CONFIG_DIR: dir });
   const plans = plansWithKnownServices(loadPlans(settings.configDir), settings.services);
-  AdminTokens.parse(env[ADMIN_TOKENS_ENV]);
+  AdminTokens.fromEnvironment(env);
   const read = [join(settings.configDir, GATEWAY_FILE), join(settings.configDir, PLANS_FILE)];
   if (settings.openapi.path) {
     loadOpenApiDocument(settings.openapi.file, settings.configDir);

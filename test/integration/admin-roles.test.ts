@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -30,8 +31,9 @@ const TOKENS = [
   `ops:${OPS_TOKEN}`,
   `acme-viewer:viewer:acme:${ROLE_TOKENS['acme viewer']}`,
   `acme-operator:operator:acme:${ROLE_TOKENS['acme operator']}`,
-  `acme-admin:admin:acme:${ROLE_TOKENS['acme admin']}`,
 ].join(',');
+/** The acme admin comes from the file of hashed tokens, which joins the variable's. */
+const TOKENS_FILE = `tokens:\n  - { label: acme-admin, role: admin, owner: acme, sha256: ${createHash('sha256').update(ROLE_TOKENS['acme admin']).digest('hex')} }\n`;
 
 type Role = 'viewer' | 'operator' | 'admin';
 const RANK: Record<Role, number> = { viewer: 0, operator: 1, admin: 2 };
@@ -77,7 +79,14 @@ let contract: Contract;
 beforeAll(async () => {
   upstream = await new EchoUpstream().start();
   contract = await Contract.load('openapi-admin.yaml', '/admin/v1');
-  gateway = await startGateway({ UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configCopy(), TOLLGATE_ADMIN_TOKENS: TOKENS });
+  const configDir = configCopy();
+  writeFileSync(join(configDir, 'admin-tokens.yaml'), TOKENS_FILE);
+  gateway = await startGateway({
+    UPSTREAM_URL: upstream.url,
+    TOLLGATE_CONFIG_DIR: configDir,
+    TOLLGATE_ADMIN_TOKENS: TOKENS,
+    TOLLGATE_ADMIN_TOKENS_FILE: join(configDir, 'admin-tokens.yaml'),
+  });
 });
 
 afterAll(async () => {
