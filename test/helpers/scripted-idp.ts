@@ -36,6 +36,8 @@ export class ScriptedIdp {
   ttlSeconds = 600;
   /** Signs with a key not in its JWKS. */
   foreignKey = false;
+  /** The token endpoint fails with this status (0: it works). */
+  tokenFailure = 0;
   /** Every authorization request, in order. */
   readonly authorizations: Authorization[] = [];
   /** Every ID token it issued (none may appear in the gateway's output). */
@@ -84,6 +86,7 @@ export class ScriptedIdp {
       return res.writeHead(302, { location: back.href }).end();
     }
     if (pathname === '/token' && req.method === 'POST') {
+      if (this.tokenFailure) return json(this.tokenFailure, { message: 'down for maintenance' });
       let text = '';
       for await (const chunk of req) text += chunk;
       const form = new URLSearchParams(text);

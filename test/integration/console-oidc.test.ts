@@ -222,6 +222,17 @@ describe('refusing a sign-in', () => {
     }
   });
 
+  it('answers 502 when the provider’s token endpoint fails, and says so at error level', async () => {
+    idp.tokenFailure = 500;
+    try {
+      const { stateCookie, callbackUrl } = await toCallback(USERS.operator);
+      await refusedWith(await callback(callbackUrl, pair(stateCookie)), 502, 'sign_in_provider_unavailable');
+      await gateway.process.waitForLog('console sign-in: the identity provider is unavailable', 60_000, (line) => line.level === 50);
+    } finally {
+      idp.tokenFailure = 0;
+    }
+  });
+
   it('refuses an open redirect in the return path before anything starts', async () => {
     for (const target of [
       'https://evil.example/',

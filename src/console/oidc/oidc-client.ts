@@ -69,9 +69,10 @@ export class OidcClient {
     } catch (err) {
       if (err instanceof SignInRefused) throw err;
       const { code: joseCode, claim } = err as { code?: string; claim?: string };
-      if (joseCode === 'ERR_JWKS_TIMEOUT' || joseCode === 'ERR_JOSE_GENERIC')
+      // No jose code: the key set could not be fetched at all (a network error), the provider's fault.
+      if (joseCode === undefined || joseCode === 'ERR_JWKS_TIMEOUT' || joseCode === 'ERR_JWKS_INVALID' || joseCode === 'ERR_JOSE_GENERIC')
         throw new ProviderUnavailable('the provider’s keys could not be read');
-      throw new SignInRefused(`the ID token was refused (${joseCode ?? 'malformed'}${claim ? `, claim ${claim}` : ''})`);
+      throw new SignInRefused(`the ID token was refused (${joseCode}${claim ? `, claim ${claim}` : ''})`);
     }
   }
 
