@@ -46,6 +46,12 @@ export async function currentSession() {
   return session;
 }
 
+/** True when the console can sign in with the team's OpenID provider (gateway.yaml console.oidc). */
+export async function openIdSignIn() {
+  const response = await fetch('/admin/console/oidc', { credentials: 'same-origin' });
+  return response.ok;
+}
+
 export async function signIn(token) {
   const response = await fetch('/admin/console/session', {
     method: 'POST',

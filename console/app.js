@@ -1,16 +1,22 @@
 // The operator console: a client of the admin API (openapi-admin.yaml), nothing more. Hash routes:
-// #/overview, #/keys, #/keys/<id>, #/plans, #/audit.
-import { api, currentSession, query, signIn, signOut, whenSignedOut } from './api.js';
+// #/overview, #/keys, #/keys/<id>, #/plans, #/audit. It shows only what the signed-in role may do
+// (the session's `actions`); the admin API refuses the rest anyway.
+import { api, currentSession, openIdSignIn, query, signIn, signOut, whenSignedOut } from './api.js';
 import { announce, confirmAction, field, h, modal, svg, table, when } from './dom.js';
 
 const main = document.getElementById('main');
 const DECISIONS = ['admitted', 'limited', 'banned', 'unauthenticated', 'shadow_limited'];
 let refreshTimer;
+/** The signed-in session (actor, role, owner, email, actions). */
+let session;
+const may = (action) => Boolean(session?.actions.includes(action));
+/** Who made a change, as the audit names them: the person's email, else the token's label or the subject. */
+const who = (entry) => entry.email ?? entry.actor;
 
 function show(title, ...content) {
   clearInterval(refreshTimer);
   document.title = `${title} · tollgate console`;
-  main.replaceChildren(h('h1', {}, title), ...content);
+  main.replaceChildren(h('h1', {}, title), ...content.filter((part) => part !== null && part !== undefined));
 }
 
 const failed = (err) => announce(err.message, 'error');
@@ -41,23 +47,32 @@ function signInPage(message) {
     field('Admin token', token, 'A token of TOLLGATE_ADMIN_TOKENS. It is exchanged for a short session; the browser never stores it.'),
     h('button', { type: 'submit' }, 'Sign in'),
   );
-  show('Sign in', form);
+  const returnTo = encodeURIComponent(`/admin/console/${location.hash}`);
+  const openId = h(
+    'p',
+    { class: 'card narrow', id: 'oidc', hidden: true },
+    h('a', { class: 'button', href: `/admin/console/oidc/start?return=${returnTo}` }, 'Sign in with your identity provider'),
+  );
+  show('Sign in', openId, form);
+  openIdSignIn().then((on) => (openId.hidden = !on), failed);
   if (message) announce(message, 'error');
   token.focus();
 }
 
 async function start() {
-  const session = await currentSession();
+  session = await currentSession();
   if (!session) return signInPage();
   document.getElementById('nav').hidden = false;
+  const scope = session.owner ? `, keys of ${session.owner}` : '';
   document.getElementById('who').replaceChildren(
-    h('span', {}, `Signed in as ${session.actor}`),
+    h('span', { id: 'signed-in' }, `Signed in as ${session.email ?? session.actor} (${session.role}${scope})`),
     h(
       'button',
       {
         class: 'link',
         onclick: async () => {
           await signOut();
+          session = undefined;
           location.hash = '#/overview';
           signInPage();
           announce('Signed out.');
@@ -76,10 +91,19 @@ async function overviewPage() {
   show('Overview', h('p', {}, 'Loading…'));
   const draw = async () => {
     const [traffic, bans, services] = await Promise.all([
-      api('GET', '/traffic?seconds=300&top=10'),
+      may('traffic.read') ? api('GET', '/traffic?seconds=300&top=10') : null,
       api('GET', '/bans'),
-      api('GET', '/services').catch(() => null),
+      may('services.read') ? api('GET', '/services').catch(() => null) : null,
     ]);
+    const bansTable = table(
+      'Current bans',
+      ['Key', 'Plan', 'Banned until', ''],
+      bans.bans.map((b) => [h('a', { href: `#/keys/${b.id}` }, b.id), b.plan, when(b.bannedUntil), liftBanButton(b.id, overviewPage)]),
+    );
+    if (!traffic) {
+      if (location.hash.startsWith('#/overview') || location.hash === '') main.replaceChildren(h('h1', {}, 'Overview'), bansTable);
+      return;
+    }
     const lastMinute = traffic.seconds.slice(-61, -1);
     const rate = (d) => (lastMinute.reduce((sum, s) => sum + s.counts[d], 0) / Math.max(1, lastMinute.length)).toFixed(2);
     const keyLink = (id) => h('a', { href: `#/keys/${id}` }, id);
@@ -114,11 +138,7 @@ async function overviewPage() {
           traffic.topKeys.byRefusals.map((k) => [keyLink(k.id), k.refusals, k.requests]),
         ),
       ),
-      table(
-        'Current bans',
-        ['Key', 'Plan', 'Banned until', ''],
-        bans.bans.map((b) => [keyLink(b.id), b.plan, when(b.bannedUntil), liftBanButton(b.id, overviewPage)]),
-      ),
+      bansTable,
     ];
     if (services) content.push(servicesTable(services.services));
     if (location.hash.startsWith('#/overview') || location.hash === '') {
@@ -190,6 +210,7 @@ function cacheCell(cache) {
 }
 
 function liftBanButton(id, after) {
+  if (!may('keys.unban')) return null;
   return h(
     'button',
     {
@@ -290,7 +311,13 @@ async function keysPage() {
 
   const newPlan = planSelect(plans[0], false);
   const name = h('input', { name: 'name', maxlength: 200 });
-  const owner = h('input', { name: 'owner', pattern: '[a-z0-9][a-z0-9._-]{0,63}' });
+  // A principal limited to one owner creates keys of that owner only.
+  const owner = h('input', {
+    name: 'owner',
+    pattern: '[a-z0-9][a-z0-9._-]{0,63}',
+    value: session.owner ?? '',
+    readonly: Boolean(session.owner),
+  });
   const expires = h('input', { type: 'datetime-local', name: 'expiresAt' });
   const perMinute = h('input', { type: 'number', min: 1, name: 'perMinute' });
   const perDay = h('input', { type: 'number', min: 1, name: 'perDay' });
@@ -336,7 +363,7 @@ async function keysPage() {
     h('button', { type: 'submit' }, 'Create key'),
   );
 
-  show('Keys', search, results, create);
+  show('Keys', search, results, may('keys.create') ? create : null);
   await list();
 }
 
@@ -388,7 +415,7 @@ async function keyPage(id) {
   const [record, plans, traffic, audit] = await Promise.all([
     api('GET', `/keys/${id}`),
     api('GET', '/plans'),
-    api('GET', '/traffic?seconds=1&top=100'),
+    may('traffic.read') ? api('GET', '/traffic?seconds=1&top=100') : null,
     api('GET', `/audit${query({ keyId: id, limit: 20 })}`),
   ]);
   const usage = record.status === 'revoked' ? null : await api('GET', `/keys/${id}/usage`).catch(() => null);
@@ -438,17 +465,19 @@ async function keyPage(id) {
       )
     : null;
 
-  const mine = traffic.topKeys.byRequests.find((k) => k.id === id);
-  const refusals = h(
-    'p',
-    { id: 'refusals' },
-    mine
-      ? `Last 5 minutes on this replica: ${mine.requests} requests, ${mine.refusals} refused (limited or banned).`
-      : 'No requests in the last 5 minutes on this replica.',
-  );
+  const mine = traffic?.topKeys.byRequests.find((k) => k.id === id);
+  const refusals = traffic
+    ? h(
+        'p',
+        { id: 'refusals' },
+        mine
+          ? `Last 5 minutes on this replica: ${mine.requests} requests, ${mine.refusals} refused (limited or banned).`
+          : 'No requests in the last 5 minutes on this replica.',
+      )
+    : null;
 
   const actions = [];
-  if (record.status !== 'revoked') {
+  if (record.status !== 'revoked' && may('keys.update')) {
     const plan = h(
       'select',
       {},
@@ -550,8 +579,8 @@ async function keyPage(id) {
 
   const trail = table(
     'Audit trail of this key',
-    ['When', 'Actor', 'Action', 'Changes'],
-    audit.entries.map((e) => [when(e.at), e.actor, e.action, changesText(e.changes)]),
+    ['When', 'Actor', 'Role', 'Action', 'Changes'],
+    audit.entries.map((e) => [when(e.at), who(e), e.role ?? '—', e.action, changesText(e.changes)]),
   );
   show(`Key ${id}`, facts, windows, refusals, h('section', { 'aria-label': 'Actions' }, actions), trail);
 }
@@ -603,8 +632,15 @@ async function auditPage() {
     results.replaceChildren(
       table(
         `Audit, page ${auditState.cursors.length}`,
-        ['When', 'Actor', 'Action', 'Key', 'Changes'],
-        page.entries.map((e) => [when(e.at), e.actor, e.action, h('a', { href: `#/keys/${e.keyId}` }, e.keyId), changesText(e.changes)]),
+        ['When', 'Actor', 'Role', 'Action', 'Key', 'Changes'],
+        page.entries.map((e) => [
+          when(e.at),
+          who(e),
+          e.role ?? '—',
+          e.action,
+          h('a', { href: `#/keys/${e.keyId}` }, e.keyId),
+          changesText(e.changes),
+        ]),
       ),
       h(
         'div',
@@ -646,7 +682,7 @@ async function auditPage() {
       },
     },
     field('Key id', keyId),
-    field('Actor', actor),
+    field('Actor', actor, 'a token’s label, a person’s email or subject'),
     field('Action', action),
     h('button', { type: 'submit' }, 'Filter'),
   );

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
+import type { ConsoleOidcConfig } from '../config/console-schema.js';
 import { createConsole, isConsolePath } from '../console/console-handler.js';
 import { ConsoleSessions } from '../console/sessions.js';
 import { ERRORS } from '../errors/registry.js';
@@ -9,6 +10,8 @@ import { readJsonBody } from '../http/read-json-body.js';
 import type { Caller } from '../keys/lifecycle/deps.js';
 import { LifecycleError } from '../keys/lifecycle/lifecycle-error.js';
 import type { Logger } from '../observability/log.js';
+import { authorize } from './access/authorize.js';
+import { allowedActions } from './access/roles.js';
 import { adminAuthenticator } from './admin-auth.js';
 import type { AdminDeps, AdminRoute } from './admin-route.js';
 import type { AdminTokens } from './admin-tokens.js';
@@ -40,11 +43,16 @@ interface CompiledRoute {
  * everything else needs one (admin-auth.ts). An unknown path is 404 before authentication (the
  * paths are public in that document anyway).
  */
-export function createAdminApi(deps: AdminDeps, tokens: AdminTokens, logger: Logger): AdminApi {
+export function createAdminApi(
+  deps: AdminDeps,
+  tokens: AdminTokens,
+  logger: Logger,
+  consoleOidc?: () => ConsoleOidcConfig | undefined,
+): AdminApi {
   // The console signs in with the same tokens and sends its session where a script sends its token.
   const sessions = new ConsoleSessions();
   const authenticate = adminAuthenticator(tokens, logger, undefined, sessions);
-  const operatorConsole = createConsole({ sessions, signIn: authenticate.signIn, logger });
+  const operatorConsole = createConsole({ sessions, signIn: authenticate.signIn, actionsOf: allowedActions, oidc: consoleOidc, logger });
   const document = loadOpenApiDocument(ADMIN_OPENAPI_FILE, '');
   const routes = [...keysRoutes(deps), ...plansRoutes(deps), ...servicesRoutes(deps), ...auditRoutes(deps), ...trafficRoutes(deps)].map(
     compile,
@@ -69,9 +77,13 @@ export function createAdminApi(deps: AdminDeps, tokens: AdminTokens, logger: Log
         const allow = matches.map((m) => m.route.method).join(', ');
         return sendError(res, 'method_not_allowed', `${req.method} is not allowed here; use ${allow}.`, { allow });
       }
-      const caller: Caller = { actor: auth.actor, label: (field) => field };
+      const { principal } = auth;
+      const caller: Caller = { actor: principal.actor, role: principal.role, email: principal.email, label: (field) => field };
       try {
-        const reply = await chosen.route.handle({ params: chosen.params!, query: queryOf(req), body: () => bodyOf(req), caller });
+        const call = { params: chosen.params!, query: queryOf(req), body: once(() => bodyOf(req)) };
+        const refused = await authorize(principal, chosen.route.action, call, deps.lifecycle.keys);
+        if (refused) return sendError(res, 'insufficient_role', refused);
+        const reply = await chosen.route.handle({ ...call, caller });
         // Create and rotate answer with a secret: nothing on the way may keep a copy.
         res.setHeader('cache-control', 'no-store');
         for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
@@ -85,7 +97,10 @@ export function createAdminApi(deps: AdminDeps, tokens: AdminTokens, logger: Log
           sendError(res, 'internal_error');
         }
       } finally {
-        logger.info({ actor: auth.actor, method: req.method, route: chosen.route.path, status: res.statusCode }, 'admin request');
+        logger.info(
+          { actor: principal.actor, role: principal.role, method: req.method, route: chosen.route.path, status: res.statusCode },
+          'admin request',
+        );
       }
     },
   };
@@ -116,6 +131,12 @@ function queryOf(req: IncomingMessage): Record<string, string> {
     query[name] = value;
   }
   return query;
+}
+
+/** `read` called at most once: the access check and the route share one parsed body. */
+function once<T>(read: () => Promise<T>): () => Promise<T> {
+  let result: Promise<T> | undefined;
+  return () => (result ??= read());
 }
 
 async function bodyOf(req: IncomingMessage): Promise<unknown> {

@@ -5,13 +5,14 @@ import type { ErrorCode } from '../errors/registry.js';
 import { clientAddressOf } from '../http/client-address.js';
 import { limitedWarn } from '../observability/limited-warn.js';
 import type { Logger } from '../observability/log.js';
+import type { Principal } from './access/roles.js';
 import type { AdminTokens } from './admin-tokens.js';
 
-export type AdminAuthResult = { actor: string } | { code: ErrorCode; message?: string; headers: Record<string, string | number> };
+export type AdminAuthResult = { principal: Principal } | { code: ErrorCode; message?: string; headers: Record<string, string | number> };
 
 export interface AdminAuthenticator {
   (req: IncomingMessage): Promise<AdminAuthResult>;
-  /** The console's sign-in: `token` (from the sign-in form) → its label, under the same failure limit. */
+  /** The console's sign-in: `token` (from the sign-in form) → its holder, under the same failure limit. */
   signIn(req: IncomingMessage, token: string): Promise<AdminAuthResult>;
 }
 
@@ -20,13 +21,13 @@ const CHALLENGE = 'Bearer realm="tollgate-admin"';
 const WINDOW_SECONDS = 60;
 
 /**
- * `Authorization: Bearer <admin token>` → the token's label (the audit actor). Failures are
+ * `Authorization: Bearer <admin token>` → the token's holder (label, role, owner). Failures are
  * logged (address and cause, never what was sent) and limited per client address: past
  * `failuresPerMinute` the address gets 429 until the window ends, without its tokens being checked.
  * The limit is per process: the admin listener is reached on one replica at a time, from inside.
  *
  * With `sessions` (the console), a request without Authorization may instead carry a console
- * session cookie: its actor is the label of the token signed in with, and a change must carry the
+ * session cookie: its principal is whoever signed in (token or OpenID), and a change must carry the
  * session's CSRF token (console/sessions.ts). An ended session is refused without counting as a
  * failure (a page left open would otherwise lock its operator out); its id is not guessable.
  */
@@ -57,7 +58,7 @@ export function adminAuthenticator(
 
   const viaSession = (req: IncomingMessage, address: string): Promise<AdminAuthResult> | AdminAuthResult => {
     const check = sessions!.check(req);
-    if ('actor' in check) return check;
+    if ('principal' in check) return check;
     if (check.refused === 'no_session') return refuse(address, 'missing_admin_token');
     if (check.refused === 'expired')
       return {
@@ -80,8 +81,8 @@ export function adminAuthenticator(
     const header = req.headers.authorization;
     if (!header) return sessions && req.headers.cookie ? viaSession(req, address) : refuse(address, 'missing_admin_token');
     const token = header.length <= 1024 ? BEARER.exec(header)?.[1] : undefined;
-    const actor = token === undefined ? null : tokens.labelOf(token);
-    return actor === null ? refuse(address, 'invalid_admin_token') : { actor };
+    const principal = token === undefined ? null : tokens.principalOf(token);
+    return principal === null ? refuse(address, 'invalid_admin_token') : { principal };
   };
 
   return Object.assign(authenticate, {
@@ -89,8 +90,8 @@ export function adminAuthenticator(
       const address = clientAddressOf(req, 0);
       const limited = await blocked(address);
       if (limited) return limited;
-      const actor = token.length <= 1024 ? tokens.labelOf(token) : null;
-      return actor === null ? refuse(address, token ? 'invalid_admin_token' : 'missing_admin_token') : { actor };
+      const principal = token.length <= 1024 ? tokens.principalOf(token) : null;
+      return principal === null ? refuse(address, token ? 'invalid_admin_token' : 'missing_admin_token') : { principal };
     },
   });
 }

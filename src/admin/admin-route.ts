@@ -1,4 +1,5 @@
 import type { Caller, LifecycleDeps } from '../keys/lifecycle/deps.js';
+import type { Action } from './access/roles.js';
 import type { PlansConfig } from '../config/plans-schema.js';
 import type { TrafficCounters } from '../observability/traffic.js';
 import type { Upstreams } from '../upstream/upstreams.js';
@@ -22,6 +23,8 @@ export interface AdminRoute {
   method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
   /** Below /admin/v1, with `{name}` for one path segment, e.g. /keys/{id}/rotate. */
   path: string;
+  /** What it does, for the role table (access/roles.ts): who may, and whose keys it touches. */
+  action: Action;
   handle(request: AdminRequest): Promise<AdminReply>;
 }
 

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
+import { AdminTokens } from '../admin/admin-tokens.js';
 import { GATEWAY_FILE, loadPlans, PLANS_FILE } from '../config/load.js';
 import { plansWithKnownServices } from '../config/plan-services.js';
 import { anonymousPlansDefined } from '../config/anonymous-plans.js';
@@ -14,7 +14,7 @@ export function checkConfigCommand(rest: string[], env: NodeJS.ProcessEnv, out: 
   const settings = loadSettings({ ...env, TOLLGATE_CONFIG_DIR: dir });
   const plans = plansWithKnownServices(loadPlans(settings.configDir), settings.services);
   anonymousPlansDefined(plans, settings.services, settings.routes.access);
-  AdminTokens.parse(env[ADMIN_TOKENS_ENV]);
+  AdminTokens.fromEnvironment(env);
   const read = [join(settings.configDir, GATEWAY_FILE), join(settings.configDir, PLANS_FILE)];
   if (settings.openapi.path) {
     loadOpenApiDocument(settings.openapi.file, settings.configDir);

@@ -57,7 +57,8 @@ const OPTION_NAMES: Record<string, string> = {
   scopes: '--scope',
 };
 // A list's item (`allowedCidrs.1`) is named by its option too.
-const CLI: Caller = { actor: 'cli', label: (field) => OPTION_NAMES[field] ?? OPTION_NAMES[field.split('.')[0]!] ?? field };
+// The CLI holds the store's own credentials: nothing limits it, so it acts as admin.
+const CLI: Caller = { actor: 'cli', role: 'admin', label: (field) => OPTION_NAMES[field] ?? OPTION_NAMES[field.split('.')[0]!] ?? field };
 
 interface Io {
   out(text: string): void;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { assertionSchema } from './assertion-schema.js';
+import { consoleSchema } from './console-schema.js';
 import { jwtSchema } from './jwt-schema.js';
 import { routesSchema } from './routes-schema.js';
 import { servicesSchema } from './services-schema.js';
@@ -213,6 +214,8 @@ export const gatewayFileSchema = z.strictObject({
   routes: routesSchema.prefault({}),
   /** Identity providers whose JWT access tokens are admitted besides API keys; absent: keys only. Hot. */
   jwt: jwtSchema.optional(),
+  /** The operator console's sign-in with the team's OpenID provider (docs/admin.md); hot. */
+  console: consoleSchema,
   /** The signed identity assertion for the upstream; the secret comes from the environment. */
   assertion: assertionSchema.prefault({}),
   /** The public OpenAPI document, served as JSON before authentication and quota (read at start). */

@@ -24,7 +24,7 @@ export const JWT_ALGORITHMS = [
   'Ed25519',
 ] as const;
 
-const httpsOrLoopback = z
+export const httpsOrLoopback = z
   .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
   // Keys fetched in clear could be swapped on the way: plain http only for a local IdP.
   .refine((u) => u.startsWith('https://') || /^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(\/|$)/.test(u), {

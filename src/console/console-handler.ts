@@ -7,7 +7,18 @@ import type { ErrorCode } from '../errors/registry.js';
 import { sendError, sendJson } from '../errors/render.js';
 import { readJsonBody } from '../http/read-json-body.js';
 import type { Logger } from '../observability/log.js';
-import { ConsoleSessions, MAX_AGE_MS, SESSION_COOKIE, sameOrigin, sessionIdOf, type Session } from './sessions.js';
+import type { ConsoleOidcConfig } from '../config/console-schema.js';
+import { cookie } from './cookies.js';
+import { oidcSignIn } from './oidc/oidc-sign-in.js';
+import {
+  ConsoleSessions,
+  SESSION_COOKIE,
+  sameOrigin,
+  sessionCookie,
+  sessionIdOf,
+  type Session,
+  type SessionPrincipal,
+} from './sessions.js';
 
 export const CONSOLE_BASE = '/admin/console';
 /** The page's files, at the package root (console/), shipped in the npm package and the image. */
@@ -42,11 +53,15 @@ interface Asset {
 
 export interface ConsoleParts {
   sessions: ConsoleSessions;
-  /** The admin token of the sign-in form → its label, under the admin API's failure limit. */
+  /** The admin token of the sign-in form → its holder, under the admin API's failure limit. */
   signIn(
     req: IncomingMessage,
     token: string,
-  ): Promise<{ actor: string } | { code: ErrorCode; message?: string; headers: Record<string, string | number> }>;
+  ): Promise<{ principal: SessionPrincipal } | { code: ErrorCode; message?: string; headers: Record<string, string | number> }>;
+  /** What the principal may do (admin/access/roles.ts): the page shows only that. */
+  actionsOf(principal: SessionPrincipal): string[];
+  /** The OpenID sign-in's settings in force (gateway.yaml `console.oidc`); undefined: tokens only. */
+  oidc?(): ConsoleOidcConfig | undefined;
   logger: Logger;
   assetsDir?: string;
 }
@@ -61,7 +76,9 @@ export function isConsolePath(path: string): boolean {
  * cookie and a CSRF token; GET tells the page who is signed in (and the CSRF token again, after a
  * reload); DELETE signs out. Everything else the page does goes through the admin API.
  */
-export function createConsole({ sessions, signIn, logger, assetsDir = CONSOLE_ASSETS_DIR }: ConsoleParts) {
+export function createConsole({ sessions, signIn, actionsOf, oidc, logger, assetsDir = CONSOLE_ASSETS_DIR }: ConsoleParts) {
+  const view = (session: Session) => sessionView(session, actionsOf(session.principal));
+  const openId = oidc && oidcSignIn({ sessions, config: oidc, logger });
   const assets = loadAssets(assetsDir);
 
   async function session(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -81,18 +98,18 @@ export function createConsole({ sessions, signIn, logger, assetsDir = CONSOLE_AS
       const result = await signIn(req, token);
       if ('code' in result) return sendError(res, result.code, result.message, result.headers);
       sessions.end(id);
-      const created = sessions.create(result.actor);
-      res.setHeader('set-cookie', cookie(req, created.id, MAX_AGE_MS / 1000));
-      logger.info({ actor: result.actor }, 'console sign-in');
+      const created = sessions.create(result.principal);
+      res.setHeader('set-cookie', sessionCookie(req, created.id, created.session));
+      logger.info({ actor: result.principal.actor, role: result.principal.role }, 'console sign-in');
       return sendJson(res, 201, view(created.session));
     }
     if (req.method === 'DELETE') {
       const check = sessions.check(req);
-      if (!('actor' in check) && (check.refused === 'csrf' || check.refused === 'cross_origin'))
+      if (!('principal' in check) && (check.refused === 'csrf' || check.refused === 'cross_origin'))
         return sendError(res, 'invalid_csrf_token');
       sessions.end(id);
-      res.setHeader('set-cookie', cookie(req, '', 0));
-      if ('actor' in check) logger.info({ actor: check.actor }, 'console sign-out');
+      res.setHeader('set-cookie', cookie(req, SESSION_COOKIE, '', 0));
+      if ('principal' in check) logger.info({ actor: check.principal.actor }, 'console sign-out');
       res.statusCode = 204;
       return void res.end();
     }
@@ -104,6 +121,8 @@ export function createConsole({ sessions, signIn, logger, assetsDir = CONSOLE_AS
       for (const name in SECURITY_HEADERS) res.setHeader(name, SECURITY_HEADERS[name]!);
       const subpath = path.slice(CONSOLE_BASE.length) || '/';
       if (subpath === '/session') return session(req, res);
+      if (subpath === '/oidc' || subpath.startsWith('/oidc/'))
+        return openId ? openId.handle(req, res, subpath) : sendError(res, 'not_found');
       const asset = assets.get(subpath === '/' ? '/index.html' : subpath);
       if (!asset) return sendError(res, 'not_found');
       if (req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, 'method_not_allowed', undefined, { allow: 'GET, HEAD' });
@@ -121,17 +140,17 @@ export function createConsole({ sessions, signIn, logger, assetsDir = CONSOLE_AS
   };
 }
 
-function view(session: Session) {
-  return { actor: session.actor, csrf: session.csrf, expiresAt: new Date(session.expiresAtMs).toISOString() };
-}
-
-/**
- * Path=/admin: sent to the console and the admin API only. Secure when the request came over TLS
- * (directly or by a proxy that says so); the admin listener itself speaks plain HTTP on 127.0.0.1.
- */
-function cookie(req: IncomingMessage, value: string, maxAgeSeconds: number): string {
-  const tls = 'encrypted' in req.socket || req.headers['x-forwarded-proto'] === 'https';
-  return `${SESSION_COOKIE}=${value}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${tls ? '; Secure' : ''}`;
+function sessionView(session: Session, actions: string[]) {
+  const { actor, role, owner, email } = session.principal;
+  return {
+    actor,
+    role,
+    owner: owner ?? null,
+    email: email ?? null,
+    actions,
+    csrf: session.csrf,
+    expiresAt: new Date(session.expiresAtMs).toISOString(),
+  };
 }
 
 function loadAssets(dir: string): Map<string, Asset> {

@@ -1,24 +1,38 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import type { ROLE_NAMES } from '../config/console-schema.js';
+import { cookie, cookieValue } from './cookies.js';
 
 export const SESSION_COOKIE = 'tg_console';
 export const CSRF_HEADER = 'x-csrf-token';
+/** 256 random bits, base64url: session ids and sign-in states. */
+export const RANDOM_ID = /^[A-Za-z0-9_-]{43}$/;
 /** A session ends after this long without a request, and in any case after MAX_AGE_MS. */
 export const IDLE_MS = 15 * 60_000;
 export const MAX_AGE_MS = 8 * 60 * 60_000;
 /** Past this many live sessions the oldest goes first: sign-ins cannot grow the heap without bound. */
 const MAX_SESSIONS = 1000;
 
-export interface Session {
-  /** The admin token's label: the audit's actor for every change made in this session. */
+/** Who signed in: an admin token's holder or a person from the OpenID provider (admin/access/roles.ts). */
+export interface SessionPrincipal {
+  /** The audit's actor for every change made in this session: a token's label or an OpenID subject. */
   actor: string;
+  role: (typeof ROLE_NAMES)[number];
+  owner?: string;
+  email?: string;
+}
+
+export interface Session {
+  principal: SessionPrincipal;
   /** Sent back by the page in X-CSRF-Token on every change; bound to this session only. */
   csrf: string;
   createdAtMs: number;
   expiresAtMs: number;
+  /** The latest end: MAX_AGE_MS after sign-in, or sooner when the provider's session ends sooner. */
+  endsAtMs: number;
 }
 
-export type SessionCheck = { actor: string } | { refused: 'no_session' | 'expired' | 'csrf' | 'cross_origin' };
+export type SessionCheck = { principal: SessionPrincipal } | { refused: 'no_session' | 'expired' | 'csrf' | 'cross_origin' };
 
 /**
  * Console sign-ins, kept in this process only: the admin listener is reached on one replica at a
@@ -30,12 +44,20 @@ export class ConsoleSessions {
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  create(actor: string): { id: string; session: Session } {
+  /** A new session of `principal`, ending at the latest at `endsAtMs` (an OpenID provider's session end). */
+  create(principal: SessionPrincipal, endsAtMs = Infinity): { id: string; session: Session } {
     this.sweep();
     while (this.sessions.size >= MAX_SESSIONS) this.sessions.delete(this.sessions.keys().next().value!);
     const nowMs = this.now();
     const id = randomBytes(32).toString('base64url');
-    const session = { actor, csrf: randomBytes(32).toString('base64url'), createdAtMs: nowMs, expiresAtMs: nowMs + IDLE_MS };
+    const ends = Math.min(nowMs + MAX_AGE_MS, endsAtMs);
+    const session = {
+      principal,
+      csrf: randomBytes(32).toString('base64url'),
+      createdAtMs: nowMs,
+      expiresAtMs: Math.min(nowMs + IDLE_MS, ends),
+      endsAtMs: ends,
+    };
     this.sessions.set(id, session);
     return { id, session };
   }
@@ -50,7 +72,7 @@ export class ConsoleSessions {
       this.sessions.delete(id);
       return undefined;
     }
-    session.expiresAtMs = Math.min(nowMs + IDLE_MS, session.createdAtMs + MAX_AGE_MS);
+    session.expiresAtMs = Math.min(nowMs + IDLE_MS, session.endsAtMs);
     return session;
   }
 
@@ -68,7 +90,7 @@ export class ConsoleSessions {
     if (!session) return { refused: 'expired' };
     const csrf = req.headers[CSRF_HEADER];
     if (change && !sameSecret(typeof csrf === 'string' ? csrf : '', session.csrf)) return { refused: 'csrf' };
-    return { actor: session.actor };
+    return { principal: session.principal };
   }
 
   end(id: string | undefined): void {
@@ -81,20 +103,17 @@ export class ConsoleSessions {
   }
 }
 
-/** The session id of a Cookie header, or undefined. */
-export function sessionIdOf(cookieHeader: string | undefined): string | undefined {
-  if (!cookieHeader) return undefined;
-  for (const part of cookieHeader.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === SESSION_COOKIE) {
-      const value = part.slice(eq + 1).trim();
-      return /^[A-Za-z0-9_-]{43}$/.test(value) ? value : undefined;
-    }
-  }
-  return undefined;
+/** The session cookie of a new session: it lasts no longer than the session may. */
+export function sessionCookie(req: IncomingMessage, id: string, session: Session): string {
+  return cookie(req, SESSION_COOKIE, id, Math.max(1, Math.floor((session.endsAtMs - session.createdAtMs) / 1000)));
 }
 
-function sameSecret(presented: string, expected: string): boolean {
+/** The session id of a Cookie header, or undefined. */
+export function sessionIdOf(cookieHeader: string | undefined): string | undefined {
+  return cookieValue(cookieHeader, SESSION_COOKIE, RANDOM_ID);
+}
+
+export function sameSecret(presented: string, expected: string): boolean {
   const a = Buffer.from(presented);
   const b = Buffer.from(expected);
   return a.length === b.length && timingSafeEqual(a, b);

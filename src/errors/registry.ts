@@ -22,6 +22,10 @@ export const ERRORS = {
     status: 401,
     message: 'The WebSocket ticket is unknown, expired or already used; get a new one with POST /v1/ws-tickets.',
   },
+  sign_in_failed: {
+    status: 401,
+    message: 'The sign-in with the identity provider could not be completed; start again from the console.',
+  },
   invalid_gateway_assertion: { status: 401, message: 'The request does not carry a valid gateway assertion.' },
   // 403: the caller is known but may not do this
   invalid_csrf_token: {
@@ -31,6 +35,14 @@ export const ERRORS = {
   cors_origin_not_allowed: {
     status: 403,
     message: 'This origin may not call the API from a browser (gateway.yaml cors.origins).',
+  },
+  insufficient_role: {
+    status: 403,
+    message: "The caller's role or owner scope does not allow this; nothing was changed.",
+  },
+  no_console_role: {
+    status: 403,
+    message: 'The identity provider gave this account no console role; ask for one to be granted.',
   },
   ip_not_allowed: { status: 403, message: 'Requests from this network are not allowed here.' },
   insufficient_scope: {
@@ -69,6 +81,10 @@ export const ERRORS = {
   internal_error: { status: 500, message: 'An internal error occurred.' },
   plan_not_configured: { status: 500, message: "The API key's plan is not configured on this gateway; contact the operator." },
   bad_gateway: { status: 502, message: 'The upstream service could not be reached or broke the connection.' },
+  sign_in_provider_unavailable: {
+    status: 502,
+    message: "The console's identity provider could not be reached or gave an unusable answer; try again shortly.",
+  },
   key_store_unavailable: { status: 503, message: 'The API key store is unavailable; retry shortly.' },
   identity_provider_unavailable: {
     status: 503,

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { createAdminApi } from '../admin/admin-api.js';
 import { JwtAuthenticator } from '../auth/jwt/jwt-authenticator.js';
 import { createAdminServer } from '../admin/admin-server.js';
-import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
+import { AdminTokens } from '../admin/admin-tokens.js';
 import { GATEWAY_FILE, loadGatewayFile, loadPlans, PLANS_FILE } from '../config/load.js';
 import { plansWithKnownServices, servicesKeepingPlanned } from '../config/plan-services.js';
 import { anonymousPlansDefined, plansKeepingAnonymous } from '../config/anonymous-plans.js';
@@ -78,7 +78,7 @@ export async function startGateway(
   stores?: Stores,
   secrets?: AssertionSecrets,
 ): Promise<RunningGateway> {
-  const adminTokens = AdminTokens.parse(process.env[ADMIN_TOKENS_ENV]);
+  const adminTokens = AdminTokens.fromEnvironment(process.env);
   const ownStores = stores ?? (await openStores(settings.redis, settings.redis.commandTimeoutMs, logger, settings.admin.auditMaxEntries));
   // Route rules and services are the hot part of gateway.yaml (listeners, upstream.url and the
   // rest need a restart). It loads first: plans.yaml is checked against its services, and each
@@ -126,6 +126,7 @@ export async function startGateway(
         headers,
         cors,
         jwt,
+        consoleOidc: file.console.oidc,
       };
     },
     logger,
@@ -352,6 +353,7 @@ export async function startGateway(
           },
           adminTokens,
           logger,
+          () => routes.current().consoleOidc,
         )
       : undefined,
     logger,

@@ -12,8 +12,14 @@ export interface AuditEntry {
   id: string;
   /** ISO 8601 */
   at: string;
-  /** The admin token's label, or `cli`. */
+  /** The admin token's label, the OpenID subject of a console sign-in, or `cli`. */
   actor: string;
+  /** The role the change was made under (viewer, operator, admin). */
+  role?: string;
+  /** The person's email, for an OpenID sign-in. */
+  email?: string;
+  /** The owner of the key changed, when it has one (an owner-scoped principal reads only those). */
+  owner?: string;
   action: AuditAction;
   keyId: string;
   changes: Record<string, FieldChange>;

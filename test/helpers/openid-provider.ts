@@ -69,11 +69,7 @@ export class OpenIdProvider {
       extraTokenClaims: () => ({ tier }),
       ttl: { ClientCredentials: 600 },
     });
-    this.server = provider.listen(this.port, '127.0.0.1');
-    await new Promise<void>((resolve, reject) => {
-      this.server!.once('listening', resolve);
-      this.server!.once('error', reject);
-    });
+    this.server = await listenOn(provider, this.port);
     return this;
   }
 
@@ -93,10 +89,24 @@ export class OpenIdProvider {
   }
 
   async stop(): Promise<void> {
-    const server = this.server;
-    if (!server) return;
+    await closeServer(this.server);
     this.server = undefined;
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
   }
+}
+
+/** `provider` listening on 127.0.0.1:`port`. */
+export async function listenOn(provider: Provider, port: number): Promise<Server> {
+  const server = provider.listen(port, '127.0.0.1');
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+  });
+  return server;
+}
+
+/** Closes `server` and its open connections (none: nothing to do). */
+export async function closeServer(server: Server | undefined): Promise<void> {
+  if (!server) return;
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
 }

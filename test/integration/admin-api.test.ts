@@ -437,7 +437,7 @@ describe('bad input gets a clear 4xx Error body', () => {
     ],
     ['an unknown key id', 'GET', '/keys/zzzzzzzzzzzz', {}, 404, 'key_not_found', /no key with id "zzzzzzzzzzzz"/],
     ['a malformed key id', 'GET', '/keys/NOT-AN-ID', {}, 404, 'key_not_found', /12 lowercase letters/],
-    ['an unknown query parameter', 'GET', '/keys?owner=x', {}, 400, 'invalid_query', /unknown field owner/],
+    ['an unknown query parameter', 'GET', '/keys?team=x', {}, 400, 'invalid_query', /unknown field team/],
     ['a bad status filter', 'GET', '/keys?status=gone', {}, 400, 'invalid_query', /status must be active, revoked or expired/],
     ['a bad cursor', 'GET', '/audit?cursor=abc', {}, 400, 'invalid_query', /cursor is not a cursor/],
     ['no admin token', 'GET', '/keys', { token: null }, 401, 'missing_admin_token', /admin token is required/],

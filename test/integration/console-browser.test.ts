@@ -1,11 +1,10 @@
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ADMIN_TOKENS, OPS_TOKEN } from '../helpers/admin-client.js';
+import { chromiumMissing, launchChromium, type Chromium } from '../helpers/chromium.js';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { describeNeeding } from '../helpers/needs-tool.js';
 import { TestRedis } from '../helpers/redis-server.js';
@@ -19,18 +18,15 @@ import { REPO_ROOT } from '../harness/tollgate.js';
 // in the audit, and signs out. The main flows are done with the keyboard only; every page passes
 // axe-core without a serious or critical finding; each page is saved as a screenshot.
 
-const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = join(REPO_ROOT, 'test-results', 'console');
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-const chromiumMissing = existsSync(CHROMIUM) ? undefined : `${CHROMIUM} is missing (apt-get install chromium)`;
 
 describeNeeding(chromiumMissing, 'the operator console in Chromium', () => {
   let redis: TestRedis;
   let upstream: EchoUpstream;
   let gateway: GatewayHandle;
-  let browser: BrowserContext;
+  let browser: Chromium;
   let page: Page;
-  let profile: string;
   let consoleUrl: string;
   let id = '';
   let key = '';
@@ -53,31 +49,13 @@ describeNeeding(chromiumMissing, 'the operator console in Chromium', () => {
     });
     consoleUrl = `${gateway.adminUrl}/admin/console`;
     mkdirSync(SHOTS, { recursive: true });
-    profile = mkdtempSync(join(tmpdir(), 'tollgate-chromium-'));
-    // Playwright passes the fresh profile as --user-data-dir itself.
-    const context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      viewport: { width: 1280, height: 900 },
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
-    browser = context;
-    page = context.pages()[0] ?? (await context.newPage());
-    page.on('pageerror', (err) => console.error('page error:', err.message));
+    browser = await launchChromium();
+    page = browser.page;
     await awayFromDayEdge();
   });
 
   afterAll(async () => {
     await browser?.close();
-    if (profile) rmSync(profile, { recursive: true, force: true });
     await gateway?.process.stop();
     await upstream?.stop();
     await redis?.stop();

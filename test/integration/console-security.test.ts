@@ -141,9 +141,10 @@ describe('signing in', () => {
     expect(response.status).toBe(201);
     const cookie = response.headers.get('set-cookie')!;
     expect(cookie).toMatch(/^tg_console=[A-Za-z0-9_-]{43}; Path=\/admin; HttpOnly; SameSite=Strict; Max-Age=\d+$/);
-    const body = (await response.json()) as Record<string, string>;
-    expect(Object.keys(body).sort()).toEqual(['actor', 'csrf', 'expiresAt']);
-    expect(body.actor).toBe('ops');
+    const body = (await response.json()) as Record<string, unknown>;
+    expect(Object.keys(body).sort()).toEqual(['actions', 'actor', 'csrf', 'email', 'expiresAt', 'owner', 'role']);
+    expect(body).toMatchObject({ actor: 'ops', role: 'admin', owner: null, email: null });
+    expect(body.actions).toContain('cache.purge');
     expect(JSON.stringify(body)).not.toContain(OPS_TOKEN);
     const who = await fetch(at('/admin/console/session'), { headers: { cookie: cookie.split(';', 1)[0]! } });
     expect(await who.json()).toMatchObject({ actor: 'ops', csrf: body.csrf });

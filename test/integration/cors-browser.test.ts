@@ -1,11 +1,9 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import NodeWebSocket from 'ws';
+import { chromiumMissing, launchChromium, type Chromium } from '../helpers/chromium.js';
 import { describeNeeding } from '../helpers/needs-tool.js';
 import { TestRedis } from '../helpers/redis-server.js';
 import { bearer, configCopy, createKey, slackRedisTimeout, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
@@ -16,9 +14,6 @@ import { startEchoUpstream, type EchoUpstream } from '../helpers/ws-echo-upstrea
 // pages served from other origins than the gateway's (http://localhost:<port> against
 // http://127.0.0.1:<gateway port>) call the API with a key, read what the gateway adds, are
 // blocked when their origin is not allowed, and open a WebSocket with a single-use ticket.
-
-const CHROMIUM = '/usr/bin/chromium';
-const chromiumMissing = existsSync(CHROMIUM) ? undefined : `${CHROMIUM} is missing (apt-get install chromium)`;
 
 /** A page server: one blank page, so that scripts run with this server's origin. */
 async function pageServer(): Promise<{ server: Server; origin: string }> {
@@ -34,10 +29,9 @@ describeNeeding(chromiumMissing, 'CORS and WebSocket tickets in Chromium', () =>
   let redis: TestRedis;
   let upstream: EchoUpstream;
   let gateway: GatewayHandle;
-  let browser: BrowserContext;
+  let browser: Chromium;
   let app: { server: Server; origin: string };
   let stranger: { server: Server; origin: string };
-  let profile: string;
   let appPage: Page;
   let strangerPage: Page;
   let key: CreatedKey;
@@ -51,31 +45,17 @@ describeNeeding(chromiumMissing, 'CORS and WebSocket tickets in Chromium', () =>
     });
     gateway = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configDir });
     key = await createKey(redis, ['--plan', 'free', '--per-minute', '4', '--per-day', '4']);
-    profile = mkdtempSync(join(tmpdir(), 'tollgate-chromium-'));
-    browser = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
     // The key's day is as small as its minute: its counts change only at midnight.
     await awayFromDayEdge();
-    appPage = browser.pages()[0] ?? (await browser.newPage());
+    appPage = browser.page;
     await appPage.goto(`${app.origin}/`);
-    strangerPage = await browser.newPage();
+    strangerPage = await browser.context.newPage();
     await strangerPage.goto(`${stranger.origin}/`);
   }, 90_000);
 
   afterAll(async () => {
     await browser?.close();
-    if (profile) rmSync(profile, { recursive: true, force: true });
     await gateway?.process.stop();
     await upstream?.close();
     for (const page of [app, stranger]) {

@@ -19,9 +19,10 @@ const PLANS: PlansConfig = {
   plans: { free: { perMinute: 60, perDay: 1000 }, pro: { perMinute: 300, perDay: 10000 } },
   ban: { afterRejections: 2, window: 60, duration: 900 },
 };
-const API: Caller = { actor: 'ops', label: (field) => field };
+const API: Caller = { actor: 'ops', role: 'admin', label: (field) => field };
 const CLI: Caller = {
   actor: 'cli',
+  role: 'admin',
   label: (field) => ({ perMinute: '--per-minute', perDay: '--per-day', expiresAt: '--expires-at' })[field] ?? field,
 };
 const START_MS = Date.parse('2026-05-01T12:00:00Z');

@@ -16,30 +16,40 @@ export function keysRoutes({ lifecycle }: AdminDeps): AdminRoute[] {
     {
       method: 'POST',
       path: '/keys',
+      action: 'keys.create',
       handle: async (r) => {
         const { record, key } = await createKey(lifecycle, await r.body(), r.caller);
         return { status: 201, body: { ...record, key }, headers: { location: `/admin/v1/keys/${record.id}` } };
       },
     },
-    { method: 'GET', path: '/keys', handle: async (r) => ({ status: 200, body: await listKeys(lifecycle, r.query, r.caller.label) }) },
+    {
+      method: 'GET',
+      path: '/keys',
+      action: 'keys.list',
+      handle: async (r) => ({ status: 200, body: await listKeys(lifecycle, r.query, r.caller.label) }),
+    },
     {
       method: 'GET',
       path: '/keys/{id}',
+      action: 'keys.read',
       handle: async (r) => ({ status: 200, body: publicView(await findKey(lifecycle, keyId(r.params))) }),
     },
     {
       method: 'PATCH',
       path: '/keys/{id}',
+      action: 'keys.update',
       handle: async (r) => ({ status: 200, body: await updateKey(lifecycle, keyId(r.params), await r.body(), r.caller) }),
     },
     {
       method: 'DELETE',
       path: '/keys/{id}',
+      action: 'keys.revoke',
       handle: async (r) => ({ status: 200, body: await revokeKey(lifecycle, keyId(r.params), r.caller) }),
     },
     {
       method: 'POST',
       path: '/keys/{id}/rotate',
+      action: 'keys.rotate',
       handle: async (r) => {
         const { record, key } = await rotateKey(lifecycle, keyId(r.params), await r.body(), r.caller);
         return { status: 200, body: { ...record, key } };
@@ -48,9 +58,15 @@ export function keysRoutes({ lifecycle }: AdminDeps): AdminRoute[] {
     {
       method: 'DELETE',
       path: '/keys/{id}/ban',
+      action: 'keys.unban',
       handle: async (r) => ({ status: 200, body: await unbanKey(lifecycle, keyId(r.params), r.caller) }),
     },
-    { method: 'GET', path: '/keys/{id}/usage', handle: async (r) => ({ status: 200, body: await keyUsage(lifecycle, keyId(r.params)) }) },
+    {
+      method: 'GET',
+      path: '/keys/{id}/usage',
+      action: 'keys.usage',
+      handle: async (r) => ({ status: 200, body: await keyUsage(lifecycle, keyId(r.params)) }),
+    },
   ];
 }
 

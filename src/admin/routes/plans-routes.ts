@@ -6,6 +6,7 @@ export function plansRoutes({ plans }: AdminDeps): AdminRoute[] {
     {
       method: 'GET',
       path: '/plans',
+      action: 'plans.read',
       handle: async () => {
         const { config, loadedAt } = plans();
         return { status: 200, body: { loadedAt, plans: config.plans, ban: config.ban } };

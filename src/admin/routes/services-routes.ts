@@ -11,11 +11,13 @@ export function servicesRoutes({ services, purgeCache, ipRules }: AdminDeps): Ad
     {
       method: 'GET',
       path: '/services',
+      action: 'services.read',
       handle: async () => ({ status: 200, body: { services: services(), ipRules: ipRules?.() ?? null } }),
     },
     {
       method: 'DELETE',
       path: '/services/{name}/cache',
+      action: 'cache.purge',
       handle: async (r) => {
         for (const name of Object.keys(r.query))
           if (name !== 'prefix') throw new LifecycleError('invalid_query', `unknown query parameter ${name}`);

@@ -1,3 +1,4 @@
+import type { LifecycleDeps } from '../../keys/lifecycle/deps.js';
 import { keyUsage } from '../../keys/lifecycle/key-usage.js';
 import { LifecycleError } from '../../keys/lifecycle/lifecycle-error.js';
 import { DECISIONS } from '../../observability/traffic.js';
@@ -20,6 +21,7 @@ export function trafficRoutes({ traffic, lifecycle }: AdminDeps): AdminRoute[] {
     {
       method: 'GET',
       path: '/traffic',
+      action: 'traffic.read',
       handle: async (r) => {
         const seconds = boundedInt(r.query.seconds, 'seconds', 1, 300, DEFAULT_SECONDS);
         const top = boundedInt(r.query.top, 'top', 1, 100, DEFAULT_TOP);
@@ -34,10 +36,12 @@ export function trafficRoutes({ traffic, lifecycle }: AdminDeps): AdminRoute[] {
     {
       method: 'GET',
       path: '/bans',
+      action: 'bans.read',
       handle: async (r) => {
-        if (Object.keys(r.query).length > 0) throw new LifecycleError('invalid_query', 'GET /bans takes no query parameters');
+        const { owner, ...others } = r.query;
+        if (Object.keys(others).length > 0) throw new LifecycleError('invalid_query', 'GET /bans takes only an owner');
         const reports = await Promise.all(
-          traffic.bannedKeyIds(BAN_MINUTES).map((id) =>
+          (await ofOwner(lifecycle, traffic.bannedKeyIds(BAN_MINUTES), owner)).map((id) =>
             keyUsage(lifecycle, id).then(
               (usage) => usage,
               () => null, // revoked since, or its plan gone: not a ban anyone can lift here
@@ -51,6 +55,13 @@ export function trafficRoutes({ traffic, lifecycle }: AdminDeps): AdminRoute[] {
       },
     },
   ];
+}
+
+/** The ids among `ids` whose key belongs to `owner` (all of them when no owner is asked for). */
+async function ofOwner(lifecycle: LifecycleDeps, ids: string[], owner: string | undefined): Promise<string[]> {
+  if (owner === undefined) return ids;
+  const records = await Promise.all(ids.map((id) => lifecycle.keys.get(id)));
+  return ids.filter((_, i) => records[i]?.owner === owner);
 }
 
 function boundedInt(value: string | undefined, name: string, min: number, max: number, fallback: number): number {

@@ -1,3 +1,4 @@
+import { readBounded } from '../../http/read-bounded.js';
 import { createLocalJWKSet, type JSONWebKeySet } from 'jose';
 import type { Logger } from '../../observability/log.js';
 
@@ -132,23 +133,6 @@ export class JwksCache {
     const jwks = parseJwks(await readBounded(res, MAX_JWKS_BYTES));
     return { jwks, maxAgeMs: maxAgeMsOf(res.headers.get('cache-control')) };
   }
-}
-
-/** The body as text, refused past `maxBytes` (a misbehaving IdP must not fill the heap). */
-export async function readBounded(res: Response, maxBytes: number): Promise<string> {
-  const declared = Number(res.headers.get('content-length') ?? 0);
-  if (declared > maxBytes) {
-    await res.body?.cancel();
-    throw new Error(`body larger than ${maxBytes} bytes`);
-  }
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for await (const chunk of res.body ?? []) {
-    total += (chunk as Uint8Array).byteLength;
-    if (total > maxBytes) throw new Error(`body larger than ${maxBytes} bytes`);
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8');
 }
 
 function parseJwks(text: string): JSONWebKeySet {

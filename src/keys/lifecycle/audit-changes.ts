@@ -25,6 +25,16 @@ export async function audit(
   action: AuditAction,
   keyId: string,
   changes: Record<string, FieldChange>,
+  owner: string | undefined,
 ): Promise<void> {
-  await deps.audit.append({ at: new Date(deps.now()).toISOString(), actor: caller.actor, action, keyId, changes });
+  await deps.audit.append({
+    at: new Date(deps.now()).toISOString(),
+    actor: caller.actor,
+    role: caller.role,
+    ...(caller.email !== undefined && { email: caller.email }),
+    ...(owner !== undefined && { owner }),
+    action,
+    keyId,
+    changes,
+  });
 }

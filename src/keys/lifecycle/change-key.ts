@@ -38,6 +38,6 @@ async function apply(deps: LifecycleDeps, id: string, patch: KeyPatch, caller: C
   const change = await deps.keys.update(id, patch);
   if (!change) throw notFound(id);
   const after = publicView(change.after);
-  await audit(deps, caller, action, id, changesBetween(publicView(change.before), after));
+  await audit(deps, caller, action, id, changesBetween(publicView(change.before), after), change.after.owner);
   return after;
 }

@@ -34,6 +34,6 @@ export async function createKey(deps: LifecycleDeps, input: unknown, caller: Cal
   await deps.keys.create(record);
   // A replica may hold a cached "unknown id" for it (someone tried the id before it existed).
   await deps.keys.announce(id);
-  await audit(deps, caller, 'key.create', id, changesBetween(null, publicView(record)));
+  await audit(deps, caller, 'key.create', id, changesBetween(null, publicView(record)), record.owner);
   return { record: publicView(record), key };
 }

@@ -19,8 +19,13 @@ export interface LifecycleDeps {
  */
 export type FieldLabel = (field: string) => string;
 
-/** Who asks for a change (the audit's actor: an admin token's label, or `cli`) and how they name fields. */
+/**
+ * Who asks for a change (the audit's actor: an admin token's label, an OpenID subject, or `cli`),
+ * under which role, and how they name fields.
+ */
 export interface Caller {
   actor: string;
+  role: string;
+  email?: string;
   label: FieldLabel;
 }

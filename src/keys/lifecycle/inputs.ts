@@ -84,13 +84,18 @@ export const listKeysQuery = z.strictObject({
   status: z.enum(['active', 'revoked', 'expired'], { error: 'must be active, revoked or expired' }).optional(),
   /** Part of the id, name or owner, any case (the console's search). */
   q: z.string().max(200).optional(),
+  /** Exactly this owner's keys (an owner-scoped admin principal sees only its own). */
+  owner: z.string().max(64).optional(),
 });
 
 export const auditQuery = z.strictObject({
   cursor: z.string().optional(),
   limit: pageLimit.optional(),
   keyId: z.string().max(64).optional(),
-  actor: z.string().max(64).optional(),
+  /** The token label, OpenID subject or email of who made the change. */
+  actor: z.string().max(256).optional(),
+  /** Changes to this owner's keys only. */
+  owner: z.string().max(64).optional(),
   action: z.enum(['key.create', 'key.update', 'key.revoke', 'key.rotate', 'key.unban'], { error: 'must be an audit action' }).optional(),
 });
 

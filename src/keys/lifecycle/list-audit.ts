@@ -10,18 +10,20 @@ const MAX_SCANNED = 5000;
 
 /**
  * One page of the audit, newest first; `cursor` is the `next` of the previous page. With a filter
- * (`keyId`, `actor`, `action`) the log is read from the cursor on until the page is full, or
+ * (`keyId`, `actor` (who: label, subject or email), `action`, `owner`) the log is read from the cursor on until the page is full, or
  * MAX_SCANNED entries were read: then the page may be short, and `next` goes on from where the
  * reading stopped.
  */
 export async function listAudit(deps: LifecycleDeps, query: unknown, label: FieldLabel): Promise<AuditPage> {
-  const { cursor, limit = DEFAULT_LIMIT, keyId, actor, action } = parseInput(auditQuery, query, label, 'invalid_query');
+  const { cursor, limit = DEFAULT_LIMIT, keyId, actor, action, owner } = parseInput(auditQuery, query, label, 'invalid_query');
   if (cursor !== undefined && !AUDIT_ID_PATTERN.test(cursor))
     throw new LifecycleError('invalid_query', `${label('cursor')} is not a cursor of the audit`);
-  if (keyId === undefined && actor === undefined && action === undefined) return deps.audit.page({ before: cursor, limit });
+  if (keyId === undefined && actor === undefined && action === undefined && owner === undefined)
+    return deps.audit.page({ before: cursor, limit });
   const matches = (e: AuditEntry) =>
     (keyId === undefined || e.keyId === keyId) &&
-    (actor === undefined || e.actor === actor) &&
+    (actor === undefined || e.actor === actor || e.email === actor) &&
+    (owner === undefined || e.owner === owner) &&
     (action === undefined || e.action === action);
   const entries: AuditEntry[] = [];
   let before = cursor;

@@ -13,20 +13,21 @@ export interface KeyPage {
 const DEFAULT_LIMIT = 50;
 
 /**
- * One page of keys in id order, optionally filtered by plan, status and a search `q` (part of the
- * id, name or owner) (`expired`: active but past
+ * One page of keys in id order, optionally filtered by plan, status, owner and a search `q` (part of
+ * the id, name or owner) (`expired`: active but past
  * its expiresAt; `active`: active and not expired). The cursor is the last id of the page, so pages
  * stay consistent while keys are added (new ones appear in their place). Reads ids once, then
  * records in batches until the page is full: cost grows with the keys skipped by a filter.
  */
 export async function listKeys(deps: LifecycleDeps, query: unknown, label: FieldLabel): Promise<KeyPage> {
-  const { cursor, limit = DEFAULT_LIMIT, plan, status, q } = parseInput(listKeysQuery, query, label, 'invalid_query');
+  const { cursor, limit = DEFAULT_LIMIT, plan, status, q, owner } = parseInput(listKeysQuery, query, label, 'invalid_query');
   if (cursor !== undefined && !KEY_ID_PATTERN.test(cursor))
     throw new LifecycleError('invalid_query', `${label('cursor')} is not a cursor of this list`);
   const nowMs = deps.now();
   const needle = q?.trim().toLowerCase() || undefined;
   const matches = (record: KeyRecord) =>
     (plan === undefined || record.plan === plan) &&
+    (owner === undefined || record.owner === owner) &&
     (status === undefined || statusOf(record, nowMs) === status) &&
     (needle === undefined || [record.id, record.name, record.owner ?? ''].some((field) => field.toLowerCase().includes(needle)));
   const ids = (await deps.keys.ids()).filter((id) => cursor === undefined || id > cursor).sort();

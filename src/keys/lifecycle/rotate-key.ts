@@ -21,10 +21,17 @@ export async function rotateKey(deps: LifecycleDeps, id: string, input: unknown,
   const change = await deps.keys.rotate(id, hashApiKey(key), graceEndsAt);
   if (!change) throw notFound(id);
   const after = publicView(change.after);
-  await audit(deps, caller, 'key.rotate', id, {
-    // The secrets themselves never reach the audit; only that one was replaced.
-    secret: { before: 'replaced', after: 'new' },
-    ...changesBetween(publicView(change.before), after),
-  });
+  await audit(
+    deps,
+    caller,
+    'key.rotate',
+    id,
+    {
+      // The secrets themselves never reach the audit; only that one was replaced.
+      secret: { before: 'replaced', after: 'new' },
+      ...changesBetween(publicView(change.before), after),
+    },
+    change.after.owner,
+  );
   return { record: after, key };
 }

@@ -13,6 +13,6 @@ export async function unbanKey(deps: LifecycleDeps, id: string, caller: Caller):
   const unbanned = await deps.quotas.unban(subject);
   await deps.keys.announce(subject); // every replica drops its cached ban at once
   if (subject !== id) await deps.keys.announce(id);
-  await audit(deps, caller, 'key.unban', id, { banned: { before: unbanned, after: false } });
+  await audit(deps, caller, 'key.unban', id, { banned: { before: unbanned, after: false } }, record.owner);
   return { id, unbanned };
 }

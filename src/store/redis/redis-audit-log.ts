@@ -29,6 +29,8 @@ export class RedisAuditLog implements AuditLog {
       entry.keyId,
       'changes',
       JSON.stringify(entry.changes),
+      // Who acted under which role, and whose key: absent fields are not written.
+      ...optionalFields(entry),
     );
   }
 
@@ -50,5 +52,14 @@ function toEntry(id: string, fields: string[]): AuditEntry {
     action: map.action as AuditEntry['action'],
     keyId: map.keyId ?? '',
     changes: JSON.parse(map.changes ?? '{}') as AuditEntry['changes'],
+    ...(map.role !== undefined && { role: map.role }),
+    ...(map.email !== undefined && { email: map.email }),
+    ...(map.owner !== undefined && { owner: map.owner }),
   };
+}
+
+function optionalFields(entry: Omit<AuditEntry, 'id'>): string[] {
+  const fields: string[] = [];
+  for (const name of ['role', 'email', 'owner'] as const) if (entry[name] !== undefined) fields.push(name, entry[name]);
+  return fields;
 }
