@@ -233,20 +233,51 @@ describe('OpenAPI validation (gateway on ::1)', () => {
   });
 });
 
+/** A config directory whose one service validates against `openapi`, with `files` beside gateway.yaml. */
+function validatingConfig(openapi: string, files: Record<string, string>): string {
+  const dir = configCopy({
+    'gateway.yaml': (t) =>
+      replacingServices(
+        t,
+        `services:\n  - name: api\n    paths: [/v1]\n    targets: [http://127.0.0.1:9]\n    validate: { openapi: ${openapi} }\n`,
+      ),
+  });
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+  return dir;
+}
+
 describe('OpenAPI validation at load', () => {
   it('check-config refuses a document that is not OpenAPI 3.x, naming the pointer', async () => {
-    const dir = configCopy({
-      'gateway.yaml': (t) =>
-        replacingServices(
-          t,
-          'services:\n  - name: old\n    paths: [/v1]\n    targets: [http://127.0.0.1:9]\n    validate: { openapi: swagger.json }\n',
-        ),
-    });
-    writeFileSync(join(dir, 'swagger.json'), JSON.stringify({ swagger: '2.0', paths: {} }));
+    const dir = validatingConfig('swagger.json', { 'swagger.json': JSON.stringify({ swagger: '2.0', paths: {} }) });
     const result = await runCli(['check-config', dir], {});
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(
       'gateway.yaml: services.0.validate.openapi: swagger.json: /openapi: must be an OpenAPI 3.0.x or 3.1.x document',
     );
+  });
+
+  it('check-config refuses a document that does not match the OpenAPI schema, naming the file and the pointer', async () => {
+    const dir = validatingConfig('api.yaml', {
+      'api.yaml': 'openapi: 3.1.0\ninfo: { title: t, version: "1" }\npaths:\n  /pets:\n    get:\n      responses: 7\n',
+    });
+    const result = await runCli(['check-config', dir], {});
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      'gateway.yaml: services.0.validate.openapi: api.yaml: /paths/~1pets/get/responses: does not match the OpenAPI 3.1 schema: must be object',
+    );
+  });
+
+  it('check-config follows $refs into other files, and names a missing one', async () => {
+    const dir = validatingConfig('api.yaml', {
+      'api.yaml': 'openapi: 3.1.0\ninfo: { title: t, version: "1" }\npaths:\n  /pets:\n    $ref: pets.yaml\n',
+      'pets.yaml': 'get:\n  responses: { "200": { $ref: "responses.yaml#/ok" } }\n',
+    });
+    const missing = await runCli(['check-config', dir], {});
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('api.yaml: /paths/~1pets/get/responses/200/$ref: in pets.yaml: cannot load responses.yaml: ENOENT');
+    writeFileSync(join(dir, 'responses.yaml'), 'ok: { description: fine }\n');
+    const ok = await runCli(['check-config', dir], {});
+    expect(ok.stderr).toBe('');
+    expect(ok.code).toBe(0);
   });
 });
