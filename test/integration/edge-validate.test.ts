@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin } from '../helpers/admin-client.js';
+import { lineOf } from '../helpers/config-lines.js';
 import { call, EdgeRulesStack, listeningOn, replacingServices } from '../helpers/edge-rules-stack.js';
 import { REPO_ROOT, runCli } from '../helpers/processes.js';
 import { bearer, configCopy } from '../helpers/stack.js';
@@ -223,12 +224,11 @@ describe('OpenAPI validation (gateway on ::1)', () => {
       join(stack.configDir, 'broken.yaml'),
       'openapi: 3.1.0\ninfo: { title: t, version: "1" }\npaths:\n  /things:\n    post:\n      requestBody:\n        content:\n          application/json:\n            schema: { $ref: "#/components/schemas/Missing" }\n',
     );
-    const refused = await stack.reload(
-      (yaml, target) => config('enforce')(yaml, target).replace('openapi: api.yaml', 'openapi: broken.yaml'),
-      'config reload refused',
-    );
+    const broken = (yaml: string, target: string) => config('enforce')(yaml, target).replace('openapi: api.yaml', 'openapi: broken.yaml');
+    const refused = await stack.reload(broken, 'config reload refused');
     expect(refused.error).toBe(
-      "gateway.yaml: services.0.validate.openapi: broken.yaml: /paths/~1things/post/requestBody/content/application~1json/schema: schema does not compile: can't resolve reference #/components/schemas/Missing from id openapi:document",
+      "gateway.yaml: services.0.validate.openapi: broken.yaml: /paths/~1things/post/requestBody/content/application~1json/schema: schema does not compile: can't resolve reference #/components/schemas/Missing from id openapi:document" +
+        ` (line ${lineOf(broken(stack.shipped, stack.target.url), 'openapi: broken.yaml')})`,
     );
   });
 });
