@@ -113,7 +113,8 @@ export const gatewayFileSchema = z.strictObject({
       tls: tlsSchema,
     })
     .refine((g) => g.trustProxyHops === 0 || g.trustedProxies.length === 0, {
-      message: 'set trustedProxies or trustProxyHops, not both (trustedProxies says which peers are proxies; hops only how many)',
+      message:
+        'set trustedProxies or trustProxyHops (or TRUST_PROXY_HOPS), not both: trustedProxies says which peers are proxies, hops only how many',
       path: ['trustedProxies'],
     })
     .prefault({}),

@@ -280,4 +280,21 @@ describe('OpenAPI validation at load', () => {
     expect(ok.stderr).toBe('');
     expect(ok.code).toBe(0);
   });
+
+  it('check-config names every unusable document, each at the line of its service', async () => {
+    const services =
+      'services:\n' +
+      '  - { name: one, paths: [/v1/one], targets: [http://127.0.0.1:9], validate: { openapi: one.yaml } }\n' +
+      '  - { name: two, paths: [/v1/two], targets: [http://127.0.0.1:9], validate: { openapi: two.yaml } }\n';
+    const dir = configCopy({ 'gateway.yaml': (t) => replacingServices(t, services) });
+    writeFileSync(join(dir, 'one.yaml'), 'openapi: 3.1.0\ninfo: { title: t, version: "1" }\npaths:\n  /a:\n    get:\n      responses: 7\n');
+    writeFileSync(join(dir, 'two.yaml'), 'openapi: 3.0.3\npaths: {}\n');
+    const result = await runCli(['check-config', dir], {});
+    expect(result.code).toBe(1);
+    const text = readFileSync(join(dir, 'gateway.yaml'), 'utf8');
+    expect(result.stderr.trimEnd().split('\n')).toEqual([
+      `tollgate: gateway.yaml: services.0.validate.openapi: one.yaml: /paths/~1a/get/responses: does not match the OpenAPI 3.1 schema: must be object (line ${lineOf(text, 'openapi: one.yaml')})`,
+      `gateway.yaml: services.1.validate.openapi: two.yaml: (document): does not match the OpenAPI 3.0 schema: must have required property 'info' (line ${lineOf(text, 'openapi: two.yaml')})`,
+    ]);
+  });
 });
