@@ -44,11 +44,6 @@ export function readYamlSource(dir: string, file: string): YamlSource {
   return { raw: raw as Record<string, unknown>, lineOf: lineLocator(doc, counter) };
 }
 
-/** One config file's raw content (a YAML mapping); unreadable or malformed files are ConfigErrors. */
-export function readYamlFile(dir: string, file: string): Record<string, unknown> {
-  return readYamlSource(dir, file).raw;
-}
-
 /**
  * Validates raw config with its schema, frozen. Every issue becomes one problem of a ConfigError
  * naming the file, the field and (with `lineOf`) its line, unless `blame` attributes that field to

@@ -8,7 +8,6 @@ import { READ_ONLY_KEYWORD, requestSchemas } from './openapi-read-only.js';
 import { openApiSchemaIssue } from './openapi-schema-check.js';
 
 export { OpenApiDocumentError } from './openapi-document-error.js';
-export { escapePointer } from './json-pointer.js';
 
 /** One reason a request does not match its operation, as the 400 body lists it. */
 export interface Issue {
