@@ -10,7 +10,7 @@ const PROXY = '127.0.0.2';
 
 const trustingLoopbackProxy = (yaml: string) =>
   yaml
-    .replace(/^( {2}trustProxyHops: 0[^\n]*\n)/m, `$1  trustedProxies: [${PROXY}/32, 10.0.0.0/8]\n`)
+    .replace(/^( {2}trustedProxies: )\[\]/m, `$1[${PROXY}/32, 10.0.0.0/8]`)
     .replace(/^ipRules:[^\n]*\n {2}deny: \[\][^\n]*\n/m, 'ipRules:\n  deny: [203.0.113.0/24]\n');
 
 describe('trusted proxies by network (gateway.trustedProxies)', () => {
