@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { ProxyTrust } from '../http/proxy-trust.js';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import type { ConsoleSessions } from '../console/sessions.js';
 import type { ErrorCode } from '../errors/registry.js';
@@ -75,7 +76,7 @@ export function adminAuthenticator(
   };
 
   const authenticate = async (req: IncomingMessage): Promise<AdminAuthResult> => {
-    const address = clientAddressOf(req, 0);
+    const address = clientAddressOf(req, ProxyTrust.none);
     const limited = await blocked(address);
     if (limited) return limited;
     const header = req.headers.authorization;
@@ -87,7 +88,7 @@ export function adminAuthenticator(
 
   return Object.assign(authenticate, {
     async signIn(req: IncomingMessage, token: string): Promise<AdminAuthResult> {
-      const address = clientAddressOf(req, 0);
+      const address = clientAddressOf(req, ProxyTrust.none);
       const limited = await blocked(address);
       if (limited) return limited;
       const principal = token.length <= 1024 ? tokens.principalOf(token) : null;

@@ -1,7 +1,7 @@
 import { basename, dirname } from 'node:path';
 import { z } from 'zod';
 import { ROLE_NAMES } from '../config/console-schema.js';
-import { readYamlFile, validated } from '../config/load.js';
+import { readYamlSource, validated } from '../config/load.js';
 import { OWNER_PATTERN } from '../keys/record.js';
 
 export const ADMIN_TOKENS_FILE_ENV = 'TOLLGATE_ADMIN_TOKENS_FILE';
@@ -31,5 +31,6 @@ export type TokensFileEntry = z.infer<typeof tokensFileSchema>['tokens'][number]
 
 export function readTokensFile(path: string): readonly TokensFileEntry[] {
   const file = basename(path);
-  return validated(file, tokensFileSchema, readYamlFile(dirname(path), file)).tokens;
+  const { raw, lineOf } = readYamlSource(dirname(path), file);
+  return validated(file, tokensFileSchema, raw, undefined, lineOf).tokens;
 }

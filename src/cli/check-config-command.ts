@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { AdminTokens } from '../admin/admin-tokens.js';
+import { ConfigCheck } from '../config/config-check.js';
 import { GATEWAY_FILE, loadPlans, PLANS_FILE } from '../config/load.js';
 import { plansWithKnownServices } from '../config/plan-services.js';
 import { anonymousPlansDefined } from '../config/anonymous-plans.js';
@@ -8,19 +9,26 @@ import { loadOpenApiDocument, openApiPath } from '../gateway/openapi-document.js
 import { compileValidation } from '../gateway/validation-rules.js';
 import { assertionSecretsFromEnv, DEVELOPMENT_ENV, DEVELOPMENT_SECRET, SECRET_ENV } from '../identity/assertion-secrets.js';
 
-/** `tollgate check-config [DIR]`: loads every config file as the gateway would, and names those read. */
+/**
+ * `tollgate check-config [DIR]`: loads every config file as the gateway would, and names those
+ * read. Each file is checked even when another has mistakes, and every mistake is reported, each
+ * with its file, field and line.
+ */
 export function checkConfigCommand(rest: string[], env: NodeJS.ProcessEnv, out: (text: string) => void): void {
-  const dir = rest[0] ?? configDirFrom(env);
-  const settings = loadSettings({ ...env, TOLLGATE_CONFIG_DIR: dir });
-  const plans = plansWithKnownServices(loadPlans(settings.configDir), settings.services);
-  anonymousPlansDefined(plans, settings.services, settings.routes.access);
-  AdminTokens.fromEnvironment(env);
-  const read = [join(settings.configDir, GATEWAY_FILE), join(settings.configDir, PLANS_FILE)];
-  if (settings.openapi.path) {
-    loadOpenApiDocument(settings.openapi.file, settings.configDir);
-    read.push(openApiPath(settings.openapi.file, settings.configDir));
+  const configDir = configDirFrom({ ...env, TOLLGATE_CONFIG_DIR: rest[0] ?? configDirFrom(env) });
+  const check = new ConfigCheck(configDir);
+  const settings = check.attempt(() => loadSettings({ ...env, TOLLGATE_CONFIG_DIR: configDir }));
+  const loaded = check.attempt(() => loadPlans(configDir));
+  const plans = settings && loaded && check.attempt(() => plansWithKnownServices(loaded, settings.services));
+  if (settings && plans) check.attempt(() => anonymousPlansDefined(plans, settings.services, settings.routes.access));
+  check.attempt(() => AdminTokens.fromEnvironment(env));
+  const read = [join(configDir, GATEWAY_FILE), join(configDir, PLANS_FILE)];
+  if (settings?.openapi.path) {
+    check.attempt(() => loadOpenApiDocument(settings.openapi.file, configDir));
+    read.push(openApiPath(settings.openapi.file, configDir));
   }
-  compileValidation(settings, settings.services, settings.configDir);
+  if (settings) check.attempt(() => compileValidation(settings, settings.services, configDir));
+  check.done();
   const secrets = assertionSecretsFromEnv(env, { allowDevelopment: true });
   if (secrets.source === 'development-default') {
     process.stderr.write(
@@ -30,5 +38,5 @@ export function checkConfigCommand(rest: string[], env: NodeJS.ProcessEnv, out: 
   }
   // Which files were read: with no TOLLGATE_CONFIG_DIR and no ./config the shipped defaults are.
   for (const file of read) out(`read ${file}`);
-  out(`config OK: ${settings.configDir} (plans: ${Object.keys(plans.plans).join(', ')})`);
+  out(`config OK: ${configDir} (plans: ${Object.keys(plans!.plans).join(', ')})`);
 }

@@ -9,7 +9,8 @@ import { splitNodeList } from './redis-target.js';
 interface EnvOverride {
   name: string;
   path: readonly string[];
-  kind: 'string' | 'integer';
+  /** list: comma-separated, e.g. `10.0.0.0/8, 192.168.0.0/16`. */
+  kind: 'string' | 'integer' | 'list';
   /** Never echo the value in an error (it may hold a password). */
   secret?: boolean;
 }
@@ -20,6 +21,7 @@ export const ENV_OVERRIDES: readonly EnvOverride[] = [
   { name: 'GATEWAY_PORT', path: ['gateway', 'port'], kind: 'integer' },
   { name: 'DRAIN_DELAY_SECONDS', path: ['gateway', 'drainDelaySeconds'], kind: 'integer' },
   { name: 'TRUST_PROXY_HOPS', path: ['gateway', 'trustProxyHops'], kind: 'integer' },
+  { name: 'TRUSTED_PROXIES', path: ['gateway', 'trustedProxies'], kind: 'list' },
   // PEM paths; relative ones are read from the working directory (settings.ts).
   { name: 'GATEWAY_TLS_CERT', path: ['gateway', 'tls', 'cert'], kind: 'string' },
   { name: 'GATEWAY_TLS_KEY', path: ['gateway', 'tls', 'key'], kind: 'string' },
@@ -57,7 +59,8 @@ export function overlayEnvironment(file: Record<string, unknown>, env: NodeJS.Pr
   for (const o of ENV_OVERRIDES) {
     const value = env[o.name];
     if (value === undefined || value === '') continue;
-    setIn(raw, o.path, o.kind === 'integer' && /^-?\d+$/.test(value.trim()) ? Number(value) : value);
+    const parsed = o.kind === 'list' ? splitNodeList(value) : o.kind === 'integer' && /^-?\d+$/.test(value.trim()) ? Number(value) : value;
+    setIn(raw, o.path, parsed);
     sources.push(o);
   }
   if (TOPOLOGY_OVERRIDES.some((o) => env[o.name] !== undefined)) {

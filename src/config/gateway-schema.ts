@@ -7,7 +7,7 @@ import { servicesSchema } from './services-schema.js';
 import { corsSchema } from '../policies/cors/cors-schema.js';
 import { upstreamTlsSchema } from '../upstream/upstream-tls.js';
 import { nodeEntryError } from './redis-target.js';
-import { ipRulesSchema } from '../policies/ip-rules/ip-rules-schema.js';
+import { cidrListSchema, ipRulesSchema } from '../policies/ip-rules/ip-rules-schema.js';
 import { maxBodyBytesSchema } from '../policies/validate/validate-schema.js';
 
 // Schema of config/gateway.yaml. Environment variables override some fields (see settings.ts).
@@ -93,6 +93,12 @@ export const gatewayFileSchema = z.strictObject({
        * Per-address limits then count that address. 0: the socket's peer is the client.
        */
       trustProxyHops: z.number().int().min(0).max(10).default(0),
+      /**
+       * Instead of a count: the networks of the proxies in front (`[10.0.0.0/8]`). A request from
+       * an address outside them is its own client, whatever its X-Forwarded-For says; through them,
+       * the right-most X-Forwarded-For entry outside them is (src/http/proxy-trust.ts).
+       */
+      trustedProxies: cidrListSchema.default([]),
       /** A client must send its whole request head within this time (slowloris); else 408. */
       headersTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
       /** A client must send its whole request, body included, within this time; else 408. */
@@ -106,6 +112,11 @@ export const gatewayFileSchema = z.strictObject({
       webSocketIdleTimeoutMs: z.number().int().min(1000).max(86_400_000).default(60_000),
       /** TLS on this listener (HTTPS, and HTTP/2 by ALPN); off by default (plain HTTP behind a balancer). */
       tls: tlsSchema,
+    })
+    .refine((g) => g.trustProxyHops === 0 || g.trustedProxies.length === 0, {
+      message:
+        'set trustedProxies or trustProxyHops (or TRUST_PROXY_HOPS), not both: trustedProxies says which peers are proxies, hops only how many',
+      path: ['trustedProxies'],
     })
     .prefault({}),
   admin: z

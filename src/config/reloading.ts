@@ -1,12 +1,14 @@
 import { unwatchFile, watchFile, type Stats } from 'node:fs';
+import { dirname } from 'node:path';
 import type { Logger } from '../observability/log.js';
 import { ConfigError } from './config-error.js';
+import { withLines } from './load.js';
 
 /**
  * A config value that follows its file: polled (stat every second, which also works on bind
  * mounts and Kubernetes ConfigMap symlink swaps where inotify does not) and reloaded on SIGHUP.
- * A valid change replaces the value between two requests; an invalid one is logged once and the
- * last good value stays in force.
+ * A valid change replaces the value between two requests; an invalid one is logged once, with
+ * every mistake and its line, and the last good value stays in force.
  */
 export class Reloading<T> {
   private value: T;
@@ -23,7 +25,11 @@ export class Reloading<T> {
     private readonly logger: Logger,
     pollIntervalMs = 1000,
   ) {
-    this.value = load();
+    try {
+      this.value = load();
+    } catch (err) {
+      throw withLines(err, dirname(path));
+    }
     watchFile(path, { interval: pollIntervalMs, persistent: false }, this.onStat);
     process.on('SIGHUP', this.onSighup);
   }
@@ -40,10 +46,13 @@ export class Reloading<T> {
     let next: T;
     try {
       next = this.load();
-    } catch (err) {
+    } catch (thrown) {
+      const err = withLines(thrown, dirname(this.path));
       const message = err instanceof ConfigError ? err.message : String(err);
+      // `errors`: one line per mistake, for a log reader that shows fields rather than a multi-line string.
+      const errors = err instanceof ConfigError && err.problems.length > 1 ? { errors: message.split('\n') } : {};
       if (message !== this.lastError)
-        this.logger.error({ reason, error: message }, 'config reload refused; the previous config stays in force');
+        this.logger.error({ reason, error: message, ...errors }, 'config reload refused; the previous config stays in force');
       this.lastError = message;
       return false;
     }

@@ -63,7 +63,8 @@ export const deprecationRuleSchema = z
     /** After sunsetAt, answer 410 route_sunset instead of proxying. */
     goneAfterSunset: z.boolean().default(false),
   })
-  .refine((rule) => Date.parse(rule.sunsetAt) >= Date.parse(rule.deprecatedAt), {
+  // Not `>=`: a date that does not parse is its own mistake (NaN), not also this one.
+  .refine((rule) => !(Date.parse(rule.sunsetAt) < Date.parse(rule.deprecatedAt)), {
     path: ['sunsetAt'],
     message: 'must not be earlier than deprecatedAt',
   });

@@ -3,7 +3,7 @@ import { configDirFrom } from './config-dir.js';
 import { ConfigError } from './config-error.js';
 import { overlayEnvironment, overrideAt } from './env-overrides.js';
 import { gatewayFileSchema, type GatewayFile } from './gateway-schema.js';
-import { GATEWAY_FILE, readYamlFile, validated } from './load.js';
+import { GATEWAY_FILE, readYamlSource, validated } from './load.js';
 
 /**
  * Process settings: gateway.yaml with the environment laid over it (the environment wins, so a
@@ -20,13 +20,20 @@ export { configDirFrom } from './config-dir.js';
 
 export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
   const configDir = configDirFrom(env);
-  const { raw, sources } = overlayEnvironment(readYamlFile(configDir, GATEWAY_FILE), env);
-  const file = validated(GATEWAY_FILE, gatewayFileSchema, raw, (path, reason) => {
-    const source = overrideAt(sources, path);
-    if (!source) return undefined;
-    const value = env[source.name] ?? '';
-    return new ConfigError('environment', source.name, source.secret ? reason : `${reason} (got "${value}")`);
-  });
+  const yaml = readYamlSource(configDir, GATEWAY_FILE);
+  const { raw, sources } = overlayEnvironment(yaml.raw, env);
+  const file = validated(
+    GATEWAY_FILE,
+    gatewayFileSchema,
+    raw,
+    (path, reason) => {
+      const source = overrideAt(sources, path);
+      if (!source) return undefined;
+      const value = env[source.name] ?? '';
+      return new ConfigError('environment', source.name, source.secret ? reason : `${reason} (got "${value}")`);
+    },
+    yaml.lineOf,
+  );
   const gateway = { ...file.gateway, tls: absoluteTlsPaths(file.gateway.tls, configDir, sources) };
   return Object.freeze({ ...file, gateway, configDir, logLevel: file.log.level });
 }

@@ -1,4 +1,5 @@
 import type { Registry } from 'prom-client';
+import type { ProxyTrust } from '../http/proxy-trust.js';
 import type { Settings } from '../config/settings.js';
 import { ConnectionGuard } from '../http/connection-guard.js';
 import type { KeyRecord } from '../keys/record.js';
@@ -13,15 +14,16 @@ import { WebSocketTunnels } from './websocket-proxy.js';
  * opened with is revoked or expires, at the expiry the key has now (key changes reach every
  * replica: key-store.ts).
  */
-export function edgeConnections(gateway: Settings['gateway'], upstreams: Upstreams, keys: KeyStore, logger: Logger, registry: Registry) {
+export function edgeConnections(
+  gateway: Settings['gateway'],
+  proxyTrust: ProxyTrust,
+  upstreams: Upstreams,
+  keys: KeyStore,
+  logger: Logger,
+  registry: Registry,
+) {
   const guard = new ConnectionGuard(gateway, registry);
-  const tunnels = new WebSocketTunnels(
-    upstreams,
-    gateway.trustProxyHops,
-    { idleTimeoutMs: gateway.webSocketIdleTimeoutMs },
-    logger,
-    registry,
-  );
+  const tunnels = new WebSocketTunnels(upstreams, proxyTrust, { idleTimeoutMs: gateway.webSocketIdleTimeoutMs }, logger, registry);
   keys.onChange((id) => {
     if (id === null || !tunnels.hasKey(id)) return;
     keys.get(id).then(

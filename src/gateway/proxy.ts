@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { ProxyTrust } from '../http/proxy-trust.js';
 import { errors, type Dispatcher, type Pool } from 'undici';
 import { sendError } from '../errors/render.js';
 import { discardRestOfBody } from '../http/discard-rest-of-body.js';
@@ -89,7 +90,7 @@ const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'
  * - any error once the response has started destroys this one exchange and is counted; nothing
  *   is ever written to a response that has ended.
  */
-export function createUpstreamProxy(upstreams: Upstreams, trustedProxyHops: number, logger: Logger, metrics: Metrics) {
+export function createUpstreamProxy(upstreams: Upstreams, proxyTrust: ProxyTrust, logger: Logger, metrics: Metrics) {
   const assertions = new AssertionRejections(logger, metrics);
   const shared: Shared = { logger, metrics, assertions, delivered: new WeakSet() };
   const fallbackHost = new URL(upstreams.fallback.targets[0]!.url).host;
@@ -105,7 +106,7 @@ export function createUpstreamProxy(upstreams: Upstreams, trustedProxyHops: numb
     const route = ctx.route ?? upstreams.route(req.url ?? '/');
     const headers = req.headers;
     const host = plan.host || fallbackHost;
-    Object.assign(headers, forwardedValues(req, trustedProxyHops, host));
+    Object.assign(headers, forwardedValues(req, proxyTrust, host));
     headers.host = host;
     // A body a policy read whole (OpenAPI validation) goes as those bytes, with their length.
     const read = ctx.body;

@@ -59,6 +59,7 @@ import { RouteCosts } from './route-costs.js';
 import { RouteRules } from './route-rules.js';
 import { createGatewayServer } from './server.js';
 import { edgeConnections } from './edge-connections.js';
+import { ProxyTrust } from '../http/proxy-trust.js';
 import { testFaultsFromEnv } from './test-faults.js';
 
 export interface RunningGateway {
@@ -193,7 +194,9 @@ export async function startGateway(
   // A changed key (plan, record, ban, unban) ends its leases at once; a plans reload ends them on next use.
   if (leases) ownStores.keys.onChange((id) => leases.forget(id));
 
-  const failedAuth = failedAuthLimiter(settings.unauthenticated.perMinute, ownStores.redis, settings.gateway.trustProxyHops);
+  // Which peers are proxies: one reading of X-Forwarded-For for limits, IP rules and the upstream's headers.
+  const proxyTrust = new ProxyTrust(settings.gateway);
+  const failedAuth = failedAuthLimiter(settings.unauthenticated.perMinute, ownStores.redis, proxyTrust);
   const pools: Pool[] = [];
   let watchPool: (pool: Pool) => void = (pool) => {
     pools.push(pool);
@@ -212,7 +215,7 @@ export async function startGateway(
     logger,
   );
   routes.onChange((next) => upstreams.apply(next.services));
-  const upstreamProxy = createUpstreamProxy(upstreams, settings.gateway.trustProxyHops, logger, metrics);
+  const upstreamProxy = createUpstreamProxy(upstreams, proxyTrust, logger, metrics);
   // Pools made before the proxy existed, and every later one.
   for (const pool of pools) upstreamProxy.watchPool(pool);
   watchPool = upstreamProxy.watchPool;
@@ -240,13 +243,13 @@ export async function startGateway(
     access: () => routes.current().access,
     upstreams,
     consumers: new AnonymousConsumers(assertionSecrets.current.bytes),
-    trustProxyHops: settings.gateway.trustProxyHops,
+    proxyTrust,
   };
   const planDeps = { quotas: ownStores.quotas, plans: () => plans.current(), health };
   const ipRules = {
     rules: () => routes.current().ipRules,
     upstreams,
-    trustProxyHops: settings.gateway.trustProxyHops,
+    proxyTrust,
     metrics,
     countFailure: failedAuth.counted,
   };
@@ -260,7 +263,7 @@ export async function startGateway(
       global: () => routes.current().cors.global,
       anyService: () => routes.current().cors.anyService,
       upstreams,
-      countPreflight: preflightLimiter(ownStores.redis, settings.gateway.trustProxyHops),
+      countPreflight: preflightLimiter(ownStores.redis, proxyTrust),
     }),
     serveOpenApi(settings.openapi, settings.configDir),
     serviceIpRules(ipRules),
@@ -293,7 +296,7 @@ export async function startGateway(
     headerRules(() => routes.current().headers),
   ];
 
-  const { guard, tunnels } = edgeConnections(settings.gateway, upstreams, ownStores.keys, logger, metrics.registry);
+  const { guard, tunnels } = edgeConnections(settings.gateway, proxyTrust, upstreams, ownStores.keys, logger, metrics.registry);
   // gateway.tls set: HTTPS, and HTTP/2 by ALPN, on the same port (http/tls-listener.ts).
   const tls = settings.gateway.tls.cert ? settings.gateway.tls : undefined;
   const faults = testFaultsFromEnv(process.env, logger);

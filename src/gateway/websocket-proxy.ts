@@ -1,4 +1,5 @@
 import { ServerResponse, type IncomingMessage } from 'node:http';
+import type { ProxyTrust } from '../http/proxy-trust.js';
 import type { Duplex } from 'node:stream';
 import { Gauge, type Registry } from 'prom-client';
 import type { Dispatcher } from 'undici';
@@ -95,7 +96,7 @@ export class WebSocketTunnels {
 
   constructor(
     private readonly upstreams: Upstreams,
-    private readonly trustedProxyHops: number,
+    private readonly proxyTrust: ProxyTrust,
     private readonly options: WebSocketOptions,
     private readonly logger: Logger,
     registry: Registry,
@@ -127,7 +128,7 @@ export class WebSocketTunnels {
     ctx.upstream = { service: route.service.name, target: target.url, tries: 1 };
     const headers = req.headers;
     const host = plan.host || new URL(target.url).host;
-    Object.assign(headers, forwardedValues(req, this.trustedProxyHops, host));
+    Object.assign(headers, forwardedValues(req, this.proxyTrust, host));
     headers.host = host;
     const credential = ctx.credential;
     const tunnel: Tunnel = {

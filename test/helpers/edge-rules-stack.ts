@@ -55,7 +55,8 @@ export class EdgeRulesStack {
     readonly gateway: GatewayHandle,
     readonly target: CountingTarget,
     readonly configDir: string,
-    private readonly shipped: string,
+    /** gateway.yaml as shipped, before `edit`. */
+    readonly shipped: string,
     private readonly edit: (yaml: string, targetUrl: string) => string,
   ) {}
 

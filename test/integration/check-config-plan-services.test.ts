@@ -14,7 +14,7 @@ describe('check-config on plans per service', () => {
     expect(result.code, result.stderr).toBe(1);
     expect(result.stdout).toBe('');
     expect(result.stderr).toBe(
-      'tollgate: plans.yaml: plans.pets.services.2: service "dogs" is not defined in gateway.yaml (its services, or "default" for upstream.url)\n',
+      'tollgate: plans.yaml: plans.pets.services.2: service "dogs" is not defined in gateway.yaml (its services, or "default" for upstream.url) (line 4)\n',
     );
   });
 
@@ -41,7 +41,7 @@ describe('check-config on plans per service', () => {
       const result = await runCli(['check-config', dir], {});
       expect(result.code, result.stderr).toBe(1);
       expect(result.stderr).toMatch(
-        new RegExp(`^tollgate: plans\\.yaml: plans\\.free\\.services(\\.0)?: ${reason.replace(/[()[\]]/g, '\\$&')}\\n$`),
+        new RegExp(`^tollgate: plans\\.yaml: plans\\.free\\.services(\\.0)?: ${reason.replace(/[()[\]]/g, '\\$&')} \\(line \\d+\\)\\n$`),
       );
     }
   });

@@ -18,7 +18,7 @@ async function refused(dir: string, env: Record<string, string | undefined> = {}
 describe('check-config on route rules', () => {
   it('refuses a sunset earlier than the deprecation', async () => {
     expect(await refused(fixture('sunset-before-deprecation'))).toBe(
-      'tollgate: gateway.yaml: routes.deprecations.0.sunsetAt: must not be earlier than deprecatedAt\n',
+      'tollgate: gateway.yaml: routes.deprecations.0.sunsetAt: must not be earlier than deprecatedAt (line 7)\n',
     );
   });
 

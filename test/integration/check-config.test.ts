@@ -1,5 +1,8 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { lineOf } from '../helpers/config-lines.js';
 import { CONFIG_DIR, runCli } from '../helpers/processes.js';
 
 // `tollgate check-config [DIR]` run as a real process against the shipped config and against
@@ -100,6 +103,39 @@ describe('check-config refuses a broken gateway.yaml, naming file and field', ()
     const stderr = await expectRefused('gateway-port-out-of-range');
     expect(stderr).toContain('gateway.yaml');
     expect(stderr).toContain('gateway.port');
+  });
+});
+
+describe('check-config reports every mistake, each with its file, field and line', () => {
+  const lineIn = (name: string, file: string, text: string) => lineOf(readFileSync(join(fixture(name), file), 'utf8'), text);
+
+  it('lists the mistakes of gateway.yaml and plans.yaml together, one line each', async () => {
+    const stderr = await expectRefused('several-mistakes');
+    const at = (file: string, text: string) => `(line ${lineIn('several-mistakes', file, text)})`;
+    const lines = stderr.trimEnd().split('\n');
+    expect(lines).toHaveLength(5);
+    expect(lines[0]).toMatch(/^tollgate: gateway\.yaml: gateway\.port: .*65535/);
+    expect(lines[0]).toContain(at('gateway.yaml', 'port: 70000'));
+    expect(lines[1]).toMatch(/^gateway\.yaml: redis: .*commandTimeoutMS/);
+    expect(lines[1]).toContain(at('gateway.yaml', 'commandTimeoutMS:'));
+    expect(lines[2]).toMatch(/^plans\.yaml: plans\.free\.perMinute: perMinute must be at least 1/);
+    expect(lines[2]).toContain(at('plans.yaml', 'perMinute: -5'));
+    expect(lines[3]).toMatch(/^plans\.yaml: plans\.business: .*perHour/);
+    expect(lines[3]).toContain(at('plans.yaml', 'perHour: 5000'));
+    expect(lines[4]).toMatch(/^plans\.yaml: ban\.duration: duration must be at least 1/);
+    expect(lines[4]).toContain(at('plans.yaml', 'duration: -900'));
+  });
+
+  it('gives the line of a single mistake too', async () => {
+    const stderr = await expectRefused('negative-per-minute');
+    expect(stderr).toContain(
+      `plans.yaml: plans.free.perMinute: perMinute must be at least 1 (line ${lineIn('negative-per-minute', 'plans.yaml', 'perMinute: -5')})`,
+    );
+  });
+
+  it('refuses invalid YAML with the line of the error', async () => {
+    const stderr = await expectRefused('invalid-yaml');
+    expect(stderr).toMatch(/plans\.yaml: not valid YAML: .* \(line \d+\)/);
   });
 });
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin } from '../helpers/admin-client.js';
+import { lineOf } from '../helpers/config-lines.js';
 import { call, EdgeRulesStack, listeningOn, replacingServices, withoutShippedIpRules } from '../helpers/edge-rules-stack.js';
 import { runCli } from '../helpers/processes.js';
 import { bearer, configCopy, keysCli } from '../helpers/stack.js';
@@ -146,8 +147,11 @@ describe('IP rules behind a load balancer (trustProxyHops 1, X-Forwarded-For)', 
     expect(before.body.services.find((s: any) => s.name === 'partners').ipRules).toEqual({ deny: [], allow: ['198.51.100.0/24'] });
     expect(before.body.services.find((s: any) => s.name === 'default').ipRules).toBeNull();
 
-    const refused = await stack.reload(behindBalancer('198.51.100.0/24, 10.0.0.0/40'), 'config reload refused');
-    expect(refused.error).toBe('gateway.yaml: services.0.ipRules.allow.1: "10.0.0.0/40": an IPv4 prefix length is at most 32');
+    const badCidr = behindBalancer('198.51.100.0/24, 10.0.0.0/40');
+    const refused = await stack.reload(badCidr, 'config reload refused');
+    expect(refused.error).toBe(
+      `gateway.yaml: services.0.ipRules.allow.1: "10.0.0.0/40": an IPv4 prefix length is at most 32 (line ${lineOf(badCidr(stack.shipped, stack.target.url), '10.0.0.0/40')})`,
+    );
     expect((await call(`${stack.gateway.url}/v1/partners/r`, { headers: from('192.0.2.10') })).status).toBe(403);
 
     await stack.reload(behindBalancer('192.0.2.0/24'));

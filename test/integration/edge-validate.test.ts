@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin } from '../helpers/admin-client.js';
+import { lineOf } from '../helpers/config-lines.js';
 import { call, EdgeRulesStack, listeningOn, replacingServices } from '../helpers/edge-rules-stack.js';
 import { REPO_ROOT, runCli } from '../helpers/processes.js';
 import { bearer, configCopy } from '../helpers/stack.js';
@@ -223,30 +224,77 @@ describe('OpenAPI validation (gateway on ::1)', () => {
       join(stack.configDir, 'broken.yaml'),
       'openapi: 3.1.0\ninfo: { title: t, version: "1" }\npaths:\n  /things:\n    post:\n      requestBody:\n        content:\n          application/json:\n            schema: { $ref: "#/components/schemas/Missing" }\n',
     );
-    const refused = await stack.reload(
-      (yaml, target) => config('enforce')(yaml, target).replace('openapi: api.yaml', 'openapi: broken.yaml'),
-      'config reload refused',
-    );
+    const broken = (yaml: string, target: string) => config('enforce')(yaml, target).replace('openapi: api.yaml', 'openapi: broken.yaml');
+    const refused = await stack.reload(broken, 'config reload refused');
     expect(refused.error).toBe(
-      "gateway.yaml: services.0.validate.openapi: broken.yaml: /paths/~1things/post/requestBody/content/application~1json/schema: schema does not compile: can't resolve reference #/components/schemas/Missing from id openapi:document",
+      "gateway.yaml: services.0.validate.openapi: broken.yaml: /paths/~1things/post/requestBody/content/application~1json/schema: schema does not compile: can't resolve reference #/components/schemas/Missing from id openapi:document" +
+        ` (line ${lineOf(broken(stack.shipped, stack.target.url), 'openapi: broken.yaml')})`,
     );
   });
 });
 
+/** A config directory whose one service validates against `openapi`, with `files` beside gateway.yaml. */
+function validatingConfig(openapi: string, files: Record<string, string>): string {
+  const dir = configCopy({
+    'gateway.yaml': (t) =>
+      replacingServices(
+        t,
+        `services:\n  - name: api\n    paths: [/v1]\n    targets: [http://127.0.0.1:9]\n    validate: { openapi: ${openapi} }\n`,
+      ),
+  });
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+  return dir;
+}
+
 describe('OpenAPI validation at load', () => {
   it('check-config refuses a document that is not OpenAPI 3.x, naming the pointer', async () => {
-    const dir = configCopy({
-      'gateway.yaml': (t) =>
-        replacingServices(
-          t,
-          'services:\n  - name: old\n    paths: [/v1]\n    targets: [http://127.0.0.1:9]\n    validate: { openapi: swagger.json }\n',
-        ),
-    });
-    writeFileSync(join(dir, 'swagger.json'), JSON.stringify({ swagger: '2.0', paths: {} }));
+    const dir = validatingConfig('swagger.json', { 'swagger.json': JSON.stringify({ swagger: '2.0', paths: {} }) });
     const result = await runCli(['check-config', dir], {});
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(
       'gateway.yaml: services.0.validate.openapi: swagger.json: /openapi: must be an OpenAPI 3.0.x or 3.1.x document',
     );
+  });
+
+  it('check-config refuses a document that does not match the OpenAPI schema, naming the file and the pointer', async () => {
+    const dir = validatingConfig('api.yaml', {
+      'api.yaml': 'openapi: 3.1.0\ninfo: { title: t, version: "1" }\npaths:\n  /pets:\n    get:\n      responses: 7\n',
+    });
+    const result = await runCli(['check-config', dir], {});
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      'gateway.yaml: services.0.validate.openapi: api.yaml: /paths/~1pets/get/responses: does not match the OpenAPI 3.1 schema: must be object',
+    );
+  });
+
+  it('check-config follows $refs into other files, and names a missing one', async () => {
+    const dir = validatingConfig('api.yaml', {
+      'api.yaml': 'openapi: 3.1.0\ninfo: { title: t, version: "1" }\npaths:\n  /pets:\n    $ref: pets.yaml\n',
+      'pets.yaml': 'get:\n  responses: { "200": { $ref: "responses.yaml#/ok" } }\n',
+    });
+    const missing = await runCli(['check-config', dir], {});
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('api.yaml: /paths/~1pets/get/responses/200/$ref: in pets.yaml: cannot load responses.yaml: ENOENT');
+    writeFileSync(join(dir, 'responses.yaml'), 'ok: { description: fine }\n');
+    const ok = await runCli(['check-config', dir], {});
+    expect(ok.stderr).toBe('');
+    expect(ok.code).toBe(0);
+  });
+
+  it('check-config names every unusable document, each at the line of its service', async () => {
+    const services =
+      'services:\n' +
+      '  - { name: one, paths: [/v1/one], targets: [http://127.0.0.1:9], validate: { openapi: one.yaml } }\n' +
+      '  - { name: two, paths: [/v1/two], targets: [http://127.0.0.1:9], validate: { openapi: two.yaml } }\n';
+    const dir = configCopy({ 'gateway.yaml': (t) => replacingServices(t, services) });
+    writeFileSync(join(dir, 'one.yaml'), 'openapi: 3.1.0\ninfo: { title: t, version: "1" }\npaths:\n  /a:\n    get:\n      responses: 7\n');
+    writeFileSync(join(dir, 'two.yaml'), 'openapi: 3.0.3\npaths: {}\n');
+    const result = await runCli(['check-config', dir], {});
+    expect(result.code).toBe(1);
+    const text = readFileSync(join(dir, 'gateway.yaml'), 'utf8');
+    expect(result.stderr.trimEnd().split('\n')).toEqual([
+      `tollgate: gateway.yaml: services.0.validate.openapi: one.yaml: /paths/~1a/get/responses: does not match the OpenAPI 3.1 schema: must be object (line ${lineOf(text, 'openapi: one.yaml')})`,
+      `gateway.yaml: services.1.validate.openapi: two.yaml: (document): does not match the OpenAPI 3.0 schema: must have required property 'info' (line ${lineOf(text, 'openapi: two.yaml')})`,
+    ]);
   });
 });

@@ -1,6 +1,7 @@
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { lineOf } from '../helpers/config-lines.js';
 import { CountingTarget, withServices } from '../helpers/counting-targets.js';
 import { TestRedis } from '../helpers/redis-server.js';
 import { bearer, configCopy, createKey, slackRedisTimeout, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
@@ -174,11 +175,16 @@ describe('a plan without services', () => {
 describe('reloads checked across plans.yaml and gateway.yaml', () => {
   const refusal = (error: string) =>
     gateway.process.waitForLog('config reload refused; the previous config stays in force', 60_000, (l) => l.error === error);
+  /** The config mistake `error`, at the line the file gives it. */
+  const atLine = (error: string, line: number) => `${error} (line ${line})`;
 
   it('refuses a plans.yaml naming a service gateway.yaml does not define; the old plans stay', async () => {
     writeFileSync(join(configDir, 'plans.yaml'), PLANS.replace('services: [cats] }', 'services: [cats, dogs, birds] }'));
     await refusal(
-      'plans.yaml: plans.catsonly.services.2: service "birds" is not defined in gateway.yaml (its services, or "default" for upstream.url)',
+      atLine(
+        'plans.yaml: plans.catsonly.services.2: service "birds" is not defined in gateway.yaml (its services, or "default" for upstream.url)',
+        lineOf(readFileSync(join(configDir, 'plans.yaml'), 'utf8'), 'birds'),
+      ),
     );
     const key = await newKey(['--plan', 'catsonly']);
     expect((await get(key, '/v1/dogs/1')).status).toBe(403);
@@ -187,7 +193,12 @@ describe('reloads checked across plans.yaml and gateway.yaml', () => {
   it('refuses a gateway.yaml reload dropping a service a plan names; the old services stay', async () => {
     const withoutCats = withServices(shippedGatewayYaml, `services:\n  - { name: dogs, paths: [/v1/dogs], targets: [${dogs.url}] }\n`);
     writeFileSync(join(configDir, 'gateway.yaml'), withoutCats);
-    await refusal('gateway.yaml: services: service "cats" is named by plan "catsonly" in plans.yaml; remove it from the plan first');
+    await refusal(
+      atLine(
+        'gateway.yaml: services: service "cats" is named by plan "catsonly" in plans.yaml; remove it from the plan first',
+        lineOf(withoutCats, /^services:/),
+      ),
+    );
     const key = await newKey(['--plan', 'everything']);
     const before = cats.hits.length;
     const res = await get(key, '/v1/cats/9');

@@ -5,6 +5,7 @@ import type { Upstreams } from '../../upstream/upstreams.js';
 import { CONTINUE, reject, type Policy, type RequestContext } from '../context.js';
 import { OPEN, type Access, type RouteAccess } from '../route-access.js';
 import { pathOf } from '../route-rules.js';
+import type { ProxyTrust } from '../../http/proxy-trust.js';
 import { clientAddress } from './limit-failed-auth.js';
 import { withStandingHeaders, type StandingDeps } from './standing-headers.js';
 
@@ -28,15 +29,15 @@ export function accessOf(ctx: RequestContext, deps: AccessDeps): Access {
 
 /**
  * For authenticate.ts, asked only when a request carries no Authorization header at all: the
- * anonymous consumer of its trusted client address (behind `trustProxyHops`) when the route admits
+ * anonymous consumer of its trusted client address (behind `trustProxyHops` or `trustedProxies`) when the route admits
  * anonymous callers, else undefined (401 missing_api_key, as ever).
  */
 export function anonymousCaller(
-  deps: AccessDeps & { consumers: AnonymousConsumers; trustProxyHops: number },
+  deps: AccessDeps & { consumers: AnonymousConsumers; proxyTrust: ProxyTrust },
 ): (ctx: RequestContext) => Consumer | undefined {
   return (ctx) => {
     const plan = accessOf(ctx, deps).anonymousPlan;
-    return plan === undefined ? undefined : deps.consumers.of(clientAddress(ctx, deps.trustProxyHops), plan);
+    return plan === undefined ? undefined : deps.consumers.of(clientAddress(ctx, deps.proxyTrust), plan);
   };
 }
 

@@ -1,4 +1,5 @@
 import { clientAddressOf } from '../../http/client-address.js';
+import type { ProxyTrust } from '../../http/proxy-trust.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { keyAdmits, type IpRules } from '../../policies/ip-rules/ip-rules.js';
 import type { Upstreams } from '../../upstream/upstreams.js';
@@ -13,7 +14,7 @@ export interface IpRulesInForce {
 export interface IpRulesDeps {
   rules: () => IpRulesInForce;
   upstreams: Upstreams;
-  trustProxyHops: number;
+  proxyTrust: ProxyTrust;
   metrics: Metrics;
   /** Counts a refusal toward the failed-authentication limit of its address (limit-failed-auth.ts). */
   countFailure: (ctx: RequestContext, refusal: Decision & object) => Promise<Decision>;
@@ -28,7 +29,7 @@ export interface IpRulesDeps {
 export function globalIpRules(deps: IpRulesDeps): Policy {
   return (ctx) => {
     const rules = deps.rules().global;
-    if (rules.empty || rules.admits(clientAddressOf(ctx.req, deps.trustProxyHops))) return CONTINUE;
+    if (rules.empty || rules.admits(clientAddressOf(ctx.req, deps.proxyTrust))) return CONTINUE;
     deps.metrics.ipRefusals.inc({ rule: 'global' });
     return reject('ip_not_allowed');
   };
@@ -45,7 +46,7 @@ export function serviceIpRules(deps: IpRulesDeps): Policy {
     ctx.route = deps.upstreams.route(ctx.req.url ?? '/');
     const service = ctx.route.service.name;
     const serviceRules = rules.get(service);
-    if (!serviceRules || serviceRules.admits(clientAddressOf(ctx.req, deps.trustProxyHops))) return CONTINUE;
+    if (!serviceRules || serviceRules.admits(clientAddressOf(ctx.req, deps.proxyTrust))) return CONTINUE;
     deps.metrics.ipRefusals.inc({ rule: `service:${service}` });
     return deps.countFailure(ctx, reject('ip_not_allowed', `Requests from this network are not allowed to the service "${service}".`));
   };
@@ -59,7 +60,7 @@ export function serviceIpRules(deps: IpRulesDeps): Policy {
 export function keyIpRules(deps: IpRulesDeps): Policy {
   return (ctx) => {
     const key = ctx.consumer;
-    if (!key?.allowedCidrs || keyAdmits(key, clientAddressOf(ctx.req, deps.trustProxyHops))) return CONTINUE;
+    if (!key?.allowedCidrs || keyAdmits(key, clientAddressOf(ctx.req, deps.proxyTrust))) return CONTINUE;
     deps.metrics.ipRefusals.inc({ rule: 'key' });
     return deps.countFailure(ctx, reject('ip_not_allowed', 'This API key may not be used from this network.'));
   };

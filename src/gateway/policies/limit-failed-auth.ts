@@ -1,4 +1,5 @@
 import { statusOf } from '../../errors/registry.js';
+import type { ProxyTrust } from '../../http/proxy-trust.js';
 import { LRUCache } from 'lru-cache';
 import { clientAddressOf } from '../../http/client-address.js';
 import type { RedisClient } from '../../store/redis/connect.js';
@@ -16,7 +17,7 @@ import { addressWindow, WINDOW_SECONDS } from './address-window.js';
 export function failedAuthLimiter(
   perMinute: number,
   redis: RedisClient | undefined,
-  trustedProxyHops = 0,
+  proxyTrust: ProxyTrust,
 ): {
   wrap: (authenticate: Policy) => Policy;
   /** Seconds the address stays blocked, or 0. */
@@ -37,13 +38,13 @@ export function failedAuthLimiter(
   }
 
   const blockedSeconds = (ctx: RequestContext) => {
-    const untilMs = blockedUntilMs.get(clientAddress(ctx, trustedProxyHops)) ?? 0;
+    const untilMs = blockedUntilMs.get(clientAddress(ctx, proxyTrust)) ?? 0;
     return untilMs > Date.now() ? Math.ceil((untilMs - Date.now()) / 1000) : 0;
   };
 
   /** One failure counted: the seconds the address must now wait (0: under its limit, or both stores failed). */
   async function count(ctx: RequestContext): Promise<number> {
-    const address = clientAddress(ctx, trustedProxyHops);
+    const address = clientAddress(ctx, proxyTrust);
     const counted = await window(address, perMinute);
     if (!counted) return 0; // both stores failed: answer plainly
     setLimitHeaders(ctx, counted.remaining, counted.resetSeconds);
@@ -73,6 +74,6 @@ export function failedAuthLimiter(
 }
 
 /** The client's address; behind a load balancer, from X-Forwarded-For (see clientAddressOf). */
-export function clientAddress(ctx: RequestContext, trustedProxyHops = 0): string {
-  return clientAddressOf(ctx.req, trustedProxyHops);
+export function clientAddress(ctx: RequestContext, proxyTrust: ProxyTrust): string {
+  return clientAddressOf(ctx.req, proxyTrust);
 }

@@ -1,4 +1,5 @@
 import { clientAddressOf } from '../../http/client-address.js';
+import type { ProxyTrust } from '../../http/proxy-trust.js';
 import type { RedisClient } from '../../store/redis/connect.js';
 import type { RequestContext } from '../context.js';
 import { addressWindow } from './address-window.js';
@@ -20,11 +21,11 @@ import { addressWindow } from './address-window.js';
  */
 export function preflightLimiter(
   redis: RedisClient | undefined,
-  trustedProxyHops = 0,
+  proxyTrust: ProxyTrust,
 ): (ctx: RequestContext, perMinute: number) => Promise<number> {
   const window = addressWindow(redis, 'tg:preflight');
   return async (ctx, perMinute) => {
-    const counted = await window(`${perMinute}:${clientAddressOf(ctx.req, trustedProxyHops)}`, perMinute);
+    const counted = await window(`${perMinute}:${clientAddressOf(ctx.req, proxyTrust)}`, perMinute);
     return counted?.limited ? counted.resetSeconds : 0;
   };
 }

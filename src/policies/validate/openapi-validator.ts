@@ -1,8 +1,13 @@
-import { readFileSync } from 'node:fs';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { parse as parseYaml } from 'yaml';
+import { atPointer, escapePointer } from './json-pointer.js';
 import { asJsonSchema2020 } from './openapi-3-0.js';
+import { bundleDocument } from './openapi-bundle.js';
+import { OpenApiDocumentError } from './openapi-document-error.js';
+import { READ_ONLY_KEYWORD, requestSchemas } from './openapi-read-only.js';
+import { openApiSchemaIssue } from './openapi-schema-check.js';
+
+export { OpenApiDocumentError } from './openapi-document-error.js';
 
 /** One reason a request does not match its operation, as the 400 body lists it. */
 export interface Issue {
@@ -10,18 +15,6 @@ export interface Issue {
   /** JSON pointer into the parameter or body (`/name`, `/items/0/id`); "" for the whole. */
   pointer: string;
   message: string;
-}
-
-/** An OpenAPI document that cannot be used: its file and where in it (a JSON pointer). */
-export class OpenApiDocumentError extends Error {
-  constructor(
-    readonly file: string,
-    readonly pointer: string,
-    readonly reason: string,
-  ) {
-    super(`${file}: ${pointer || '(document)'}: ${reason}`);
-    this.name = 'OpenApiDocumentError';
-  }
 }
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
@@ -57,7 +50,10 @@ export type Match =
 /**
  * An OpenAPI 3.0 or 3.1 document compiled once (at load) into per-operation validators: every
  * schema a request can meet is compiled by Ajv (JSON Schema 2020-12, with ajv-formats), so a
- * request costs a path match and compiled checks, never a schema walk.
+ * request costs a path match and compiled checks, never a schema walk. At load the document is
+ * read with the files its `$ref`s name (openapi-bundle.ts) and checked against the official
+ * OpenAPI schema of its version (openapi-schema-check.ts); request bodies are checked with
+ * `readOnly` honoured (openapi-read-only.ts).
  */
 export class OpenApiValidator {
   private readonly paths: PathEntry[] = [];
@@ -68,10 +64,12 @@ export class OpenApiValidator {
     readonly file: string,
     path: string,
   ) {
-    const doc = readDocument(file, path);
+    const doc = bundleDocument(file, path);
     const version = doc.openapi;
     if (typeof version !== 'string' || !/^3\.[01]\.\d+/.test(version))
       throw new OpenApiDocumentError(file, '/openapi', 'must be an OpenAPI 3.0.x or 3.1.x document');
+    const issue = openApiSchemaIssue(doc, version.startsWith('3.0') ? '3.0' : '3.1');
+    if (issue) throw new OpenApiDocumentError(file, issue.pointer, issue.message);
     if (version.startsWith('3.0')) asJsonSchema2020(doc);
     const servers = doc.servers as Array<{ url?: unknown }> | undefined;
     const serverUrl = typeof servers?.[0]?.url === 'string' ? servers[0].url.replace(/\{[^}]*\}/g, 'x') : '/';
@@ -80,14 +78,15 @@ export class OpenApiValidator {
     if (!paths || typeof paths !== 'object' || Array.isArray(paths))
       throw new OpenApiDocumentError(file, '/paths', 'must be an object of paths');
 
-    const ajv = (coerceTypes: false | 'array') => {
+    const ajv = (coerceTypes: false | 'array', schemas: Record<string, unknown>) => {
       const instance = new Ajv2020({ strict: false, allErrors: true, coerceTypes, logger: false, validateFormats: true });
       addFormats.default(instance);
-      instance.addSchema(doc, DOC_ID);
+      instance.addKeyword({ keyword: READ_ONLY_KEYWORD, schemaType: 'boolean', validate: (readOnly: boolean) => !readOnly });
+      instance.addSchema(schemas, DOC_ID);
       return instance;
     };
-    const bodies = ajv(false);
-    const params = ajv('array');
+    const bodies = ajv(false, requestSchemas(doc));
+    const params = ajv('array', doc);
     const compile = (instance: Ajv2020, schema: object, pointer: string): ValidateFunction => {
       try {
         return instance.compile(schema);
@@ -274,31 +273,20 @@ function issuesOf(location: Issue['in'], errors: ErrorObject[]): Issue[] {
     if (error.keyword === 'additionalProperties')
       pointer += `/${escapePointer(String((error.params as { additionalProperty: string }).additionalProperty))}`;
     const message =
-      error.keyword === 'required'
-        ? 'is required'
-        : error.keyword === 'additionalProperties'
-          ? 'is not allowed'
-          : error.keyword === 'enum'
-            ? `must be one of ${JSON.stringify((error.params as { allowedValues: unknown[] }).allowedValues).slice(0, 200)}`
-            : (error.message ?? 'is invalid');
+      error.keyword === READ_ONLY_KEYWORD
+        ? 'is read-only'
+        : error.keyword === 'required'
+          ? 'is required'
+          : error.keyword === 'additionalProperties'
+            ? 'is not allowed'
+            : error.keyword === 'enum'
+              ? `must be one of ${JSON.stringify((error.params as { allowedValues: unknown[] }).allowedValues).slice(0, 200)}`
+              : (error.message ?? 'is invalid');
     return { in: location, pointer, message };
   });
 }
 
 const DOC_ID = 'openapi:document';
-
-function readDocument(file: string, path: string): Record<string, unknown> {
-  let doc: unknown;
-  try {
-    doc = parseYaml(readFileSync(path, 'utf8'));
-  } catch (err) {
-    const reason = (err as NodeJS.ErrnoException).code ?? (err as Error).message.split('\n')[0];
-    throw new OpenApiDocumentError(file, '', `cannot load ${path}: ${reason}`);
-  }
-  if (!doc || typeof doc !== 'object' || Array.isArray(doc))
-    throw new OpenApiDocumentError(file, '', 'is not an OpenAPI document (not a mapping)');
-  return doc as Record<string, unknown>;
-}
 
 function firstMediaSchema(content: unknown): unknown {
   if (!content || typeof content !== 'object') return undefined;
@@ -307,20 +295,6 @@ function firstMediaSchema(content: unknown): unknown {
 
 function isJsonMediaType(type: string): boolean {
   return type === 'application/json' || /^application\/[a-z0-9.+-]+\+json$/.test(type);
-}
-
-function atPointer(doc: unknown, pointer: string): unknown {
-  let node = doc;
-  for (const raw of pointer.split('/').slice(1)) {
-    const key = decodeURIComponent(raw).replace(/~1/g, '/').replace(/~0/g, '~');
-    if (!node || typeof node !== 'object' || !Object.hasOwn(node, key)) return undefined;
-    node = (node as Record<string, unknown>)[key];
-  }
-  return node;
-}
-
-export function escapePointer(token: string): string {
-  return token.replace(/~/g, '~0').replace(/\//g, '~1');
 }
 
 function escapeRegExp(text: string): string {
