@@ -27,6 +27,22 @@ const FORBIDDEN = {
   // Edge policies' schemas and compiled rules (CORS, IP rules, header rules, OpenAPI validation):
   // pure, imported by config (their schemas) and by the gateway's chain (their decisions).
   'src/policies': [...servers, 'quota', 'identity', 'keys', 'auth', 'store', 'config', 'upstream'],
+  // The policy interface the package exports (src/index.ts): types, definePolicy, loading a policy's code.
+  'src/plugins': [
+    ...servers,
+    'quota',
+    'identity',
+    'keys',
+    'auth',
+    'store',
+    'config',
+    'upstream',
+    'cache',
+    'policies',
+    'observability',
+    'http',
+    'tracing',
+  ],
   'src/errors': [...servers, 'quota', 'identity', 'keys', 'auth', 'store', 'config'],
   'src/observability': [...servers, 'quota', 'identity', 'keys', 'auth', 'store'],
   'src/http': [...servers, 'quota', 'identity', 'keys', 'auth', 'store'],

@@ -6,6 +6,7 @@ import { cacheSchema } from './cache-schema.js';
 import { ipRulesSchema } from '../policies/ip-rules/ip-rules-schema.js';
 import { headerRulesSchema } from '../policies/header-rules/header-rules-schema.js';
 import { validateSchema } from '../policies/validate/validate-schema.js';
+import { policiesSchema } from './policies-schema.js';
 
 // Schema of the `services` section of gateway.yaml: the upstream services the gateway routes to by
 // path prefix, each a pool of targets. Hot: reloaded with the file (src/upstream/upstreams.ts).
@@ -115,6 +116,8 @@ export const serviceSchema = z.strictObject({
   responseHeaders: headerRulesSchema,
   /** Requests checked against an OpenAPI document before they are forwarded (docs/policies.md). */
   validate: validateSchema,
+  /** The user's own policies on this service's paths, after the global ones (docs/plugins.md). */
+  policies: policiesSchema,
 });
 
 export type ServiceConfig = z.infer<typeof serviceSchema>;

@@ -56,6 +56,9 @@ import { RouteRules } from './route-rules.js';
 import { createGatewayServer } from './server.js';
 import { edgeConnections } from './edge-connections.js';
 import { testFaultsFromEnv } from './test-faults.js';
+import { compilePolicies, loadPolicies } from './user-policies/load-policies.js';
+import { accessPhase, forwardPhase, type PhaseDeps } from './user-policies/phases.js';
+import { policyTools } from './user-policies/policy-tools.js';
 
 export interface RunningGateway {
   url: string;
@@ -81,6 +84,8 @@ export async function startGateway(
   // later reload of either file against the other one in force (plan-services.ts).
   // Set once plans.yaml is loaded, just below: the first gateway.yaml load has no plans to check.
   const inForce: { plans?: () => PlansConfig; jwt?: JwtAuthenticator } = {};
+  // The user's policies: code imported once, here; their options are bound at every load (docs/plugins.md).
+  const policyCode = await loadPolicies(loadGatewayFile(settings.configDir), settings.configDir);
   const routes = new Reloading(
     join(settings.configDir, GATEWAY_FILE),
     () => {
@@ -110,6 +115,7 @@ export async function startGateway(
       const jwt =
         file.jwt && new JwtAuthenticator(file.jwt, logger, { previous: inForce.jwt, maxCachedTokens: settings.keyCache.maxEntries });
       return {
+        policies: compilePolicies(file, services, policyCode),
         validation,
         deprecations: new RouteRules(deprecations),
         costs: new RouteCosts(costs),
@@ -221,6 +227,13 @@ export async function startGateway(
     metrics,
     logger,
   });
+  const policies: PhaseDeps = {
+    inForce: () => routes.current().policies,
+    tools: policyTools(ownStores.redis, logger, metrics),
+    trustProxyHops: settings.gateway.trustProxyHops,
+    metrics,
+    logger,
+  };
   const ipRules = {
     rules: () => routes.current().ipRules,
     upstreams,
@@ -260,6 +273,8 @@ export async function startGateway(
     }),
     serveUsage(settings.usage.path, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
     routeToService(upstreams, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
+    // The user's policies: refuse or add a cost to the one quota decision that follows.
+    accessPhase(policies),
     quota,
     applyRouteRules(() => routes.current().deprecations),
     // After the quota (invalid requests are charged: a flood of them cannot skip it) and before the
@@ -268,6 +283,8 @@ export async function startGateway(
     upstreamIdentity(assertions),
     // After the decision and the identity fields: what the service's targets receive, and send back.
     headerRules(() => routes.current().headers),
+    // The user's policies again: request fields, then response head and after-answer hooks.
+    forwardPhase(policies),
   ];
 
   const { guard, tunnels } = edgeConnections(settings.gateway, upstreams, ownStores.keys, logger, metrics.registry);
