@@ -42,10 +42,7 @@ import { createUpstreamProxy } from './proxy.js';
 import { createCachingProxy } from './caching-proxy.js';
 import { ResponseCache } from '../cache/response-cache.js';
 import { routeToService } from './policies/route-to-service.js';
-import { globalIpRules, keyIpRules, serviceIpRules } from './policies/ip-rules.js';
-import { IpRules } from '../policies/ip-rules/ip-rules.js';
-import { HeaderRules } from '../policies/header-rules/header-rules.js';
-import { headerRules } from './policies/header-rules.js';
+import { globalIpRules, ipRulesInForce, keyIpRules, serviceIpRules } from './policies/ip-rules.js';
 import { validateRequest } from './policies/validate-request.js';
 import { compileValidation } from './validation-rules.js';
 import { Upstreams } from '../upstream/upstreams.js';
@@ -93,21 +90,7 @@ export async function startGateway(
       const { deprecations, costs } = file.routes;
       const services = inForce.plans ? servicesKeepingPlanned(file.services, inForce.plans()) : file.services;
       // Edge rules are compiled here, so a reload that cannot compile is refused as a whole.
-      const ipRules = {
-        global: new IpRules(file.ipRules),
-        services: new Map(services.filter((s) => s.ipRules).map((s) => [s.name, new IpRules(s.ipRules)])),
-      };
-      const headers = new Map(
-        services
-          .filter((s) => s.requestHeaders || s.responseHeaders)
-          .map((s) => [
-            s.name,
-            {
-              request: s.requestHeaders && new HeaderRules(s.requestHeaders),
-              response: s.responseHeaders && new HeaderRules(s.responseHeaders),
-            },
-          ]),
-      );
+      const ipRules = ipRulesInForce(file.ipRules, services);
       const validation = compileValidation(file, services, settings.configDir);
       // CORS is hot with the services it may be set on (policies/cors.ts).
       const cors = { global: file.cors, anyService: services.some((service) => service.cors !== undefined) };
@@ -122,7 +105,6 @@ export async function startGateway(
         services,
         ipRules,
         globalIpRules: file.ipRules,
-        headers,
         cors,
         jwt,
       };
@@ -239,6 +221,7 @@ export async function startGateway(
     upstreams,
     trustProxyHops: settings.gateway.trustProxyHops,
     metrics,
+    policies,
     countFailure: failedAuth.counted,
   };
 
@@ -281,9 +264,8 @@ export async function startGateway(
     // proxy (they cost the backend nothing).
     validateRequest({ rules: () => routes.current().validation, metrics, logger }),
     upstreamIdentity(assertions),
-    // After the decision and the identity fields: what the service's targets receive, and send back.
-    headerRules(() => routes.current().headers),
-    // The user's policies again: request fields, then response head and after-answer hooks.
+    // After the decision and the identity fields: what the service's targets receive, and send back
+    // (its header rules, then the user's policies).
     forwardPhase(policies),
   ];
 

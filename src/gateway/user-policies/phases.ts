@@ -1,4 +1,5 @@
 import { DEFAULT_SERVICE } from '../../config/services-schema.js';
+import { ERRORS, type ErrorCode } from '../../errors/registry.js';
 import { declaredErrorBody } from '../../errors/render.js';
 import type { Logger } from '../../observability/log.js';
 import type { Metrics } from '../../observability/metrics.js';
@@ -49,8 +50,20 @@ export function forwardPhase(deps: PhaseDeps): Policy {
     const lists = listsOf(ctx, deps);
     if (!lists.any) return CONTINUE;
     const view = viewOf(ctx, deps);
+    view.fieldsChanged();
     if (lists.responseHead.length > 0) onResponseHead(ctx, view, lists.responseHead, deps);
     return runHooks(ctx, view, lists.beforeForward, 'beforeForward', 0, deps);
+  };
+}
+
+/**
+ * One of the gateway's own policies where it stands in the chain (before authentication): the
+ * `access` hooks of `bound` (bound at load; empty: nothing to do, at no cost), contained like the rest.
+ */
+export function builtInStep(bound: (ctx: RequestContext) => readonly BoundPolicy[], deps: PhaseDeps): Policy {
+  return (ctx) => {
+    const list = bound(ctx);
+    return list.length === 0 ? CONTINUE : runHooks(ctx, viewOf(ctx, deps), list, 'access', 0, deps);
   };
 }
 
@@ -200,6 +213,8 @@ function decided(ctx: RequestContext, bound: BoundPolicy, phase: Phase, verdict:
   }
   if ('refuse' in given) {
     const declared = definition.errors?.[given.refuse];
+    // A registry code: the gateway's own policies (plugins/load-policy-code.ts refuses them to loaded code).
+    if (declared && given.refuse in ERRORS) return reject(given.refuse as ErrorCode, given.message, given.headers);
     if (!declared)
       throw fault(bound, 'access', new TypeError(`refused with "${String(given.refuse)}", which it does not declare in errors`), deps);
     const message = typeof given.message === 'string' && given.message ? given.message : declared.message;

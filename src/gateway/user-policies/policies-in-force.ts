@@ -4,6 +4,7 @@ import { RULE_METHODS } from '../../config/routes-schema.js';
 import { DEFAULT_SERVICE } from '../../config/services-schema.js';
 import { checkOptions } from '../../plugins/check-options.js';
 import type { AnyPolicy } from '../../plugins/load-policy-code.js';
+import type { PolicyDefinition } from '../../plugins/policy-definition.js';
 import { patternToRegExp } from '../route-rules.js';
 import { RouteTable } from '../route-table.js';
 
@@ -66,6 +67,15 @@ export function bindEntries(file: string, scoped: ScopedEntries, code: ReadonlyM
       ? { definition, options: checked.value, budgetMs: entry.budgetMs, routes }
       : { definition, options: checked.value, budgetMs: entry.budgetMs };
   });
+}
+
+/** The gateway's own policies (header rules, IP rules) need no budget: their hooks are synchronous. */
+const BUILT_IN_BUDGET_MS = 1000;
+
+/** One of the gateway's own policies, bound to options gateway.yaml's schema has checked already. */
+export function bindBuiltIn<O, C>(definition: PolicyDefinition<O, C, string>, options: O): BoundPolicy {
+  const compiled = definition.compile ? definition.compile(options) : options;
+  return { definition: definition as AnyPolicy, options: compiled, budgetMs: BUILT_IN_BUDGET_MS };
 }
 
 /** The lists per service: the global policies, then the service's own, in the order written. */

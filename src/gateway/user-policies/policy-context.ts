@@ -85,6 +85,11 @@ export class PolicyRequestView {
     return this.ctx.route?.service.name ?? DEFAULT_SERVICE;
   }
 
+  /** The gateway changed request fields since (upstream-identity.ts): the next read copies them again. */
+  fieldsChanged(): void {
+    this.headersSeen = undefined;
+  }
+
   /** A frozen copy without the hidden fields, made again after a policy changed a field. */
   headers(): PolicyHeaders {
     if (!this.headersSeen) {
@@ -120,9 +125,9 @@ const FIELD_VALUE = /^[^\x00-\x08\x0a-\x1f\x7f]*$/;
 function checkedField(name: string, value?: string): string {
   const lower = typeof name === 'string' ? name.toLowerCase() : '';
   if (!TOKEN.test(lower)) throw new TypeError(`"${String(name)}" is not a header field name`);
-  const owned =
-    ownedFieldReason(lower) ?? (HIDDEN.has(lower) && lower !== 'authorization' ? `"${lower}" is hidden from policies` : undefined);
-  if (owned) throw new TypeError(`a policy may not change ${owned.startsWith('"') ? owned : `"${lower}": ${owned}`}`);
+  // Hidden fields may be written (an upstream credential; cookies dropped), never read.
+  const owned = ownedFieldReason(lower);
+  if (owned) throw new TypeError(`a policy may not change it: ${owned}`);
   if (value !== undefined && (typeof value !== 'string' || !FIELD_VALUE.test(value)))
     throw new TypeError(`the value of "${lower}" must be a string without control characters`);
   return lower;
