@@ -164,6 +164,9 @@ describe('check-config and user policies', () => {
     expect(bad.stderr).toContain('typo');
     const zod = await check(`policies:\n  - use: ${FIXTURES}/access-refuse-cost.js\n    options: { refuseHeader: 7 }\n`);
     expect(zod.stderr).toContain('gateway.yaml: policies.0.options.refuseHeader');
+    // A TypeScript file as it is (Node's type stripping), as in the tutorial.
+    const typed = await check(`policies:\n  - use: ${FIXTURES}/typed.ts\n`);
+    expect(typed.code, typed.stderr).toBe(0);
     const missing = await check(`policies:\n  - use: ./policies/none.js\n`);
     expect(missing.stderr).toContain('gateway.yaml: policies.0.use');
   });

@@ -71,9 +71,9 @@ export class PolicyRequestView {
     const consumer = this.ctx.consumer;
     if (!consumer) return undefined;
     if (this.consumerSeen?.id !== consumer.id)
-      this.consumerSeen = Object.freeze(
-        consumer.owner ? { id: consumer.id, plan: consumer.plan, owner: consumer.owner } : { id: consumer.id, plan: consumer.plan },
-      );
+      this.consumerSeen = consumer.owner
+        ? { id: consumer.id, plan: consumer.plan, owner: consumer.owner }
+        : { id: consumer.id, plan: consumer.plan };
     return this.consumerSeen;
   }
 
@@ -121,13 +121,20 @@ export class PolicyRequestView {
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const FIELD_VALUE = /^[^\x00-\x08\x0a-\x1f\x7f]*$/;
 
+/** Field names found writable already: a policy (the header rules above all) writes the same few on every request. */
+const writable = new Set<string>();
+
 /** The lower-case name, once it is a field name the gateway does not own and the value is safe on the wire. */
 function checkedField(name: string, value?: string): string {
   const lower = typeof name === 'string' ? name.toLowerCase() : '';
-  if (!TOKEN.test(lower)) throw new TypeError(`"${String(name)}" is not a header field name`);
-  // Hidden fields may be written (an upstream credential; cookies dropped), never read.
-  const owned = ownedFieldReason(lower);
-  if (owned) throw new TypeError(`a policy may not change it: ${owned}`);
+  if (!writable.has(lower)) {
+    if (!TOKEN.test(lower)) throw new TypeError(`"${String(name)}" is not a header field name`);
+    // Hidden fields may be written (an upstream credential; cookies dropped), never read.
+    const owned = ownedFieldReason(lower);
+    if (owned) throw new TypeError(`a policy may not change it: ${owned}`);
+    if (writable.size >= 10_000) writable.clear();
+    writable.add(lower);
+  }
   if (value !== undefined && (typeof value !== 'string' || !FIELD_VALUE.test(value)))
     throw new TypeError(`the value of "${lower}" must be a string without control characters`);
   return lower;
