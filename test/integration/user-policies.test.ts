@@ -130,10 +130,12 @@ describe('user policies, one per phase', () => {
     expect(await stack.metric('tollgate_policy_timeouts_total', { policy: 'test-faulty', phase: 'access' })).toBe(1);
   });
 
-  it('a policy may not change a field the gateway owns', async () => {
+  it('a policy may not change a field the gateway owns, nor refuse with a code it did not declare', async () => {
     const { key: secret } = await key();
-    const forged = await call(`${stack.gateway.url}/v1/categories`, { headers: { ...bearer(secret), 'x-policy-fault': 'owned' } });
-    expect(forged.status).toBe(500);
+    for (const fault of ['owned', 'owned-refusal', 'undeclared']) {
+      const reply = await call(`${stack.gateway.url}/v1/categories`, { headers: { ...bearer(secret), 'x-policy-fault': fault } });
+      expect(reply.json, fault).toEqual({ code: 'internal_error', message: expect.any(String), status: 500 });
+    }
   });
 
   it('options reload hot; bad options and code not loaded at start are refused, naming file and field', async () => {

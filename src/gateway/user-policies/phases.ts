@@ -6,7 +6,7 @@ import type { Metrics } from '../../observability/metrics.js';
 import type { AccessVerdict } from '../../plugins/policy-definition.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
 import type { BoundPolicy, PhaseLists, PoliciesInForce } from './policies-in-force.js';
-import { PolicyRequestContext, PolicyRequestView, type PolicyTools } from './policy-context.js';
+import { checkedField, PolicyRequestContext, PolicyRequestView, type PolicyTools } from './policy-context.js';
 
 // The configured policies' phases (docs/plugins.md), as two steps of the chain: `access` before
 // the quota, `forward` last (it also hooks the response head and the end of the answer). Each hook
@@ -98,10 +98,15 @@ function runHooks(
   for (let i = from; i < list.length; i++) {
     const bound = list[i]!;
     if (!applies(bound, ctx)) continue;
-    const policyCtx = contextFor(view, bound, deps);
-    const result = called(bound, phase, deps, () =>
-      phase === 'access' ? bound.definition.access!(policyCtx, bound.options) : bound.definition.beforeForward!(policyCtx, bound.options),
-    );
+    let result: unknown;
+    // Inline rather than through `called`: no closure per hook on the request path.
+    try {
+      const policyCtx = contextFor(view, bound, deps);
+      result =
+        phase === 'access' ? bound.definition.access!(policyCtx, bound.options) : bound.definition.beforeForward!(policyCtx, bound.options);
+    } catch (err) {
+      throw fault(bound, phase, err, deps);
+    }
     if (isThenable(result))
       return withinBudget(result, bound, phase, deps).then((verdict) =>
         verdict === TIMED_OUT
@@ -122,9 +127,12 @@ function onResponseHead(ctx: RequestContext, view: PolicyRequestView, list: read
     view.response = res;
     for (const bound of list) {
       if (!applies(bound, ctx)) continue;
-      const result: unknown = called(bound, 'responseHead', deps, () =>
-        bound.definition.responseHead!(contextFor(view, bound, deps), bound.options),
-      );
+      let result: unknown;
+      try {
+        result = bound.definition.responseHead!(contextFor(view, bound, deps), bound.options);
+      } catch (err) {
+        throw fault(bound, 'responseHead', err, deps);
+      }
       if (isThenable(result)) throw fault(bound, 'responseHead', new TypeError('responseHead must not return a promise'), deps);
     }
     set.push(...view.responseFieldsSet);
@@ -217,12 +225,16 @@ function decided(ctx: RequestContext, bound: BoundPolicy, phase: Phase, verdict:
     if (declared && given.refuse in ERRORS) return reject(given.refuse as ErrorCode, given.message, given.headers);
     if (!declared)
       throw fault(bound, 'access', new TypeError(`refused with "${String(given.refuse)}", which it does not declare in errors`), deps);
+    const headers: Record<string, string> = {};
+    // A refusal's fields obey the rules of any other write: none of the gateway's own (rate limits, …).
+    for (const [name, value] of Object.entries(given.headers ?? {}))
+      headers[called(bound, 'access', deps, () => checkedField(name, value))] = value;
     const message = typeof given.message === 'string' && given.message ? given.message : declared.message;
     const body = Buffer.from(declaredErrorBody(given.refuse, message, declared.status));
     return {
       status: declared.status,
       headers: {
-        ...given.headers,
+        ...headers,
         'content-type': 'application/json; charset=utf-8',
         'content-length': body.length,
         'cache-control': 'no-store',

@@ -125,7 +125,7 @@ const FIELD_VALUE = /^[^\x00-\x08\x0a-\x1f\x7f]*$/;
 const writable = new Set<string>();
 
 /** The lower-case name, once it is a field name the gateway does not own and the value is safe on the wire. */
-function checkedField(name: string, value?: string): string {
+export function checkedField(name: string, value?: string): string {
   const lower = typeof name === 'string' ? name.toLowerCase() : '';
   if (!writable.has(lower)) {
     if (!TOKEN.test(lower)) throw new TypeError(`"${String(name)}" is not a header field name`);
