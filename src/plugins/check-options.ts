@@ -1,4 +1,4 @@
-import { Ajv2020 } from 'ajv/dist/2020.js';
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import type { OptionsSchema, PolicyDefinition, SafeParseSchema } from './policy-definition.js';
 
@@ -49,13 +49,19 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-const ajv = new Ajv2020({ strict: false, allErrors: false, useDefaults: true, logger: false });
-addFormats.default(ajv);
-const compiled = new WeakMap<object, ReturnType<typeof ajv.compile>>();
+/** Made on the first JSON Schema: a gateway whose policies use zod (or none) never builds it. */
+let ajv: Ajv2020 | undefined;
+const compiled = new WeakMap<object, ValidateFunction>();
 
 /** One compile per schema object: a reload checks new options against the schema compiled at start. */
-function compiledJsonSchema(schema: object) {
+function compiledJsonSchema(schema: object): ValidateFunction {
   let validate = compiled.get(schema);
-  if (!validate) compiled.set(schema, (validate = ajv.compile(schema)));
+  if (!validate) {
+    if (!ajv) {
+      ajv = new Ajv2020({ strict: false, allErrors: false, useDefaults: true, logger: false });
+      addFormats.default(ajv);
+    }
+    compiled.set(schema, (validate = ajv.compile(schema)));
+  }
   return validate;
 }
