@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../harness/tollgate.js';
-import { call, EdgeRulesStack } from '../helpers/edge-rules-stack.js';
+import { call, EdgeRulesStack, replacingServices } from '../helpers/edge-rules-stack.js';
 import { pollUntil } from '../helpers/poll.js';
 import { runCli } from '../helpers/processes.js';
 import { bearer, configCopy } from '../helpers/stack.js';
@@ -171,5 +171,38 @@ describe('check-config and user policies', () => {
     expect(typed.code, typed.stderr).toBe(0);
     const missing = await check(`policies:\n  - use: ./policies/none.js\n`);
     expect(missing.stderr).toContain('gateway.yaml: policies.0.use');
+  });
+});
+
+describe('user policies per service and per route', () => {
+  let stack: EdgeRulesStack;
+  let secret: string;
+
+  beforeAll(async () => {
+    stack = await EdgeRulesStack.start((yaml, target) =>
+      replacingServices(
+        yaml,
+        `services:
+  - name: categories
+    paths: [/v1/categories]
+    targets: [${target}]
+    policies:
+      - use: ${FIXTURES}/access-refuse-cost.js
+        options: { refuseHeader: x-service-refuse }
+        routes: [{ method: GET, path: "/v1/categories/{id}" }]
+`,
+      ),
+    );
+    secret = (await stack.key()).key;
+  }, 120_000);
+  afterAll(() => stack?.close());
+
+  it("runs a service's policy only on its service's paths, and only on the routes it names", async () => {
+    const refuse = { ...bearer(secret), 'x-service-refuse': '1' };
+    expect((await call(`${stack.gateway.url}/v1/categories/7`, { headers: refuse })).json?.code).toBe('test_refused');
+    // Another method, another route of the service, another service: not this entry's.
+    expect((await call(`${stack.gateway.url}/v1/categories/7`, { method: 'DELETE', headers: refuse })).status).not.toBe(403);
+    expect((await call(`${stack.gateway.url}/v1/categories`, { headers: refuse })).status).toBe(200);
+    expect((await call(`${stack.gateway.url}/v1/pets`, { headers: refuse })).status).not.toBe(403);
   });
 });
