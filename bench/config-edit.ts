@@ -8,11 +8,12 @@ export type ConfigEdits = Record<string, (yaml: string) => string>;
 /**
  * A copy of the shipped config/ in the run's scratch directory, named `name`, with one edit per
  * file; throws if an edit changes nothing (the shipped file no longer has the line it edits), so a
- * target never silently measures the shipped config instead of its own.
+ * target never silently measures the shipped config instead of its own. `from`: another build's
+ * config/ (its schema may differ from this checkout's).
  */
-export function editedConfig(name: string, edits: ConfigEdits): string {
+export function editedConfig(name: string, edits: ConfigEdits, from = CONFIG_DIR): string {
   const dir = join(workDir(), `config-${name}`);
-  cpSync(CONFIG_DIR, dir, { recursive: true });
+  cpSync(from, dir, { recursive: true });
   for (const [file, edit] of Object.entries(edits)) {
     const before = readFileSync(join(dir, file), 'utf8');
     const after = edit(before);

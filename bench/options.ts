@@ -79,6 +79,10 @@ export const HELP = `npm run bench -- [options]
                         beside fixed windows, in the same rounds. tollgate-3-targets: the path served
                         by a service of three instances of the upstream, round robin
                         (bench/spread-target.ts); the report shows how its requests spread.
+                        tollgate-policies: a configured no-op policy in every phase
+                        (bench/policy-target.ts): the policy interface's cost per request.
+                        tollgate-edge-rules: IP rules and header rules in force on the path
+                        (bench/edge-rules-target.ts), and <build>-edge-rules for each --compare build.
                         tollgate-jwt: tollgate called with a JWT access token (RS256, from a JWKS
                         the bench serves) instead of the API key (bench/jwt-target.ts)
                         tollgate-cache: tollgate with the response cache on for the path (memory,

@@ -11,6 +11,8 @@ import type { Options } from './options.js';
 import { logFileOf, workDir } from './processes.js';
 import { QUOTA_VARIANT_NAMES, quotaVariantConfig } from './quota-variants.js';
 import { JWT_TARGET, jwtConfig, startBenchIssuer, type BenchIssuer } from './jwt-target.js';
+import { EDGE_RULES_TARGET, edgeRulesConfig } from './edge-rules-target.js';
+import { POLICY_TARGET, policyConfig } from './policy-target.js';
 import { SPREAD_INSTANCES, SPREAD_TARGET, spreadConfig } from './spread-target.js';
 import { CACHE_CONTROL, CACHE_TARGET, cacheConfig } from './cache-target.js';
 import { POST_REQUEST, POST_TARGET_NAMES, postConfig, type RequestSpec } from './post-targets.js';
@@ -294,6 +296,19 @@ export class Stack {
       const config = postConfig(name, upstreamUrl, PATH, suffix);
       await addGateway(name, () => this.startGateway(`gateway-${name}${suffix}`, [], CLI, config, upstreamUrl));
       list.at(-1)!.request = POST_REQUEST;
+    }
+    if (want.has(EDGE_RULES_TARGET)) {
+      const config = edgeRulesConfig(`${EDGE_RULES_TARGET}${suffix}`, PATH, upstreamUrl);
+      await addGateway(EDGE_RULES_TARGET, () => this.startGateway(`gateway-${EDGE_RULES_TARGET}${suffix}`, [], CLI, config, upstreamUrl));
+      for (const variant of options.variants) {
+        const name = `${variant.name}-edge-rules`;
+        const theirs = edgeRulesConfig(`${name}${suffix}`.replace(/[^\w.-]/g, '_'), PATH, upstreamUrl, variant.cli);
+        await addGateway(name, () => this.startGateway(`gateway-${name}${suffix}`, [], variant.cli, theirs, upstreamUrl));
+      }
+    }
+    if (want.has(POLICY_TARGET)) {
+      const config = policyConfig(suffix);
+      await addGateway(POLICY_TARGET, () => this.startGateway(`gateway-${POLICY_TARGET}${suffix}`, [], CLI, config, upstreamUrl));
     }
     if (want.has(SPREAD_TARGET)) {
       const urls = [upstreamUrl];

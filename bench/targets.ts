@@ -2,6 +2,8 @@ import { CACHE_TARGET } from './cache-target.js';
 import { JWT_TARGET } from './jwt-target.js';
 import { POST_TARGET_NAMES } from './post-targets.js';
 import { QUOTA_VARIANT_NAMES } from './quota-variants.js';
+import { EDGE_RULES_TARGET } from './edge-rules-target.js';
+import { POLICY_TARGET } from './policy-target.js';
 import { SPREAD_TARGET } from './spread-target.js';
 import { TRACE_TARGET_NAMES } from './trace-targets.js';
 
@@ -17,6 +19,8 @@ export const TARGET_NAMES = [
   ...QUOTA_VARIANT_NAMES,
   ...TRACE_TARGET_NAMES,
   SPREAD_TARGET,
+  POLICY_TARGET,
+  EDGE_RULES_TARGET,
   CACHE_TARGET,
   ...POST_TARGET_NAMES,
 ] as const;

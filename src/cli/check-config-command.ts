@@ -1,11 +1,12 @@
 import { join } from 'node:path';
 import { AdminTokens } from '../admin/admin-tokens.js';
 import { ConfigCheck } from '../config/config-check.js';
-import { GATEWAY_FILE, loadPlans, PLANS_FILE } from '../config/load.js';
+import { GATEWAY_FILE, loadGatewayFile, loadPlans, PLANS_FILE } from '../config/load.js';
 import { plansWithKnownServices } from '../config/plan-services.js';
 import { anonymousPlansDefined } from '../config/anonymous-plans.js';
 import { configDirFrom, loadSettings } from '../config/settings.js';
 import { loadOpenApiDocument, openApiPath } from '../gateway/openapi-document.js';
+import { compilePolicies, loadPolicies } from '../gateway/user-policies/load-policies.js';
 import { compileValidation } from '../gateway/validation-rules.js';
 import { assertionSecretsFromEnv, DEVELOPMENT_ENV, DEVELOPMENT_SECRET, SECRET_ENV } from '../identity/assertion-secrets.js';
 
@@ -14,7 +15,7 @@ import { assertionSecretsFromEnv, DEVELOPMENT_ENV, DEVELOPMENT_SECRET, SECRET_EN
  * read. Each file is checked even when another has mistakes, and every mistake is reported, each
  * with its file, field and line.
  */
-export function checkConfigCommand(rest: string[], env: NodeJS.ProcessEnv, out: (text: string) => void): void {
+export async function checkConfigCommand(rest: string[], env: NodeJS.ProcessEnv, out: (text: string) => void): Promise<void> {
   const configDir = configDirFrom({ ...env, TOLLGATE_CONFIG_DIR: rest[0] ?? configDirFrom(env) });
   const check = new ConfigCheck(configDir);
   const settings = check.attempt(() => loadSettings({ ...env, TOLLGATE_CONFIG_DIR: configDir }));
@@ -28,6 +29,12 @@ export function checkConfigCommand(rest: string[], env: NodeJS.ProcessEnv, out: 
     read.push(openApiPath(settings.openapi.file, configDir));
   }
   if (settings) check.attempt(() => compileValidation(settings, settings.services, configDir));
+  // The user's policies: their code imported, their options checked against their schemas.
+  const file = settings && check.attempt(() => loadGatewayFile(configDir));
+  if (file) {
+    const loaded = await loadPolicies(file, configDir);
+    check.attempt(() => compilePolicies(file, file.services, loaded));
+  }
   check.done();
   const secrets = assertionSecretsFromEnv(env, { allowDevelopment: true });
   if (secrets.source === 'development-default') {

@@ -9,6 +9,7 @@ import { upstreamTlsSchema } from '../upstream/upstream-tls.js';
 import { nodeEntryError } from './redis-target.js';
 import { cidrListSchema, ipRulesSchema } from '../policies/ip-rules/ip-rules-schema.js';
 import { maxBodyBytesSchema } from '../policies/validate/validate-schema.js';
+import { policiesSchema } from './policies-schema.js';
 
 // Schema of config/gateway.yaml. Environment variables override some fields (see settings.ts).
 
@@ -221,6 +222,8 @@ export const gatewayFileSchema = z.strictObject({
    * own `cors:` replaces it for its paths. Absent: no CORS answer at all. Hot, like `services`.
    */
   cors: corsSchema.optional(),
+  /** The user's own policies on every service's paths (docs/plugins.md): code loads at start, options are hot. */
+  policies: policiesSchema,
   /** Per-route rules (deprecation and sunset); hot: reloaded with the file, unlike the rest. */
   routes: routesSchema.prefault({}),
   /** Identity providers whose JWT access tokens are admitted besides API keys; absent: keys only. Hot. */

@@ -7,6 +7,7 @@ import { ipRulesSchema } from '../policies/ip-rules/ip-rules-schema.js';
 import { headerRulesSchema } from '../policies/header-rules/header-rules-schema.js';
 import { validateSchema } from '../policies/validate/validate-schema.js';
 import { requireScopesSchema, serviceAnonymousSchema } from '../policies/access/access-schema.js';
+import { policiesSchema } from './policies-schema.js';
 
 // Schema of the `services` section of gateway.yaml: the upstream services the gateway routes to by
 // path prefix, each a pool of targets. Hot: reloaded with the file (src/upstream/upstreams.ts).
@@ -120,6 +121,8 @@ export const serviceSchema = z.strictObject({
   requireScopes: requireScopesSchema.optional(),
   /** Admit requests without a credential, limited per client address on this plan (docs/policies.md). */
   anonymous: serviceAnonymousSchema.optional(),
+  /** The user's own policies on this service's paths, after the global ones (docs/plugins.md). */
+  policies: policiesSchema,
 });
 
 export type ServiceConfig = z.infer<typeof serviceSchema>;

@@ -96,6 +96,7 @@ export const ERRORS = {
     status: 503,
     message: 'Every instance of the upstream service is out of rotation; retry after the time in Retry-After.',
   },
+  policy_timeout: { status: 503, message: 'A gateway policy did not decide in time; retry shortly.' },
   gateway_timeout: { status: 504, message: 'The upstream service did not answer in time.' },
   http_version_not_supported: { status: 505, message: 'Only HTTP/1.0, HTTP/1.1 and HTTP/2 (over TLS, by ALPN) are served.' },
 } as const satisfies Record<string, { status: number; message: string }>;

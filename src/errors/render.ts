@@ -39,6 +39,14 @@ export function sendError(
   res.end(body);
 }
 
+/**
+ * The Error body of a code a configured policy declared itself (plugins/load-policy-code.ts checks
+ * it is none of the registry's and its status is 4xx): same shape, same fields as the registry's.
+ */
+export function declaredErrorBody(code: string, message: string, status: number): string {
+  return JSON.stringify({ code, message, status } satisfies ErrorBody);
+}
+
 export function sendJson(res: ServerResponse, status: number, value: unknown): void {
   const body = JSON.stringify(value);
   res.statusCode = status;

@@ -4,6 +4,7 @@ import type { Consumer } from '../auth/consumer.js';
 import type { GatewayTrace } from '../tracing/gateway-trace.js';
 import type { Route } from '../upstream/service-routes.js';
 import type { Access } from './route-access.js';
+import type { PolicyRequestView } from './user-policies/policy-context.js';
 
 export type Credential = { kind: 'key'; validUntilMs?: number } | { kind: 'token'; validUntilMs: number };
 
@@ -53,6 +54,10 @@ export interface RequestContext {
   body?: Buffer;
   /** `100 Continue` was sent already (a policy read the body): the server must not send it again. */
   continued?: boolean;
+  /** Quota units the configured policies added to the route's cost (user-policies/phases.ts); the quota step charges them. */
+  addedCost?: number;
+  /** What the configured policies see of this request, made once they first run (user-policies/policy-context.ts). */
+  policyView?: PolicyRequestView;
   /** This request's spans, when tracing is on (README, "Tracing"); undefined otherwise: callers use `?.`. */
   trace?: GatewayTrace;
 }

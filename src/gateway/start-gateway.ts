@@ -46,10 +46,7 @@ import { ResponseCache } from '../cache/response-cache.js';
 import { routeToService } from './policies/route-to-service.js';
 import { anonymousCaller, requireScopes } from './policies/access.js';
 import { RouteAccess } from './route-access.js';
-import { globalIpRules, keyIpRules, serviceIpRules } from './policies/ip-rules.js';
-import { IpRules } from '../policies/ip-rules/ip-rules.js';
-import { HeaderRules } from '../policies/header-rules/header-rules.js';
-import { headerRules } from './policies/header-rules.js';
+import { globalIpRules, ipRulesInForce, keyIpRules, serviceIpRules } from './policies/ip-rules.js';
 import { validateRequest } from './policies/validate-request.js';
 import { compileValidation } from './validation-rules.js';
 import { Upstreams } from '../upstream/upstreams.js';
@@ -61,6 +58,9 @@ import { createGatewayServer } from './server.js';
 import { edgeConnections } from './edge-connections.js';
 import { ProxyTrust } from '../http/proxy-trust.js';
 import { testFaultsFromEnv } from './test-faults.js';
+import { compilePolicies, loadPolicies } from './user-policies/load-policies.js';
+import { accessPhase, forwardPhase, type PhaseDeps } from './user-policies/phases.js';
+import { policyTools } from './user-policies/policy-tools.js';
 
 export interface RunningGateway {
   url: string;
@@ -86,6 +86,8 @@ export async function startGateway(
   // later reload of either file against the other one in force (plan-services.ts).
   // Set once plans.yaml is loaded, just below: the first gateway.yaml load has no plans to check.
   const inForce: { plans?: () => PlansConfig; jwt?: JwtAuthenticator } = {};
+  // The user's policies: code imported once, here; their options are bound at every load (docs/plugins.md).
+  const policyCode = await loadPolicies(loadGatewayFile(settings.configDir), settings.configDir);
   const routes = new Reloading(
     join(settings.configDir, GATEWAY_FILE),
     () => {
@@ -94,21 +96,7 @@ export async function startGateway(
       const services = inForce.plans ? servicesKeepingPlanned(file.services, inForce.plans()) : file.services;
       if (inForce.plans) anonymousPlansDefined(inForce.plans(), services, access);
       // Edge rules are compiled here, so a reload that cannot compile is refused as a whole.
-      const ipRules = {
-        global: new IpRules(file.ipRules),
-        services: new Map(services.filter((s) => s.ipRules).map((s) => [s.name, new IpRules(s.ipRules)])),
-      };
-      const headers = new Map(
-        services
-          .filter((s) => s.requestHeaders || s.responseHeaders)
-          .map((s) => [
-            s.name,
-            {
-              request: s.requestHeaders && new HeaderRules(s.requestHeaders),
-              response: s.responseHeaders && new HeaderRules(s.responseHeaders),
-            },
-          ]),
-      );
+      const ipRules = ipRulesInForce(file.ipRules, services);
       const validation = compileValidation(file, services, settings.configDir);
       // CORS is hot with the services it may be set on (policies/cors.ts).
       const cors = { global: file.cors, anyService: services.some((service) => service.cors !== undefined) };
@@ -116,6 +104,7 @@ export async function startGateway(
       const jwt =
         file.jwt && new JwtAuthenticator(file.jwt, logger, { previous: inForce.jwt, maxCachedTokens: settings.keyCache.maxEntries });
       return {
+        policies: compilePolicies(file, services, policyCode),
         validation,
         deprecations: new RouteRules(deprecations),
         costs: new RouteCosts(costs),
@@ -124,7 +113,6 @@ export async function startGateway(
         services,
         ipRules,
         globalIpRules: file.ipRules,
-        headers,
         cors,
         jwt,
         consoleOidc: file.console.oidc,
@@ -245,12 +233,20 @@ export async function startGateway(
     consumers: new AnonymousConsumers(assertionSecrets.current.bytes),
     proxyTrust,
   };
+  const policies: PhaseDeps = {
+    inForce: () => routes.current().policies,
+    tools: policyTools(ownStores.redis, logger, metrics),
+    proxyTrust,
+    metrics,
+    logger,
+  };
   const planDeps = { quotas: ownStores.quotas, plans: () => plans.current(), health };
   const ipRules = {
     rules: () => routes.current().ipRules,
     upstreams,
     proxyTrust,
     metrics,
+    policies,
     countFailure: failedAuth.counted,
   };
 
@@ -286,14 +282,17 @@ export async function startGateway(
     serveUsage(settings.usage.path, { quotas: ownStores.quotas, plans: () => plans.current(), health }),
     routeToService(upstreams, planDeps),
     requireScopes({ ...access, ...planDeps }),
+    // The user's policies: refuse or add a cost to the one quota decision that follows.
+    accessPhase(policies),
     quota,
     applyRouteRules(() => routes.current().deprecations),
     // After the quota (invalid requests are charged: a flood of them cannot skip it) and before the
     // proxy (they cost the backend nothing).
     validateRequest({ rules: () => routes.current().validation, metrics, logger }),
     upstreamIdentity(assertions),
-    // After the decision and the identity fields: what the service's targets receive, and send back.
-    headerRules(() => routes.current().headers),
+    // After the decision and the identity fields: what the service's targets receive, and send back
+    // (its header rules, then the user's policies).
+    forwardPhase(policies),
   ];
 
   const { guard, tunnels } = edgeConnections(settings.gateway, proxyTrust, upstreams, ownStores.keys, logger, metrics.registry);

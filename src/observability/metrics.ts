@@ -49,6 +49,24 @@ export function createMetrics() {
       labelNames: ['code'] as const,
       registers: [registry],
     }),
+    policyFaults: new Counter({
+      name: 'tollgate_policy_faults_total',
+      help: 'Hooks of a configured policy that threw or rejected, by policy and phase (each answered 500, or logged after the answer).',
+      labelNames: ['policy', 'phase'] as const,
+      registers: [registry],
+    }),
+    policyTimeouts: new Counter({
+      name: 'tollgate_policy_timeouts_total',
+      help: 'Hooks of a configured policy abandoned past their budgetMs, by policy and phase (each answered 503 policy_timeout).',
+      labelNames: ['policy', 'phase'] as const,
+      registers: [registry],
+    }),
+    policyEvents: new Counter({
+      name: 'tollgate_policy_events_total',
+      help: "Events a configured policy counted itself (ctx.metrics.count), by policy and event (at most 50 events per policy, then 'other').",
+      labelNames: ['policy', 'event'] as const,
+      registers: [registry],
+    }),
     ipRefusals: new Counter({
       name: 'tollgate_ip_refusals_total',
       help: 'Requests refused by IP rules, by rule: global, service:<name>, key (a key used outside its allowedCidrs).',

@@ -16,6 +16,10 @@ describe('the npm package', () => {
       expect.arrayContaining([
         'bin/tollgate.js',
         'dist/cli/main.js',
+        // The policy interface (`import { definePolicy } from 'tollgate'`) and its types.
+        'dist/index.js',
+        'dist/index.d.ts',
+        'dist/plugins/policy-definition.d.ts',
         'config/gateway.yaml',
         'config/plans.yaml',
         'openapi.yaml',
@@ -26,7 +30,9 @@ describe('the npm package', () => {
 
   it('holds no benchmark, test or TypeScript source file', () => {
     // A dist/bench or dist/dev here is stale output of an older tree: remove dist/ and build again.
-    const strays = files.filter((path) => /^(bench|test|src)\//.test(path) || /^dist\/(bench|dev)\//.test(path) || path.endsWith('.ts'));
+    // Declarations (.d.ts) in dist/ are the public types, not sources.
+    const source = (path: string) => path.endsWith('.ts') && !(path.startsWith('dist/') && path.endsWith('.d.ts'));
+    const strays = files.filter((path) => /^(bench|test|src)\//.test(path) || /^dist\/(bench|dev)\//.test(path) || source(path));
     expect(strays).toEqual([]);
   });
 });

@@ -1,32 +1,16 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, dirname, join } from 'node:path';
-import { promisify } from 'node:util';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../harness/free-port.js';
 import { REPO_ROOT } from '../harness/tollgate.js';
+import { packInto, run, userEnv } from '../helpers/user-shell.js';
 
 // What a user does with the published package: `npm pack`, then a plain `npm install` of the
 // tarball in an empty folder (no flags that skip scripts), then `npx tollgate up` there with no
 // config/ in the folder: the shipped config is the fallback, demo keys are printed and a request
 // with one of them is served by the bundled backend through the gateway.
-
-const run = promisify(execFile);
-
-/**
- * The environment of a user's shell: this Node first on PATH (the bin's `#!/usr/bin/env node`
- * finds it), and none of the `npm_*` variables `npm test` sets, which would point npm at this
- * repository (its prefix, its config) instead of the empty folder.
- */
-function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(process.env)) {
-    if (!/^npm_/i.test(name) && !name.startsWith('TOLLGATE_') && !name.startsWith('REDIS_')) env[name] = value;
-  }
-  env.PATH = `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ''}`;
-  return { ...env, ...extra };
-}
 
 let scratch: string;
 let app: string;
@@ -66,14 +50,7 @@ function waitForOutput(pattern: RegExp, timeoutMs: number): Promise<RegExpMatchA
 
 beforeAll(async () => {
   scratch = realpathSync(mkdtempSync(join(tmpdir(), 'tollgate-package-')));
-  // --ignore-scripts: `npm test` has just built dist/; `prepack` would rebuild it under the
-  // integration tests running beside this one.
-  const packed = await run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', scratch], {
-    cwd: REPO_ROOT,
-    env: userEnv(),
-    maxBuffer: 16 * 1024 * 1024,
-  });
-  const tarball = join(scratch, (JSON.parse(packed.stdout) as Array<{ filename: string }>)[0]!.filename);
+  const tarball = await packInto(REPO_ROOT, scratch);
 
   app = join(scratch, 'app');
   mkdirSync(app);

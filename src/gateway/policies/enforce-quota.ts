@@ -54,7 +54,8 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     // the ban comes at the configured count on any number of replicas (local-verdicts.ts).
     const cached = local.answer(subject);
     if (cached) return judge(ctx, deps, quota, cached, 'local_cache');
-    const cost = deps.costs().costOf(ctx.req.method ?? 'GET', pathOf(ctx.req.url));
+    // The route's cost, and what the configured policies added (user-policies/phases.ts).
+    const cost = deps.costs().costOf(ctx.req.method ?? 'GET', pathOf(ctx.req.url)) + (ctx.addedCost ?? 0);
     if (!health.shouldTry()) return degrade(ctx, deps, quota, plans.ban, subject, cost);
     // Units this replica reserved in Redis for a hot key (quota-leases.ts): no round trip.
     const leased = deps.leases?.admit(subject, quota, plans.ban, cost);
