@@ -66,7 +66,7 @@ describe('lease notices and grants in either order', () => {
     hooks.apply!(notice(5, 900));
     asks[0]!.answer({ granted: 10, minuteCount: 500, dayCount: 500, seq: 4 });
     await settle();
-    const outcome = leases.admit('k', QUOTA, NO_BANS, 1)!;
+    const outcome = (await leases.admit('k', QUOTA, NO_BANS, 1))!;
     // 900 counted, 9 of them still unused here.
     expect(outcome.minuteCount).toBe(891);
     expect(leases.lastHeard('k')).toBe(5);
@@ -78,7 +78,7 @@ describe('lease notices and grants in either order', () => {
     await settle();
     hooks.apply!(notice(3, 200));
     hooks.apply!(notice(4, 200));
-    expect(leases.admit('k', QUOTA, NO_BANS, 1)!.minuteCount).toBe(491);
+    expect((await leases.admit('k', QUOTA, NO_BANS, 1))!.minuteCount).toBe(491);
   });
 
   it('a renewal keeps the newer counts a notice brought to the lease it replaces', async () => {
@@ -86,13 +86,13 @@ describe('lease notices and grants in either order', () => {
     asks[0]!.answer({ granted: 10, minuteCount: 500, dayCount: 500, seq: 4 });
     await settle();
     // Half the block used: a renewal is asked for.
-    for (let i = 0; i < 6; i++) leases.admit('k', QUOTA, NO_BANS, 1);
+    for (let i = 0; i < 6; i++) void leases.admit('k', QUOTA, NO_BANS, 1);
     expect(asks).toHaveLength(2);
     hooks.apply!(notice(7, 800));
     asks[1]!.answer({ granted: 10, minuteCount: 700, dayCount: 700, seq: 6 });
     await settle();
     // 800 counted; unused here: 4 of the first block and 10 of the renewal, less this request's 1.
-    expect(leases.admit('k', QUOTA, NO_BANS, 1)!.minuteCount).toBe(800 - 13);
+    expect((await leases.admit('k', QUOTA, NO_BANS, 1))!.minuteCount).toBe(800 - 13);
     expect(leases.lastHeard('k')).toBe(7);
   });
 
@@ -117,12 +117,12 @@ describe('lease notices and grants in either order', () => {
     asks[0]!.answer({ granted: 10, minuteCount: 500, dayCount: 500, seq: 4 });
     await settle();
     hooks.apply!(notice(9, 30, { minuteStartMs: MINUTE + 60_000, dayCount: 530 }));
-    expect(leases.admit('k', QUOTA, NO_BANS, 1)!.minuteCount).toBe(491);
-    for (let i = 0; i < 5; i++) leases.admit('k', QUOTA, NO_BANS, 1);
+    expect((await leases.admit('k', QUOTA, NO_BANS, 1))!.minuteCount).toBe(491);
+    for (let i = 0; i < 5; i++) void leases.admit('k', QUOTA, NO_BANS, 1);
     expect(asks).toHaveLength(2);
     asks[1]!.answer({ granted: 10, minuteStartMs: MINUTE + 60_000, minuteCount: 20, dayCount: 520, seq: 8 });
     await settle();
     expect(leases.lastHeard('k')).toBe(9);
-    expect(leases.admit('k', QUOTA, NO_BANS, 1)!.minuteCount).toBe(30 - 9);
+    expect((await leases.admit('k', QUOTA, NO_BANS, 1))!.minuteCount).toBe(30 - 9);
   });
 });
