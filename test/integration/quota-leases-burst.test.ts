@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { answerOf, leasedRequests, type Answer } from '../helpers/gcra-leases.js';
 import { threeGateways } from '../helpers/quota-stack.js';
-import { configCopy, slackRedisTimeout } from '../helpers/stack.js';
+import { configCopy, keysCli, slackRedisTimeout } from '../helpers/stack.js';
 import { awayFromDayEdge, inOneMinute } from '../helpers/windows.js';
 
 // Quota leases are on in the shipped config, and a burst that reaches the limit while units are
@@ -18,6 +18,7 @@ plans:
   warm:       { perMinute: 300, perDay: 1000000 }
   warmgcra:   { perMinute: 300, perDay: 1000000, algorithm: gcra, burst: 300 }
   warmowner:  { perMinute: 300, perDay: 1000000, scope: owner }
+  day300:     { perMinute: 300, perDay: 300 }
 ban:
   afterRejections: 150
   window: 60
@@ -66,6 +67,21 @@ describe('a burst at the limit with leases on (the shipped config)', { timeout: 
     });
   }
 
+  /** Requests to gateway `gateway` only, 20 at a time, until some gateway admitted one from a lease. */
+  async function warmUntilLeased(key: string, gateway: number): Promise<Answer[]> {
+    const before = await leasedRequests(stack);
+    let warmed: Answer[] = [];
+    const deadline = Date.now() + 30_000;
+    while ((await leasedRequests(stack)) === before) {
+      expect(Date.now()).toBeLessThan(deadline);
+      warmed = warmed.concat(await Promise.all(Array.from({ length: 20 }, () => answerOf(send(key, gateway), gateway))));
+    }
+    return warmed;
+  }
+
+  const dayUsed = async (id: string) =>
+    (JSON.parse((await keysCli(stack.redis(), ['usage', id, '--json'], stack.configDir())).stdout) as { day: { used: number } }).day.used;
+
   for (const [name, plan, owner] of [
     ['a key', 'warm', false],
     ['a gcra key', 'warmgcra', false],
@@ -76,13 +92,7 @@ describe('a burst at the limit with leases on (the shipped config)', { timeout: 
       await inOneMinute(async () => {
         const key = await stack.newKey(['--plan', plan, ...(owner ? ['--owner', `warm-${Date.now()}`] : [])]);
         // Gateway 0 sees the key hot (≥ 50 a second, the shipped hotPerSecond) and takes a lease.
-        const before = await leasedRequests(stack);
-        let warmed: Answer[] = [];
-        const deadline = Date.now() + 30_000;
-        while ((await leasedRequests(stack)) === before) {
-          expect(Date.now()).toBeLessThan(deadline);
-          warmed = warmed.concat(await Promise.all(Array.from({ length: 20 }, () => answerOf(send(key.key, 0), 0))));
-        }
+        const warmed = await warmUntilLeased(key.key, 0);
         expect(tally(warmed).admitted).toBe(warmed.length);
         // The rest of the minute's 300 and more, at once, on the two gateways without the lease:
         // the units it holds come back to them, and exactly 300 are admitted in all.
@@ -92,4 +102,38 @@ describe('a burst at the limit with leases on (the shipped config)', { timeout: 
       });
     });
   }
+
+  it('a holder whose subscription is cut: never over, and its units come back to the window', async () => {
+    await awayFromDayEdge(120);
+    const key = await stack.newKey(['--plan', 'day300']);
+    const warmed = await warmUntilLeased(key.key, 0);
+    // Every gateway's subscription is cut just as the burst starts: the recall may reach no one.
+    await stack.redis().client().call('CLIENT', 'KILL', 'TYPE', 'pubsub');
+    const answers = await burst(key.key, 350 - warmed.length, [1, 2]);
+    const admitted = warmed.length + tally(answers).admitted;
+    expect(admitted).toBeLessThanOrEqual(300);
+    // The lease ends (its subscription's gap, or its life) and gives its units back: later
+    // requests of the day get them, and the day admits exactly its limit.
+    const deadline = Date.now() + 30_000;
+    let more = 0;
+    while (admitted + more < 300 && Date.now() < deadline) {
+      more += tally(await burst(key.key, 30, [1, 2])).admitted;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(admitted + more).toBe(300);
+    expect(await dayUsed(key.id)).toBe(300);
+  });
+
+  // Last: it kills a gateway.
+  it('a holder killed with -9: the burst admits the limit less what it held, never more', async () => {
+    await awayFromDayEdge(120);
+    const key = await stack.newKey(['--plan', 'day300']);
+    const warmed = await warmUntilLeased(key.key, 2);
+    await stack.gateways()[2]!.process.stop('SIGKILL');
+    const held = (await dayUsed(key.id)) - warmed.length;
+    expect(held).toBeGreaterThanOrEqual(0);
+    // Its recall goes unanswered: the refused requests wait for the bound, then are refused.
+    const answers = await burst(key.key, 350 - warmed.length, [0, 1]);
+    expect(warmed.length + tally(answers).admitted).toBe(300 - held);
+  });
 });
