@@ -31,8 +31,8 @@ beforeAll(async () => {
   redis = await TestRedis.start();
   proxy = await delayProxy(Number(new URL(redis.url).port), DELAY_MS);
   upstream = await new EchoUpstream().start();
-  [near] = await startGateways(1, { redisUrl: redis.url, upstreamUrl: upstream.url, configDir });
-  [far] = await startGateways(1, { redisUrl: proxy.url, upstreamUrl: upstream.url, configDir });
+  near = (await startGateways(1, { redisUrl: redis.url, upstreamUrl: upstream.url, configDir }))[0]!;
+  far = (await startGateways(1, { redisUrl: proxy.url, upstreamUrl: upstream.url, configDir }))[0]!;
 }, 180_000);
 
 afterAll(async () => {

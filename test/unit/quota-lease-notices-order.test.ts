@@ -1,53 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
-import { QuotaLeases, type LeaseSettings } from '../../src/quota/quota-leases.js';
-import type { LeaseGrant, LeaseRequest, QuotaNotice } from '../../src/store/quota-store.js';
+import { QuotaLeases } from '../../src/quota/quota-leases.js';
+import { MINUTE, NO_BANS, notice, QUOTA, scriptedStore, SETTINGS } from '../helpers/scripted-lease-store.js';
 
 // The order of lease notices against grants (rule 10 of src/quota/quota-leases.ts). A notice and a
 // grant's reply come on different connections, so a newer notice can arrive first: the lease must
 // end up with the newer counts either way. The store here is a script of replies, in a chosen order.
-
-const NO_BANS: BanPolicy = { afterRejections: 1_000_000, window: 60, duration: 60 };
-const SETTINGS: LeaseSettings = { leaseMs: 1000, hotPerSecond: 3, minBlock: 2, maxBlock: 20, spread: 1, replicas: 1 };
-const QUOTA: Quota = { perMinute: 1000, perDay: 1_000_000 };
-const MINUTE = Date.UTC(2030, 0, 10, 12, 0);
-const DAY = Date.UTC(2030, 0, 10);
-
-function scriptedStore() {
-  const asks: Array<{ request: LeaseRequest; answer: (grant: Partial<LeaseGrant>) => void }> = [];
-  const hooks: { apply?: (notice: QuotaNotice) => void; gap?: () => void } = {};
-  const store = {
-    reserve: (_id: string, _quota: Quota, _ban: BanPolicy, request: LeaseRequest) =>
-      new Promise<LeaseGrant>((resolve) => {
-        const grant = {
-          granted: 0,
-          minuteStartMs: MINUTE,
-          dayStartMs: DAY,
-          nowMs: MINUTE + 5_000,
-          minuteCount: 0,
-          dayCount: 0,
-          minuteTatUs: 0,
-          seq: 0,
-        };
-        asks.push({ request, answer: (g) => resolve({ ...grant, ...g }) });
-      }),
-    notices: (apply: (notice: QuotaNotice) => void, gap: () => void) => Object.assign(hooks, { apply, gap }),
-  };
-  return { store, asks, hooks };
-}
-
-const notice = (seq: number, minuteCount: number, more: Partial<QuotaNotice> = {}): QuotaNotice => ({
-  subject: 'k',
-  seq,
-  minuteStartMs: MINUTE,
-  minuteCount,
-  dayStartMs: DAY,
-  dayCount: minuteCount,
-  minuteTatUs: 0,
-  bannedUntilMs: 0,
-  nowMs: MINUTE + 5_000,
-  ...more,
-});
 
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 

@@ -181,21 +181,29 @@ end
 if not changed then return replies end
 
 local ex = expiry(s, banWindowMs)
-local fields = stateFields(s, ex)
 -- Counts that moved, a ban that began, or a recall, while a lease may be out: its holders hear of it.
 local published = leased and (admitted or s.bu > now or recalled)
+if not published then
+  -- The path of every key no lease is out on: one HSET with its arguments as they are (no table).
+  local exArg = string.format('%.0f', ex)
+  if gcra then
+    redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu,
+      'ex', exArg, 'mt', string.format('%.0f', s.mt))
+  else
+    redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg)
+  end
+  if exArg ~= s.storedEx then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS)) end
+  return replies
+end
+local fields = stateFields(s, ex)
+fields[#fields + 1] = 'sq'
+fields[#fields + 1] = string.format('%.0f', seq)
 if recalled then
   fields[#fields + 1] = 'rq'
   fields[#fields + 1] = string.format('%.0f', s.le)
 end
-if published then
-  fields[#fields + 1] = 'sq'
-  fields[#fields + 1] = string.format('%.0f', seq)
-end
 write(s, now, ex, fields)
-if published then
-  if recalled then notify(seq, s, now, 1) else notify(seq, s, now, 0) end
-end
+if recalled then notify(seq, s, now, 1) else notify(seq, s, now, 0) end
 return replies
 `;
 
