@@ -453,7 +453,8 @@ export class QuotaLeases {
         // gcra: only the UTC day is a window (rule 8); fixed: the minute too.
         if (grant.dayStartMs !== lease.dayStartMs || (!gcra && grant.minuteStartMs !== lease.minuteStartMs)) {
           // Granted in a new window: the old units stay in their window (the day gets them back).
-          void this.end(subject, lease);
+          // This replica still holds the key (the new grant): it does not leave the holders.
+          void this.end(subject, lease, false);
         } else if (gcra) {
           next.blocks = [...lease.blocks, ...next.blocks];
           lease.blocks = [];
@@ -524,15 +525,17 @@ export class QuotaLeases {
 
   /**
    * Ends a lease: its blocks go back newest first, one after the other (rule 9), the last step
-   * leaving the key's holders in Redis (rule 10), even with nothing to give back.
+   * leaving the key's holders in Redis (rule 10), even with nothing to give back, unless a newer
+   * grant of this replica replaces it (`leaving` false; Redis keeps it among the holders anyway,
+   * the newer grant's end being later).
    */
-  private end(subject: string, lease: Lease): Promise<void> {
+  private end(subject: string, lease: Lease, leaving = true): Promise<void> {
     if (this.leases.get(subject) === lease) this.leases.delete(subject);
     const blocks = lease.blocks.reverse().filter((block) => block.left > 0);
     lease.blocks = [];
-    if (blocks.length === 0) blocks.push({ left: 0, expiresAtMs: 0, minuteStartMs: 0, dayStartMs: 0, tatUs: 0 });
+    if (blocks.length === 0 && leaving) blocks.push({ left: 0, expiresAtMs: 0, minuteStartMs: 0, dayStartMs: 0, tatUs: 0 });
     return blocks.reduce<Promise<void>>(
-      (previous, block, i) => previous.then(() => this.giveBack(subject, lease, block, i === blocks.length - 1)),
+      (previous, block, i) => previous.then(() => this.giveBack(subject, lease, block, leaving && i === blocks.length - 1)),
       Promise.resolve(),
     );
   }
