@@ -13,7 +13,7 @@ import { PATH, type Stack, type Target } from './stack.js';
  * between it and a many-keys round, so by then the key cache's records (ttlSeconds, 30) have
  * expired: each request is a cache miss (one HGETALL) and a quota script call, 2 commands.
  */
-export const MANY_KEYS_TARGETS = ['tollgate', 'tollgate-leases'];
+export const MANY_KEYS_TARGETS = ['tollgate', 'tollgate-leases', 'tollgate-no-leases'];
 
 export interface LatencyRow {
   name: string;

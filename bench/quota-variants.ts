@@ -24,9 +24,13 @@ export const QUOTA_VARIANTS = {
     'plans.yaml': (y: string) =>
       y.replace(/enterprise: \{ perMinute: 3000, perDay: 1000000 \}/, 'enterprise: { perMinute: 3000, perDay: 1000000, scope: owner }'),
   },
-  // Quota leases on (docs/quota-leases.md): the hot key is admitted against blocks reserved in Redis.
+  // Quota leases on (docs/quota-leases.md), as shipped: the hot key is admitted against blocks reserved in Redis.
   'tollgate-leases': {
-    'gateway.yaml': (y: string) => y.replace(/^ {2}leases: \{ enabled: false \}/m, '  leases: { enabled: true }'),
+    'gateway.yaml': (y: string) => y.replace(/^ {2}leases: \{ enabled: \w+ \}/m, '  leases: { enabled: true }'),
+  },
+  // Quota leases off: every request is one script call (the path without a lease).
+  'tollgate-no-leases': {
+    'gateway.yaml': (y: string) => y.replace(/^ {2}leases: \{ enabled: \w+ \}/m, '  leases: { enabled: false }'),
   },
 } as const;
 

@@ -178,11 +178,11 @@ export const gatewayFileSchema = z.strictObject({
       leases: z
         .strictObject({
           /**
-           * Off by default: never over-admits, but a burst that reaches the limit within a lease's
-           * life can be under-admitted by the units out on leases, for up to leaseMs
-           * (docs/quota-leases.md); off, admission at the limit is exact for any burst.
+           * On by default: never over-admits, and a request that does not fit while units are out
+           * on leases recalls them first, so admission at the limit is exact for any burst
+           * (docs/quota-leases.md). Off: every request is one Redis round trip.
            */
-          enabled: z.boolean().default(false),
+          enabled: z.boolean().default(true),
           /** Longest a lease lives without renewal; unused units go back to Redis after it. */
           leaseMs: z.number().int().min(50).max(60_000).default(1000),
           /** A key takes leases once this replica sees this many units of it in a second. */

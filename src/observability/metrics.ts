@@ -38,6 +38,11 @@ export function createMetrics() {
       labelNames: ['plan'] as const,
       registers: [registry],
     }),
+    quotaRecalls: new Counter({
+      name: 'tollgate_quota_recalls_total',
+      help: 'Requests Redis could not fit while units were out on leases: each waited for their recall, then was decided again (docs/quota-leases.md).',
+      registers: [registry],
+    }),
     leaseNotices: new Counter({
       name: 'tollgate_quota_lease_notices_total',
       help: "Lease notices received: changes of a key's counts made while some replica may hold a lease of it (docs/quota-leases.md).",

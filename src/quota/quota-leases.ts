@@ -1,5 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import type { BanPolicy, Quota } from '../config/plans-schema.js';
-import type { LeaseGrant, QuotaNotice, QuotaStore } from '../store/quota-store.js';
+import type { LeaseGrant, QuotaNotice, QuotaStore, Recall } from '../store/quota-store.js';
 import { gcraMinute, type GcraWindow } from './gcra.js';
 import type { QuotaOutcome } from './quota-state.js';
 import { DAY_MS, MINUTE_MS } from './windows.js';
@@ -51,11 +52,12 @@ import { DAY_MS, MINUTE_MS } from './windows.js';
  *    leaseMs on Redis's clock), and before the end of the UTC day that counted it. A renewal adds
  *    a block; it never extends an older one's life.
  * 9. Give-back of m unused cells of a block: its used cells own its first slots, so only its top
- *    m slots are free, and they are free to reuse only if nothing was charged above them. Redis
- *    takes m × T off the TAT only while the TAT is still the one that block's grant left (the
- *    block's end E): TAT = E − m × T, exactly the end of the slots its used cells own. Otherwise
- *    the TAT stays (those cells are lost, until real time passes them); the day is credited as
- *    for fixed windows. A lease that ends gives its blocks back newest first, so a replica's own
+ *    m slots, [E − m × T, E) below the block's end E, are free. Redis takes m × T off the TAT
+ *    while the TAT is still E (nothing charged above them), or while E − m × T ≥ now + leaseMs:
+ *    every cell charged above them (at u ≤ now, or a block granted at g ≤ now and used before
+ *    g + leaseMs) then moves down onto a slot still ≥ now + leaseMs, after its use, and its slot
+ *    only falls, so u ≤ S ≤ u + τ − T holds. Otherwise the TAT stays (those cells are lost, until
+ *    real time passes them); the day is credited as for fixed windows. A lease that ends gives its blocks back newest first, so a replica's own
  *    blocks can come back one after the other. After a refused block a gcra key, having no
  *    minute edge, asks again once a full bucket would have drained (τ, at most a minute).
  *
@@ -67,7 +69,21 @@ import { DAY_MS, MINUTE_MS } from './windows.js';
  *    notice's number), so its headers see what the other replicas took since its grant within a
  *    message's time, not leaseMs; a ban ends its lease at once. A lost subscription may have lost
  *    notices: every lease ends then. Cold keys, and keys no replica holds a lease of, publish
- *    nothing.
+ *    nothing. Redis keeps the replicas holding a lease of the key, each with its last grant's
+ *    end; a lease that ends early (give-back, recall, key change, shutdown) leaves them, and 'le'
+ *    falls to the latest end of those left: 0 once none is.
+ *
+ * 11. Recall: exact at the limit for any burst. A request Redis cannot fit while a lease of its key
+ *    may still admit ('le' > now) is not refused yet: Redis counts it towards no ban, records the
+ *    want (no block is granted until 'le') and publishes a recall. Every replica holding a lease
+ *    of the key ends it at once, giving its unused units back (rule 5). The request waits until
+ *    a notice newer than the recall says no lease is left ('le' ≤ now), or at most until the
+ *    recall's 'le' + RECALL_GRACE_MS (a holder killed or deaf to notices), and is then decided
+ *    again, finally: a refusal then is counted once, as without leases. A refused request
+ *    therefore lacked units that no lease held (or that a lost holder took with it), so a burst
+ *    is admitted to exactly the limit. A request on a replica whose own ask for a block is in
+ *    flight waits for that answer (a round trip, as Redis would be) instead of asking Redis beside
+ *    it for the very units the block may take.
  */
 export interface LeaseSettings {
   leaseMs: number;
@@ -113,7 +129,10 @@ interface Lease {
   tatUs: number;
   storeNowMs: number;
   askedAtMs: number;
-  renewing: boolean;
+  /** The renewal on its way: requests the lease cannot cover wait for it (rule 11). */
+  renewal?: Promise<unknown>;
+  /** The end of its last grant on the store's clock: what Redis keeps for this holder (rule 10). */
+  heldUntilMs: number;
 }
 
 interface Rate {
@@ -123,6 +142,13 @@ interface Rate {
   /** After a refused reservation (near the limit): no new ask before this. */
   quietUntilMs: number;
 }
+
+/**
+ * A recalled request waits at most until the recall's 'le' plus this (rule 11): a holder that
+ * cannot answer (killed, or its subscription cut) has stopped admitting by then; units it gives
+ * back after that (its sweep) miss that burst, not the window.
+ */
+export const RECALL_GRACE_MS = 50;
 
 /** Margin before the window's end on this clock: covers clock rate drift over a minute (0.1 %) and more. */
 const EDGE_MARGIN_MS = 10;
@@ -134,6 +160,14 @@ type ReservingStore = Required<Pick<QuotaStore, 'reserve'>> & Pick<QuotaStore, '
 interface Asking {
   cancelled: boolean;
   heard?: QuotaNotice;
+  /** Settles once the answer has been applied: requests of the key wait for it (rule 11). */
+  answered: Promise<unknown>;
+}
+
+/** A request waiting for a recall's units (rule 11). */
+interface RecallWaiter {
+  seq: number;
+  done: () => void;
 }
 
 export class QuotaLeases {
@@ -146,6 +180,10 @@ export class QuotaLeases {
   private readonly timer: NodeJS.Timeout;
   /** Reservations and give-backs on their way: shutdown waits for them, so that no block outlives it. */
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** Requests waiting for recalled units, per subject (rule 11). */
+  private readonly recalls = new Map<string, RecallWaiter[]>();
+  /** This replica among a key's lease holders in Redis. */
+  private readonly holder = randomBytes(6).toString('hex');
   private closed = false;
 
   constructor(
@@ -179,38 +217,84 @@ export class QuotaLeases {
    * then the store decides, exactly as without leases. Also counts the key's rate and, for a hot
    * key, asks for a lease in the background.
    */
-  admit(subject: string, quota: Quota, ban: BanPolicy, cost: number): QuotaOutcome | undefined {
+  admit(subject: string, quota: Quota, ban: BanPolicy, cost: number): QuotaOutcome | Promise<QuotaOutcome | undefined> | undefined {
     const gcra = this.kindOf(quota);
     if (gcra === undefined || this.closed) return undefined;
     const nowMs = this.now();
     const rate = this.count(subject, cost, nowMs);
-    let lease = this.leases.get(subject);
-    if (lease && (lease.quota !== quota || lease.ban !== ban)) {
-      void this.end(subject, lease);
-      lease = undefined;
-    }
-    if (lease && this.expire(subject, lease, nowMs)) lease = undefined;
+    const lease = this.current(subject, quota, ban, nowMs);
     if (lease) {
       if (unused(lease) >= cost) {
         take(lease, cost);
-        if (!lease.renewing && unused(lease) * 2 < lease.lastBlock) this.renew(subject, lease, rate, nowMs);
+        if (!lease.renewal && unused(lease) * 2 < lease.lastBlock) this.renew(subject, lease, rate, nowMs);
         return outcomeOf(lease, gcra, nowMs, cost);
       }
       // A request costing more than any block may hold (maxBlock) is Redis's anyway: asking for
       // blocks for it would cost a command each and hold units back from it.
-      if (!lease.renewing && cost <= this.settings.maxBlock) this.renew(subject, lease, rate, nowMs);
-      return undefined;
+      if (cost > this.settings.maxBlock) return undefined;
+      if (!lease.renewal) this.renew(subject, lease, rate, nowMs);
+      return lease.renewal && this.afterAsk(lease.renewal, subject, quota, ban, cost);
     }
-    if (
-      cost <= this.settings.maxBlock &&
-      perSecond(rate) >= this.settings.hotPerSecond &&
-      nowMs >= rate.quietUntilMs &&
-      !this.asking.has(subject)
-    ) {
+    const ask = this.asking.get(subject);
+    if (ask && cost <= this.settings.maxBlock) return this.afterAsk(ask.answered, subject, quota, ban, cost);
+    if (cost <= this.settings.maxBlock && perSecond(rate) >= this.settings.hotPerSecond && nowMs >= rate.quietUntilMs) {
       this.open(subject, quota, ban, rate, nowMs);
     }
     return undefined;
   }
+
+  /** This replica's lease of `subject` in force for these limits, if any (an outdated one ends). */
+  private current(subject: string, quota: Quota, ban: BanPolicy, nowMs: number): Lease | undefined {
+    const lease = this.leases.get(subject);
+    if (!lease) return undefined;
+    if (lease.quota !== quota || lease.ban !== ban) {
+      void this.end(subject, lease);
+      return undefined;
+    }
+    return this.expire(subject, lease, nowMs) ? undefined : lease;
+  }
+
+  /**
+   * Rule 11: a request this replica's own ask may cover waits for its answer, then takes from the
+   * lease it brought, or goes to Redis (undefined) as it would have.
+   */
+  private async afterAsk(
+    answered: Promise<unknown>,
+    subject: string,
+    quota: Quota,
+    ban: BanPolicy,
+    cost: number,
+  ): Promise<QuotaOutcome | undefined> {
+    await answered;
+    const gcra = this.kindOf(quota);
+    const nowMs = this.now();
+    const lease = gcra === undefined || this.closed ? undefined : this.current(subject, quota, ban, nowMs);
+    if (!lease || unused(lease) < cost) return undefined;
+    take(lease, cost);
+    return outcomeOf(lease, gcra!, nowMs, cost);
+  }
+
+  /**
+   * Rule 11, for the store: resolves once a notice newer than the recall says no lease of the key
+   * is left, or at the recall's bound.
+   */
+  readonly recalled = (subject: string, recall: Recall): Promise<void> =>
+    new Promise<void>((resolve) => {
+      const waiters = this.recalls.get(subject) ?? [];
+      this.recalls.set(subject, waiters);
+      const waiter: RecallWaiter = {
+        seq: recall.seq,
+        done: () => {
+          clearTimeout(timer);
+          const left = this.recalls.get(subject)?.filter((w) => w !== waiter) ?? [];
+          if (left.length > 0) this.recalls.set(subject, left);
+          else this.recalls.delete(subject);
+          resolve();
+        },
+      };
+      waiters.push(waiter);
+      const timer = setTimeout(waiter.done, Math.max(0, recall.leasedUntilMs - recall.nowMs) + RECALL_GRACE_MS);
+    });
 
   /**
    * Redis refused a request of this key: the window is spent (or the key banned), so this
@@ -232,14 +316,20 @@ export class QuotaLeases {
     }
   }
 
-  /** A notice (rule 10): a leased key's counts changed, or it was banned. */
+  /** A notice (rule 10): a leased key's counts changed, or it was banned; or a recall (rule 11). */
   private onNotice(notice: QuotaNotice): void {
+    const waiters = this.recalls.get(notice.subject);
+    if (waiters && notice.leasedUntilMs !== undefined && notice.leasedUntilMs <= notice.nowMs) {
+      for (const waiter of [...waiters]) if (notice.seq > waiter.seq) waiter.done();
+    }
     const lease = this.leases.get(notice.subject);
     if (lease) {
-      this.apply(notice.subject, lease, notice);
+      if (notice.recall && notice.seq > lease.seq) void this.end(notice.subject, lease);
+      else this.apply(notice.subject, lease, notice);
       return;
     }
     const ask = this.asking.get(notice.subject);
+    if (ask && notice.recall) ask.cancelled = true;
     if (ask && (!ask.heard || notice.seq > ask.heard.seq)) ask.heard = notice;
   }
 
@@ -270,6 +360,7 @@ export class QuotaLeases {
   async close(): Promise<void> {
     clearInterval(this.timer);
     this.closed = true;
+    for (const waiters of [...this.recalls.values()]) for (const waiter of waiters) waiter.done();
     while (this.leases.size > 0 || this.inFlight.size > 0) {
       await Promise.all([...this.leases].map(([subject, lease]) => this.end(subject, lease)));
       await Promise.all(this.inFlight);
@@ -324,11 +415,14 @@ export class QuotaLeases {
       giveBackMinuteStartMs: 0,
       giveBackDayStartMs: 0,
       giveBackTatUs: 0,
+      holder: this.holder,
+      ends: false,
+      heldUntilMs: 0,
     });
   }
 
   private open(subject: string, quota: Quota, ban: BanPolicy, rate: Rate, askedAtMs: number): void {
-    const ask: Asking = { cancelled: false };
+    const ask: Asking = { cancelled: false, answered: Promise.resolve() };
     this.asking.set(subject, ask);
     const asked = this.ask(subject, quota, ban, rate).then(
       (grant) => {
@@ -343,15 +437,15 @@ export class QuotaLeases {
       },
       () => this.asking.delete(subject),
     );
+    ask.answered = asked;
     this.track(asked);
   }
 
   private renew(subject: string, lease: Lease, rate: Rate, askedAtMs: number): void {
     if (askedAtMs < rate.quietUntilMs) return;
-    lease.renewing = true;
     const asked = this.ask(subject, lease.quota, lease.ban, rate).then(
       (grant) => {
-        lease.renewing = false;
+        lease.renewal = undefined;
         if (grant.granted === 0) return this.quiet(rate, lease.quota, grant, askedAtMs);
         const next = this.leaseOf(lease.quota, lease.ban, grant, askedAtMs);
         if (this.leases.get(subject) !== lease) return this.end(subject, next);
@@ -359,7 +453,8 @@ export class QuotaLeases {
         // gcra: only the UTC day is a window (rule 8); fixed: the minute too.
         if (grant.dayStartMs !== lease.dayStartMs || (!gcra && grant.minuteStartMs !== lease.minuteStartMs)) {
           // Granted in a new window: the old units stay in their window (the day gets them back).
-          void this.end(subject, lease);
+          // This replica still holds the key (the new grant): it does not leave the holders.
+          void this.end(subject, lease, false);
         } else if (gcra) {
           next.blocks = [...lease.blocks, ...next.blocks];
           lease.blocks = [];
@@ -373,8 +468,9 @@ export class QuotaLeases {
         this.leases.set(subject, next);
         if (lease.later) this.apply(subject, next, lease.later);
       },
-      () => (lease.renewing = false),
+      () => (lease.renewal = undefined),
     );
+    lease.renewal = asked;
     this.track(asked);
   }
 
@@ -410,34 +506,41 @@ export class QuotaLeases {
       tatUs,
       storeNowMs: grant.nowMs,
       askedAtMs,
-      renewing: false,
+      heldUntilMs: grant.nowMs + this.settings.leaseMs,
     };
   }
 
   /** Gives back the blocks that have ended; true when none is left (the lease is gone). */
   private expire(subject: string, lease: Lease, nowMs: number): boolean {
-    // Blocks end in the order they were granted: the ended ones come first.
+    // Blocks end in the order they were granted: the ended ones come first. The last one's
+    // give-back ends the lease in Redis (rule 10); an empty one sends nothing, its end passing anyway.
     while (lease.blocks.length > 0 && nowMs >= lease.blocks[0]!.expiresAtMs) {
-      void this.giveBack(subject, lease.quota, lease.ban, lease.blocks.shift()!);
+      const block = lease.blocks.shift()!;
+      if (block.left > 0) void this.giveBack(subject, lease, block, lease.blocks.length === 0);
     }
     if (lease.blocks.length > 0) return false;
     if (this.leases.get(subject) === lease) this.leases.delete(subject);
     return true;
   }
 
-  /** Ends a lease: its blocks go back newest first, one after the other (rule 9). */
-  private end(subject: string, lease: Lease): Promise<void> {
+  /**
+   * Ends a lease: its blocks go back newest first, one after the other (rule 9), the last step
+   * leaving the key's holders in Redis (rule 10), even with nothing to give back, unless a newer
+   * grant of this replica replaces it (`leaving` false; Redis keeps it among the holders anyway,
+   * the newer grant's end being later).
+   */
+  private end(subject: string, lease: Lease, leaving = true): Promise<void> {
     if (this.leases.get(subject) === lease) this.leases.delete(subject);
-    const blocks = lease.blocks.reverse();
+    const blocks = lease.blocks.reverse().filter((block) => block.left > 0);
     lease.blocks = [];
+    if (blocks.length === 0 && leaving) blocks.push({ left: 0, expiresAtMs: 0, minuteStartMs: 0, dayStartMs: 0, tatUs: 0 });
     return blocks.reduce<Promise<void>>(
-      (previous, block) => previous.then(() => this.giveBack(subject, lease.quota, lease.ban, block)),
+      (previous, block, i) => previous.then(() => this.giveBack(subject, lease, block, leaving && i === blocks.length - 1)),
       Promise.resolve(),
     );
   }
 
-  private giveBack(subject: string, quota: Quota, ban: BanPolicy, block: Block): Promise<void> {
-    if (block.left <= 0) return Promise.resolve();
+  private giveBack(subject: string, lease: Lease, block: Block, ends: boolean): Promise<void> {
     const request = {
       want: 0,
       divisor: 1,
@@ -447,10 +550,13 @@ export class QuotaLeases {
       giveBackMinuteStartMs: block.minuteStartMs,
       giveBackDayStartMs: block.dayStartMs,
       giveBackTatUs: block.tatUs,
+      holder: this.holder,
+      ends,
+      heldUntilMs: lease.heldUntilMs,
     };
     block.left = 0;
     // Unreachable Redis: the units stay counted, lost to this window only (docs/quota-leases.md).
-    const given = this.store.reserve(subject, quota, ban, request).then(
+    const given = this.store.reserve(subject, lease.quota, lease.ban, request).then(
       () => undefined,
       () => undefined,
     );

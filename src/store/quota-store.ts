@@ -10,8 +10,18 @@ export interface QuotaStore {
    * One atomic decision for one request of `cost` units: ban check, both windows, rejection counting.
    * `batched`, when given, hears how many requests the store decided in the same call (Redis: one
    * key's requests of one event-loop turn; a trace attribute); the memory store never calls it.
+   * `recall`, when given (quota leases on), lets a request that does not fit while units of the
+   * key are out on leases wait for them (src/quota/quota-leases.ts, rule 11) before it is
+   * decided again, finally; without it every refusal is final. Stores without leases ignore it.
    */
-  consume(keyId: string, quota: Quota, ban: BanPolicy, cost?: number, batched?: (requests: number) => void): Promise<QuotaOutcome>;
+  consume(
+    keyId: string,
+    quota: Quota,
+    ban: BanPolicy,
+    cost?: number,
+    batched?: (requests: number) => void,
+    recall?: RecallWait,
+  ): Promise<QuotaOutcome>;
   /** Current use without consuming anything. */
   usage(keyId: string): Promise<QuotaOutcome>;
   /** Lifts a ban and forgets counted rejections; false if the key was not banned. */
@@ -30,6 +40,19 @@ export interface QuotaStore {
   close?(): Promise<void>;
 }
 
+/** A request answered "recalled": the step that published the recall, and how long a lease may still admit. */
+export interface Recall {
+  /** The recall notice's sequence number: the give-backs that answer it come with higher ones. */
+  seq: number;
+  /** 'le' at the recall (store clock): no lease of the key admits after it. */
+  leasedUntilMs: number;
+  /** The store's clock at the recall. */
+  nowMs: number;
+}
+
+/** Resolves once the units a recall asked for are back, or its bound has passed (quota-leases.ts). */
+export type RecallWait = (keyId: string, recall: Recall) => Promise<void>;
+
 export interface LeaseRequest {
   /** Units wanted (0: only give back). */
   want: number;
@@ -45,6 +68,12 @@ export interface LeaseRequest {
   leaseMs: number;
   /** gcra plans: the TAT the given-back block left at its grant (its unused cells come off it only while it is still the TAT). */
   giveBackTatUs: number;
+  /** This replica (random per process): Redis keeps the lease holders of a key, so it knows when none is left. */
+  holder: string;
+  /** This step ends the replica's lease of the key: it leaves the holders, unless a newer grant made it hold again. */
+  ends: boolean;
+  /** With `ends`: the end (store clock) of that lease's last grant, its grant's nowMs + leaseMs. */
+  heldUntilMs: number;
 }
 
 export interface LeaseGrant {
@@ -77,4 +106,11 @@ export interface QuotaNotice {
   /** A ban in force until then (store clock), or 0. */
   bannedUntilMs: number;
   nowMs: number;
+  /**
+   * How long a lease of the key may still admit after this change ('le', store clock); undefined
+   * from a replica that does not send it. At or before `nowMs`: no lease of the key is out.
+   */
+  leasedUntilMs?: number;
+  /** A request did not fit while leases were out: their holders give their unused units back now. */
+  recall?: boolean;
 }

@@ -2,7 +2,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { EchoUpstream } from './echo-upstream.js';
 import { TollgateProcess } from './processes.js';
 import { TestRedis } from './redis-server.js';
-import { bearer, configCopy, createKey, slackRedisTimeout, startGateway, type CreatedKey, type GatewayHandle } from './stack.js';
+import { bearer, configCopy, createKey, slackRedisTimeout, startGateways, type CreatedKey, type GatewayHandle } from './stack.js';
 
 /**
  * For the quota feature tests (costs, shadow plans, gcra, owners): one config directory, run two
@@ -22,28 +22,53 @@ export interface QuotaStack {
   configDir: () => string;
 }
 
-export function quotaStack(plansYaml: string, gatewayEdit: (yaml: string) => string = (y) => y): QuotaStack {
+export type GatewaysStack = Pick<QuotaStack, 'redis' | 'gateways' | 'configDir' | 'newKey' | 'send'>;
+
+/**
+ * Three real gateways on one real redis-server in front of an echo upstream, on the config
+ * directory `makeConfig()` returns: started before the file's tests, stopped after.
+ */
+export function threeGateways(makeConfig: () => string): GatewaysStack {
   let redis: TestRedis;
   let upstream: EchoUpstream;
-  let gateways: GatewayHandle[] = [];
+  let configDir = '';
+  const gateways: GatewayHandle[] = [];
+  beforeAll(async () => {
+    configDir = makeConfig();
+    redis = await TestRedis.start();
+    upstream = await new EchoUpstream().start();
+    gateways.push(...(await startGateways(3, { redisUrl: redis.url, upstreamUrl: upstream.url, configDir })));
+  }, 180_000);
+  afterAll(async () => {
+    await Promise.all(gateways.map((g) => g.process.stop()));
+    await upstream?.stop();
+    await redis?.stop();
+  });
+  return {
+    redis: () => redis,
+    gateways: () => gateways,
+    configDir: () => configDir,
+    newKey: (args) => createKey(redis, args, configDir),
+    send: (key, i, path = '/v1/categories', method = 'GET') =>
+      fetch(`${gateways[i % gateways.length]!.url}${path}`, { method, headers: bearer(key) }),
+  };
+}
+
+export function quotaStack(plansYaml: string, gatewayEdit: (yaml: string) => string = (y) => y): QuotaStack {
+  const stack = threeGateways(() =>
+    configCopy({ 'plans.yaml': () => plansYaml, 'gateway.yaml': (y) => gatewayEdit(slackRedisTimeout(y)) }),
+  );
   let up: TollgateProcess | undefined;
   let upUrl = '';
   const demoKeys = new Map<string, string>();
-  let configDir = '';
 
   beforeAll(async () => {
-    configDir = configCopy({ 'plans.yaml': () => plansYaml, 'gateway.yaml': (y) => gatewayEdit(slackRedisTimeout(y)) });
-    redis = await TestRedis.start();
-    upstream = await new EchoUpstream().start();
-    gateways = await Promise.all(
-      [1, 2, 3].map(() => startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configDir })),
-    );
     up = TollgateProcess.spawn(['up'], {
       GATEWAY_PORT: '0',
       ADMIN_PORT: '0',
       BACKEND_PORT: '0',
       REDIS_URL: undefined,
-      TOLLGATE_CONFIG_DIR: configDir,
+      TOLLGATE_CONFIG_DIR: stack.configDir(),
     });
     upUrl = await up.listening('gateway');
     const deadline = Date.now() + 5000;
@@ -52,18 +77,11 @@ export function quotaStack(plansYaml: string, gatewayEdit: (yaml: string) => str
   });
 
   afterAll(async () => {
-    await Promise.all([...gateways.map((g) => g.process.stop()), up?.stop()]);
-    await upstream?.stop();
-    await redis?.stop();
+    await up?.stop();
   });
 
   return {
-    redis: () => redis,
-    gateways: () => gateways,
-    configDir: () => configDir,
-    newKey: (args) => createKey(redis, args, configDir),
-    send: (key, i, path = '/v1/categories', method = 'GET') =>
-      fetch(`${gateways[i % gateways.length]!.url}${path}`, { method, headers: bearer(key) }),
+    ...stack,
     embedded: () => ({
       url: upUrl,
       process: up!,

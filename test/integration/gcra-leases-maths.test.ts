@@ -88,7 +88,7 @@ async function hammer(opts: {
       const replica = opts.clumps ? (clump ? 2 : Math.floor(pick * 2)) : Math.floor(pick * 3);
       const { store, leases } = replicas[replica]!;
       const cost = next() < 0.2 ? 3 : 1;
-      let outcome: QuotaOutcome | undefined = leases.admit(opts.subject, opts.quota, NO_BANS, cost);
+      let outcome: QuotaOutcome | undefined = await leases.admit(opts.subject, opts.quota, NO_BANS, cost);
       if (outcome) {
         run.leased++;
         run.leasedUnits += cost;
@@ -176,7 +176,7 @@ describe('gcra leases on one injected clock', { timeout: 120_000 }, () => {
     });
     const send = async (replica: number) => {
       const { store, leases } = replicas[replica]!;
-      let outcome = leases.admit('gcra-late', SMALL_BURST, NO_BANS, 1);
+      let outcome = await leases.admit('gcra-late', SMALL_BURST, NO_BANS, 1);
       if (outcome) {
         run.leased++;
         if (replica === 0) run.leasedLate++;
@@ -278,6 +278,9 @@ describe('gcra leases on one injected clock', { timeout: 120_000 }, () => {
         giveBackMinuteStartMs: 0,
         giveBackDayStartMs: 0,
         giveBackTatUs: 0,
+        holder: 'test',
+        ends: false,
+        heldUntilMs: 0,
         ...request,
       });
     const back = (subject: string, grant: LeaseGrant, units: number) =>
@@ -293,10 +296,17 @@ describe('gcra leases on one injected clock', { timeout: 120_000 }, () => {
     expect(grant).toMatchObject({ granted: 10, minuteTatUs: nowUs + 1_000_000 + 10 * intervalUs, dayCount: 10 });
     // Nothing charged since: the top 4 slots come off.
     expect(await back('gcra-back', grant, 4)).toMatchObject({ minuteTatUs: nowUs + 1_000_000 + 6 * intervalUs, dayCount: 6 });
-    // A request charged after the block: the TAT stays, the day is credited.
+    // A request charged after the block, while the freed slots all lie after now + leaseMs: every
+    // cell charged after them moves down onto slots still after its use, so the TAT comes down.
     const other = await reserve('gcra-above', { want: 10 });
     expect((await store.consume('gcra-above', QUOTA, NO_BANS, 1)).verdict).toBe('allowed');
-    expect(await back('gcra-above', other, 4)).toMatchObject({ minuteTatUs: other.minuteTatUs + intervalUs, dayCount: 7 });
+    expect(await back('gcra-above', other, 4)).toMatchObject({ minuteTatUs: other.minuteTatUs + intervalUs - 4 * intervalUs, dayCount: 7 });
+    // Once they do not (time has come within leaseMs of them), the TAT stays; the day is credited.
+    const late = await reserve('gcra-behind', { want: 10 });
+    expect((await store.consume('gcra-behind', QUOTA, NO_BANS, 1)).verdict).toBe('allowed');
+    clock.nowMs += Math.ceil((6 * intervalUs) / 1000) + 1;
+    expect(await back('gcra-behind', late, 4)).toMatchObject({ minuteTatUs: late.minuteTatUs + intervalUs, dayCount: 7 });
+    clock.nowMs -= Math.ceil((6 * intervalUs) / 1000) + 1;
     // The last cell must conform at the grant: nothing more than τ − leaseMs allows.
     const { burst } = gcraMinute(QUOTA);
     const most = Math.floor((burst * intervalUs - 1_000_000) / intervalUs);

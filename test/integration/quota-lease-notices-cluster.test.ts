@@ -66,7 +66,7 @@ describe('lease notices on a Redis Cluster', { timeout: 90_000 }, () => {
     try {
       for (const subject of subjects.values()) {
         const leased = await until(async () => {
-          if (!a.leases.admit(subject, QUOTA, NO_BANS, 1)) await a.store.consume(subject, QUOTA, NO_BANS, 1);
+          if (!(await a.leases.admit(subject, QUOTA, NO_BANS, 1))) await a.store.consume(subject, QUOTA, NO_BANS, 1);
           return a.leases.held(subject) > 0;
         });
         expect(leased).toBe(true);

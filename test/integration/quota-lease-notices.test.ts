@@ -52,7 +52,7 @@ type Replica = Awaited<ReturnType<typeof replica>>;
 
 /** One request: from the lease when it can, else decided by Redis, as the gateway does. */
 async function send(r: Replica, subject: string, quota = QUOTA, ban = NO_BANS): Promise<QuotaOutcome & { leased: boolean }> {
-  const leased = r.leases.admit(subject, quota, ban, 1);
+  const leased = await r.leases.admit(subject, quota, ban, 1);
   if (leased) return { ...leased, leased: true };
   return { ...(await r.store.consume(subject, quota, ban, 1)), leased: false };
 }
@@ -153,7 +153,7 @@ describe('lease notices', { timeout: 60_000 }, () => {
       opened.push({ store, leases });
       // The grant's step and Redis's decisions beside the lease publish: each still answers.
       await poll(async () => {
-        const leased = leases.admit(subject, QUOTA, NO_BANS, 1);
+        const leased = await leases.admit(subject, QUOTA, NO_BANS, 1);
         if (!leased) expect((await store.consume(subject, QUOTA, NO_BANS, 1)).verdict).toBe('allowed');
         return leases.held(subject) > 0;
       }, 'a lease');

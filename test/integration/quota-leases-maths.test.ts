@@ -77,7 +77,7 @@ async function hammer(opts: {
       const alive = run.lostInMinute === undefined ? 3 : 2;
       const { store, leases, known } = replicas[Math.floor(next() * alive)]!;
       const cost = next() < 0.2 ? 3 : 1;
-      let outcome: QuotaOutcome | undefined = leases.admit(opts.subject, opts.quota, NO_BANS, cost);
+      let outcome: QuotaOutcome | undefined = await leases.admit(opts.subject, opts.quota, NO_BANS, cost);
       if (outcome) {
         run.leased++;
         known.leasedSince += cost;
@@ -153,6 +153,9 @@ describe('quota leases on one injected clock', { timeout: 120_000 }, () => {
         giveBackDayStartMs: 0,
         leaseMs: 0,
         giveBackTatUs: 0,
+        holder: 'test',
+        ends: false,
+        heldUntilMs: 0,
         ...request,
       });
     const grant = await reserve({ want: 100, divisor: 4 });

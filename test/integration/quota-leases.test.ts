@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EchoUpstream } from '../helpers/echo-upstream.js';
+import { describe, expect, it } from 'vitest';
 import { leaseConfig, leasedRequests } from '../helpers/gcra-leases.js';
-import { TestRedis } from '../helpers/redis-server.js';
-import { bearer, createKey, keysCli, startGateways, type GatewayHandle } from '../helpers/stack.js';
+import { threeGateways } from '../helpers/quota-stack.js';
+import { keysCli } from '../helpers/stack.js';
 import { QUOTA_NOTICE_CHANNEL } from '../../src/store/redis/redis-keys.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
@@ -23,31 +22,7 @@ ban:
 `;
 const LEASES = '  leases: { enabled: true, leaseMs: 500, hotPerSecond: 3, minBlock: 4, maxBlock: 200, spread: 2 }';
 
-let redis: TestRedis;
-let upstream: EchoUpstream;
-let configDir: string;
-const gateways: GatewayHandle[] = [];
-
-beforeAll(async () => {
-  configDir = leaseConfig(PLANS, 3, LEASES);
-  redis = await TestRedis.start();
-  upstream = await new EchoUpstream().start();
-  gateways.push(...(await startGateways(3, { redisUrl: redis.url, upstreamUrl: upstream.url, configDir })));
-}, 180_000);
-
-afterAll(async () => {
-  await Promise.all(gateways.map((g) => g.process.stop()));
-  await upstream?.stop();
-  await redis?.stop();
-});
-
-const stack = {
-  gateways: () => gateways,
-  redis: () => redis,
-  configDir: () => configDir,
-  newKey: (args: string[]) => createKey(redis, args, configDir),
-  send: (key: string, i: number) => fetch(`${gateways[i % gateways.length]!.url}/v1/categories`, { headers: bearer(key) }),
-};
+const stack = threeGateways(() => leaseConfig(PLANS, 3, LEASES));
 
 interface Answer {
   status: number;

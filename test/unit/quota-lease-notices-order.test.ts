@@ -1,53 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
-import { QuotaLeases, type LeaseSettings } from '../../src/quota/quota-leases.js';
-import type { LeaseGrant, LeaseRequest, QuotaNotice } from '../../src/store/quota-store.js';
+import { QuotaLeases } from '../../src/quota/quota-leases.js';
+import { MINUTE, NO_BANS, notice, QUOTA, scriptedStore, SETTINGS } from '../helpers/scripted-lease-store.js';
 
 // The order of lease notices against grants (rule 10 of src/quota/quota-leases.ts). A notice and a
 // grant's reply come on different connections, so a newer notice can arrive first: the lease must
 // end up with the newer counts either way. The store here is a script of replies, in a chosen order.
-
-const NO_BANS: BanPolicy = { afterRejections: 1_000_000, window: 60, duration: 60 };
-const SETTINGS: LeaseSettings = { leaseMs: 1000, hotPerSecond: 3, minBlock: 2, maxBlock: 20, spread: 1, replicas: 1 };
-const QUOTA: Quota = { perMinute: 1000, perDay: 1_000_000 };
-const MINUTE = Date.UTC(2030, 0, 10, 12, 0);
-const DAY = Date.UTC(2030, 0, 10);
-
-function scriptedStore() {
-  const asks: Array<{ request: LeaseRequest; answer: (grant: Partial<LeaseGrant>) => void }> = [];
-  const hooks: { apply?: (notice: QuotaNotice) => void; gap?: () => void } = {};
-  const store = {
-    reserve: (_id: string, _quota: Quota, _ban: BanPolicy, request: LeaseRequest) =>
-      new Promise<LeaseGrant>((resolve) => {
-        const grant = {
-          granted: 0,
-          minuteStartMs: MINUTE,
-          dayStartMs: DAY,
-          nowMs: MINUTE + 5_000,
-          minuteCount: 0,
-          dayCount: 0,
-          minuteTatUs: 0,
-          seq: 0,
-        };
-        asks.push({ request, answer: (g) => resolve({ ...grant, ...g }) });
-      }),
-    notices: (apply: (notice: QuotaNotice) => void, gap: () => void) => Object.assign(hooks, { apply, gap }),
-  };
-  return { store, asks, hooks };
-}
-
-const notice = (seq: number, minuteCount: number, more: Partial<QuotaNotice> = {}): QuotaNotice => ({
-  subject: 'k',
-  seq,
-  minuteStartMs: MINUTE,
-  minuteCount,
-  dayStartMs: DAY,
-  dayCount: minuteCount,
-  minuteTatUs: 0,
-  bannedUntilMs: 0,
-  nowMs: MINUTE + 5_000,
-  ...more,
-});
 
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -66,7 +23,7 @@ describe('lease notices and grants in either order', () => {
     hooks.apply!(notice(5, 900));
     asks[0]!.answer({ granted: 10, minuteCount: 500, dayCount: 500, seq: 4 });
     await settle();
-    const outcome = leases.admit('k', QUOTA, NO_BANS, 1)!;
+    const outcome = (await leases.admit('k', QUOTA, NO_BANS, 1))!;
     // 900 counted, 9 of them still unused here.
     expect(outcome.minuteCount).toBe(891);
     expect(leases.lastHeard('k')).toBe(5);
@@ -78,7 +35,7 @@ describe('lease notices and grants in either order', () => {
     await settle();
     hooks.apply!(notice(3, 200));
     hooks.apply!(notice(4, 200));
-    expect(leases.admit('k', QUOTA, NO_BANS, 1)!.minuteCount).toBe(491);
+    expect((await leases.admit('k', QUOTA, NO_BANS, 1))!.minuteCount).toBe(491);
   });
 
   it('a renewal keeps the newer counts a notice brought to the lease it replaces', async () => {
@@ -86,13 +43,13 @@ describe('lease notices and grants in either order', () => {
     asks[0]!.answer({ granted: 10, minuteCount: 500, dayCount: 500, seq: 4 });
     await settle();
     // Half the block used: a renewal is asked for.
-    for (let i = 0; i < 6; i++) leases.admit('k', QUOTA, NO_BANS, 1);
+    for (let i = 0; i < 6; i++) void leases.admit('k', QUOTA, NO_BANS, 1);
     expect(asks).toHaveLength(2);
     hooks.apply!(notice(7, 800));
     asks[1]!.answer({ granted: 10, minuteCount: 700, dayCount: 700, seq: 6 });
     await settle();
     // 800 counted; unused here: 4 of the first block and 10 of the renewal, less this request's 1.
-    expect(leases.admit('k', QUOTA, NO_BANS, 1)!.minuteCount).toBe(800 - 13);
+    expect((await leases.admit('k', QUOTA, NO_BANS, 1))!.minuteCount).toBe(800 - 13);
     expect(leases.lastHeard('k')).toBe(7);
   });
 
@@ -117,12 +74,12 @@ describe('lease notices and grants in either order', () => {
     asks[0]!.answer({ granted: 10, minuteCount: 500, dayCount: 500, seq: 4 });
     await settle();
     hooks.apply!(notice(9, 30, { minuteStartMs: MINUTE + 60_000, dayCount: 530 }));
-    expect(leases.admit('k', QUOTA, NO_BANS, 1)!.minuteCount).toBe(491);
-    for (let i = 0; i < 5; i++) leases.admit('k', QUOTA, NO_BANS, 1);
+    expect((await leases.admit('k', QUOTA, NO_BANS, 1))!.minuteCount).toBe(491);
+    for (let i = 0; i < 5; i++) void leases.admit('k', QUOTA, NO_BANS, 1);
     expect(asks).toHaveLength(2);
     asks[1]!.answer({ granted: 10, minuteStartMs: MINUTE + 60_000, minuteCount: 20, dayCount: 520, seq: 8 });
     await settle();
     expect(leases.lastHeard('k')).toBe(9);
-    expect(leases.admit('k', QUOTA, NO_BANS, 1)!.minuteCount).toBe(30 - 9);
+    expect((await leases.admit('k', QUOTA, NO_BANS, 1))!.minuteCount).toBe(30 - 9);
   });
 });

@@ -6,7 +6,7 @@ import { quotaSubject } from '../../quota/quota-subject.js';
 import type { QuotaLeases } from '../../quota/quota-leases.js';
 import type { QuotaOutcome } from '../../quota/quota-state.js';
 import { rateLimitHeaders, retryAfterSeconds } from '../../quota/rate-limit-headers.js';
-import type { QuotaStore } from '../../store/quota-store.js';
+import type { QuotaStore, RecallWait } from '../../store/quota-store.js';
 import type { StoreHealth } from '../../store/store-health.js';
 import { endSpan } from '../../tracing/gateway-trace.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
@@ -39,7 +39,14 @@ type Source = 'store' | 'local_cache' | 'lease' | 'fallback';
  * backend 4xx, 429, 502/504).
  */
 export function enforceQuota(deps: QuotaDeps): Policy {
-  const { store, health, local, metrics } = deps;
+  const { health, local, leases, metrics } = deps;
+  // With leases, a request that does not fit while units are out on them waits for their recall.
+  const recall: RecallWait | undefined =
+    leases &&
+    ((subject, recalled) => {
+      metrics.quotaRecalls.inc();
+      return leases.recalled(subject, recalled);
+    });
   return (ctx) => {
     const key = ctx.consumer!;
     const plans = deps.plans();
@@ -57,34 +64,54 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     // The route's cost, and what the configured policies added (user-policies/phases.ts).
     const cost = deps.costs().costOf(ctx.req.method ?? 'GET', pathOf(ctx.req.url)) + (ctx.addedCost ?? 0);
     if (!health.shouldTry()) return degrade(ctx, deps, quota, plans.ban, subject, cost);
-    // Units this replica reserved in Redis for a hot key (quota-leases.ts): no round trip.
+    // Units this replica reserved in Redis for a hot key (quota-leases.ts): no round trip; or,
+    // while its own ask for them is on its way, its answer (rule 11).
     const leased = deps.leases?.admit(subject, quota, plans.ban, cost);
+    if (leased instanceof Promise) {
+      return leased.then((outcome) =>
+        outcome ? judge(ctx, deps, quota, outcome, 'lease') : fromStore(ctx, deps, quota, plans.ban, subject, cost, recall),
+      );
+    }
     if (leased) return judge(ctx, deps, quota, leased, 'lease');
-
-    const startedMs = performance.now();
-    const span = ctx.trace?.storeCall('tollgate quota decision', key.id);
-    const batched = span && ((requests: number) => span.setAttribute('tollgate.quota.batch_size', requests));
-    return store.consume(subject, quota, plans.ban, cost, batched).then(
-      (outcome) => {
-        // Guarded here too: the attributes object is not made for a request nobody traces.
-        if (span) endSpan(span, { 'tollgate.quota.verdict': outcome.verdict, 'tollgate.quota.cost': cost });
-        metrics.redisSeconds.observe({ operation: 'quota' }, (performance.now() - startedMs) / 1000);
-        health.succeeded();
-        local.remember(subject, outcome);
-        if (outcome.verdict !== 'allowed') deps.leases?.refused(subject);
-        if (outcome.verdict === 'banned' && outcome.bannedUntilMs - outcome.nowMs === plans.ban.duration * 1000) {
-          metrics.bans.inc({ plan: key.plan });
-        }
-        return judge(ctx, deps, quota, outcome, 'store');
-      },
-      (err: unknown) => {
-        endSpan(span, { 'tollgate.quota.cost': cost }, 'store_unavailable');
-        metrics.redisErrors.inc({ operation: 'quota' });
-        health.failed(err);
-        return degrade(ctx, deps, quota, plans.ban, subject, cost);
-      },
-    );
+    return fromStore(ctx, deps, quota, plans.ban, subject, cost, recall);
   };
+}
+
+/** The shared store decides (one round trip), after the recall of leased units when `recall` is given and they are what the request lacks. */
+function fromStore(
+  ctx: RequestContext,
+  deps: QuotaDeps,
+  quota: Quota,
+  ban: BanPolicy,
+  subject: string,
+  cost: number,
+  recall: RecallWait | undefined,
+): Promise<Decision> {
+  const { store, health, local, metrics } = deps;
+  const key = ctx.consumer!;
+  const startedMs = performance.now();
+  const span = ctx.trace?.storeCall('tollgate quota decision', key.id);
+  const batched = span && ((requests: number) => span.setAttribute('tollgate.quota.batch_size', requests));
+  return store.consume(subject, quota, ban, cost, batched, recall).then(
+    (outcome) => {
+      // Guarded here too: the attributes object is not made for a request nobody traces.
+      if (span) endSpan(span, { 'tollgate.quota.verdict': outcome.verdict, 'tollgate.quota.cost': cost });
+      metrics.redisSeconds.observe({ operation: 'quota' }, (performance.now() - startedMs) / 1000);
+      health.succeeded();
+      local.remember(subject, outcome);
+      if (outcome.verdict !== 'allowed') deps.leases?.refused(subject);
+      if (outcome.verdict === 'banned' && outcome.bannedUntilMs - outcome.nowMs === ban.duration * 1000) {
+        metrics.bans.inc({ plan: key.plan });
+      }
+      return judge(ctx, deps, quota, outcome, 'store');
+    },
+    (err: unknown) => {
+      endSpan(span, { 'tollgate.quota.cost': cost }, 'store_unavailable');
+      metrics.redisErrors.inc({ operation: 'quota' });
+      health.failed(err);
+      return degrade(ctx, deps, quota, ban, subject, cost);
+    },
+  );
 }
 
 function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: QuotaOutcome, source: Source): Decision {

@@ -38,6 +38,8 @@ local function current(now)
   if s.mt <= now * 1000 then s.mt = 0 end
   -- Lease notices (below): kept whatever the state's expiry, so their numbers never go back.
   s.le, s.sq = tonumber(h[10]) or 0, tonumber(h[11]) or 0
+  -- The expiry as stored: a step that leaves it unchanged need not set the key's TTL again.
+  s.storedEx = h[8]
   return s
 end
 local function reply(verdict, s, now, cost)
@@ -57,9 +59,12 @@ end
 -- pcall: the step's writes are made and stay (a script is not rolled back), so a PUBLISH refused
 -- (a Redis user whose ACL lacks this channel) must not turn its answer into an error; its leases
 -- then hear nothing, as without notices (docs/quota-leases.md).
-local function notify(seq, s, now)
+-- The notice ends with 'le' after the step (a request waiting on a recall is decided again once it
+-- has passed: no lease may still admit) and 1 for a recall (rule 11), else 0. A replica reads the
+-- first nine fields of a notice and the last two when present.
+local function notify(seq, s, now, recall)
   redis.pcall('PUBLISH', '${QUOTA_NOTICE_CHANNEL}', table.concat({ KEYS[1], string.format('%.0f', seq), s.ms, s.mc,
-    s.ds, s.dc, string.format('%.0f', s.mt), string.format('%.0f', s.bu), now }, ' '))
+    s.ds, s.dc, string.format('%.0f', s.mt), string.format('%.0f', s.bu), now, string.format('%.0f', s.le), recall }, ' '))
 end
 -- The next sequence number: one more than the last, and never below Redis's clock × 1000. A
 -- state lost in Redis (FLUSHDB, eviction, DEL: no reconnection, so no subscription gap) starts
@@ -69,30 +74,62 @@ end
 local function nextSeq(s, now)
   return math.max(s.sq + 1, now * 1000)
 end
+-- The fields every step writes (both scripts, so a hash past its 'ex', read as empty, never comes
+-- back to life with old refusals or a ban), with its 'ex'; the caller appends its own fields.
+local function stateFields(s, ex)
+  return { 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu,
+    'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt) }
+end
+-- expiresAtMs(): the moment the whole state reads as empty ('ex', checked by current()). Redis's
+-- own expiry only collects the garbage, a minute later, so that it never forgets state before
+-- 'ex' does, on Redis's clock or an injected one. The TTL is set only when 'ex' moved: for a
+-- warm key 'ex' is the day's end, so most steps need no PEXPIRE.
+local function expiry(s, banWindowMs)
+  local rejectionsEnd = 0
+  if s.rc > 0 then rejectionsEnd = s.rs + banWindowMs end
+  return math.max(s.ds + DAY_MS, rejectionsEnd, s.bu, math.ceil(s.mt / 1000))
+end
+local function write(s, now, ex, fields)
+  redis.call('HSET', KEYS[1], unpack(fields))
+  local exArg = string.format('%.0f', ex)
+  if exArg ~= s.storedEx then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS)) end
+end
 `;
 
 // KEYS[1]  tg:quota:{id}
 // ARGV     perMinute, perDay, banAfterRejections, banWindowMs, banDurationMs, shadow (1 or 0),
 //          gcra (1 or 0), minute intervalUs, minute burst (gcra.ts gcraMinute(), computed once in
-//          TS), nowMs ('' = Redis TIME), then the cost of each request to decide, one or more, in
+//          TS), nowMs ('' = Redis TIME), recall (1: a refusal while a lease of the key may be out
+//          is a recall, below; 0: final), then the cost of each request to decide, one or more, in
 //          the order they arrived
-// Reply    per request, 8 numbers in a row: { verdict (0 allowed, 1 limited, 2 banned), minuteCount, dayCount,
-//            rejections, nowMs, bannedUntilMs, cost, minuteTatUs }
+// Reply    per request, QUOTA_REPLY_LENGTH numbers in a row: { verdict (0 allowed, 1 limited,
+//            2 banned, 3 recalled), minuteCount, dayCount, rejections, nowMs, bannedUntilMs, cost,
+//            minuteTatUs, seq, leasedUntilMs } (seq and leasedUntilMs: this step's notice number and
+//            'le', for a recalled request to wait on; 0 when no lease may be out)
 // Several requests of one key in one call (redis-quota-store.ts merges those of one event-loop
 // turn) are decided one after another on the state each left, at one `now`: exactly as the same
 // requests sent one at a time within that millisecond.
+// Recall (quota-leases.ts, rule 11): with `recall` 1, a request that does not fit while a lease
+// of the key may still admit ('le' > now) is not refused: it is answered 3, counted towards no
+// ban, the want is recorded ('rq': no block is granted until 'le'), and the recall is published;
+// the holders give their unused units back and the request is decided again, with `recall` 0.
 // Numbers that may grow large (TATs in microseconds, expiries) are written with %.0f,
 // exact for every integer a double holds: Redis passes a Lua number on in its shortest form, which
 // for large round values is exponent notation ('8.64e+17'), which PEXPIRE refuses.
-export const QUOTA_ARGS_BEFORE_COSTS = 10;
-export const QUOTA_REPLY_LENGTH = 8;
+export const QUOTA_ARGS_BEFORE_COSTS = 11;
+export const QUOTA_REPLY_LENGTH = 10;
 export const QUOTA_SCRIPT = `${CLOCK}
-local now = clock(ARGV[${QUOTA_ARGS_BEFORE_COSTS}])
+local now = clock(ARGV[10])
 local perMinute, perDay = tonumber(ARGV[1]), tonumber(ARGV[2])
 local banAfter, banWindowMs, banDurationMs = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local shadow, gcra = ARGV[6] == '1', ARGV[7] == '1'
 local s = current(now)
-local changed, admitted = false, false
+local leased = s.le > now
+local mayRecall = leased and ARGV[11] == '1' and not shadow
+-- The number a notice of this step carries, if it publishes one (only while a lease may be out).
+local seq = 0
+if leased then seq = nextSeq(s, now) end
+local changed, admitted, recalled = false, false, false
 
 -- decide(): one request of cost units on s, which it updates; the verdict.
 local function decide(cost)
@@ -114,6 +151,11 @@ local function decide(cost)
     admitted = true
     return 0
   end
+  -- Units out on leases may be what it lacks: they are recalled before the refusal is final.
+  if mayRecall then
+    recalled = true
+    return 3
+  end
   -- a shadow refusal is admitted by the gateway, so it counts towards no ban
   if shadow then return 1 end
   if now - s.rs >= banWindowMs then s.rs = now; s.rc = 0 end
@@ -131,31 +173,37 @@ local replies = {}
 for i = ${QUOTA_ARGS_BEFORE_COSTS + 1}, #ARGV do
   local cost = tonumber(ARGV[i])
   local r = reply(decide(cost), s, now, cost)
+  r[#r + 1] = seq
+  if leased then r[#r + 1] = s.le else r[#r + 1] = 0 end
   for j = 1, #r do replies[#replies + 1] = r[j] end
 end
 -- A request refused for a ban in force changes nothing: nothing is written when every one was.
 if not changed then return replies end
 
--- expiresAtMs(): the moment the whole state reads as empty ('ex', checked by current()). Redis's
--- own expiry only collects the garbage, a minute later, so that it never forgets state before
--- 'ex' does, on Redis's clock or an injected one.
-local rejectionsEnd = 0
-if s.rc > 0 then rejectionsEnd = s.rs + banWindowMs end
-local ex = math.max(s.ds + DAY_MS, rejectionsEnd, s.bu, math.ceil(s.mt / 1000))
-local exArg = string.format('%.0f', ex)
-if gcra then
-  redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg,
-    'mt', string.format('%.0f', s.mt))
-else
-  redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg)
+local ex = expiry(s, banWindowMs)
+-- Counts that moved, a ban that began, or a recall, while a lease may be out: its holders hear of it.
+local published = leased and (admitted or s.bu > now or recalled)
+if not published then
+  -- The path of every key no lease is out on: one HSET with its arguments as they are (no table).
+  local exArg = string.format('%.0f', ex)
+  if gcra then
+    redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu,
+      'ex', exArg, 'mt', string.format('%.0f', s.mt))
+  else
+    redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg)
+  end
+  if exArg ~= s.storedEx then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS)) end
+  return replies
 end
-redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS))
--- Counts that moved, or a ban that began, while a lease may be out: its holders hear of it.
-if s.le > now and (admitted or s.bu > now) then
-  local seq = nextSeq(s, now)
-  redis.call('HSET', KEYS[1], 'sq', string.format('%.0f', seq))
-  notify(seq, s, now)
+local fields = stateFields(s, ex)
+fields[#fields + 1] = 'sq'
+fields[#fields + 1] = string.format('%.0f', seq)
+if recalled then
+  fields[#fields + 1] = 'rq'
+  fields[#fields + 1] = string.format('%.0f', s.le)
 end
+write(s, now, ex, fields)
+if recalled then notify(seq, s, now, 1) else notify(seq, s, now, 0) end
 return replies
 `;
 
@@ -179,21 +227,29 @@ return 0
 // Quota leases (src/quota/quota-leases.ts: the rule). One atomic step that first gives back what
 // an ended lease did not use, then reserves a new block, from the minute and the day together.
 // KEYS[1]  tg:quota:{id}
+// KEYS[2]  tg:lease-holders:{id}: per replica holding a lease of the key, the end of its last
+//          grant on Redis's clock ('le' is the latest of them, so it falls once the last holder
+//          has ended its lease, and recalled requests know the units are back)
 // ARGV     perMinute, perDay, banWindowMs, nowMs ('' = Redis TIME), want (units; 0 = only give
 //          back), divisor (a block is at most the units left / divisor), minBlock (smaller blocks
 //          are not worth a lease: none is granted), returnUnits, returnMinuteStartMs, returnDayStartMs,
 //          gcra (1 or 0), minute intervalUs, minute burst, leaseMs (gcra: the lease's longest life),
-//          returnTatUs (gcra: the TAT the returned block left behind when it was granted)
+//          returnTatUs (gcra: the TAT the returned block left behind when it was granted),
+//          holder (the replica's id), ends (1: its lease of the key ends with this step), heldUntilMs
+//          (with ends: the end of that lease's last grant; a newer grant keeps the holder)
 // Reply    { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs, seq } (after
 //          the step; seq: the notice sequence number of this state, rule 10)
 // Given-back units are credited only to the windows they were taken from: a window that has since
-// rolled over is not credited (its counters are the new window's). No block while banned, and
-// none once the units left are fewer than divisor × minBlock: from then on every request is
-// decided by QUOTA_SCRIPT alone, so the limit's edge, Retry-After and bans are exact as ever.
+// rolled over is not credited (its counters are the new window's). No block while banned, none
+// while a recall is pending ('rq', rule 11), and none once the units left are fewer than
+// divisor × minBlock: from then on every request is decided by QUOTA_SCRIPT alone, so the
+// limit's edge, Retry-After and bans are exact as ever.
 // gcra: a block's cells are charged as if they arrived at now + leaseMs (the latest moment the
 // lease may use them) and granted only if the last of them would conform at now (the earliest);
-// a returned block takes its unused cells off the TAT only while the TAT is still the one it left
-// (nothing charged after it). quota-leases.ts has the reasoning.
+// a returned block takes its unused cells off the TAT while the TAT is still the one it left
+// (nothing charged after it), or while those cells' slots are all later than now + leaseMs (then
+// every cell charged after them, a block's included, moves down onto slots still after its use).
+// quota-leases.ts has the reasoning.
 export const LEASE_SCRIPT = `${CLOCK}
 local now = clock(ARGV[4])
 local perMinute, perDay, banWindowMs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -201,14 +257,16 @@ local want, divisor, minBlock = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(A
 local back, backMinute, backDay = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local gcra, intervalUs, burst = ARGV[11] == '1', tonumber(ARGV[12]), tonumber(ARGV[13])
 local leaseUs, backTat = tonumber(ARGV[14]) * 1000, tonumber(ARGV[15])
+local holder, ends, heldUntil = ARGV[16], ARGV[17] == '1', tonumber(ARGV[18])
 local s = current(now)
 -- Units out on leases in this minute and this day ('lm', 'ld', each with the window start it
 -- belongs to): a give-back credits a window with no more than these, so never with units its
 -- counters do not hold (a Redis restarted empty, a give-back run twice).
-local raw = redis.call('HMGET', KEYS[1], 'lms', 'lds', 'lm', 'ld')
+local raw = redis.call('HMGET', KEYS[1], 'lms', 'lds', 'lm', 'ld', 'rq')
 local lm, ld = 0, 0
 if tonumber(raw[1]) == s.ms then lm = tonumber(raw[3]) or 0 end
 if tonumber(raw[2]) == s.ds then ld = tonumber(raw[4]) or 0 end
+local recallUntil = tonumber(raw[5]) or 0
 local changed = false
 if back > 0 then
   if s.ms == backMinute and s.mc > 0 then
@@ -219,10 +277,24 @@ if back > 0 then
     local credit = math.min(back, ld)
     s.dc = math.max(0, s.dc - credit); ld = ld - credit; changed = true
   end
-  if gcra and backTat > 0 and s.mt == backTat then s.mt = backTat - back * intervalUs; changed = true end
+  if gcra and backTat > 0 and (s.mt == backTat or (s.mt > backTat and backTat - back * intervalUs >= now * 1000 + leaseUs)) then
+    s.mt = s.mt - back * intervalUs; changed = true
+  end
+end
+local leasedBefore = s.le
+-- A lease that ends leaves the holders; 'le' becomes the latest end of those still in force.
+if ends and tonumber(redis.call('HGET', KEYS[2], holder)) == heldUntil then
+  redis.call('HDEL', KEYS[2], holder)
+  local latest = 0
+  local held = redis.call('HGETALL', KEYS[2])
+  for i = 2, #held, 2 do
+    local untilMs = tonumber(held[i]) or 0
+    if untilMs > now then latest = math.max(latest, untilMs) else redis.call('HDEL', KEYS[2], held[i - 1]) end
+  end
+  if latest < s.le then s.le = latest; changed = true end
 end
 local granted = 0
-if want > 0 and s.bu <= now then
+if want > 0 and s.bu <= now and recallUntil <= now then
   local left = perDay - s.dc
   local from = 0
   if gcra then
@@ -242,26 +314,26 @@ if want > 0 and s.bu <= now then
     ld = ld + granted
     if gcra then s.mt = from + granted * intervalUs end
     changed = true
+    -- A block admits no later than leaseMs after this moment (quota-leases.ts, rules 4 and 8).
+    local untilMs = now + leaseUs / 1000
+    s.le = math.max(s.le, untilMs)
+    redis.call('HSET', KEYS[2], holder, string.format('%.0f', untilMs))
+    redis.call('PEXPIRE', KEYS[2], string.format('%.0f', leaseUs / 1000 + MINUTE_MS))
   end
 end
-local leasedUntil, seq = s.le, s.sq
+local seq = s.sq
 if changed then
-  local rejectionsEnd = 0
-  if s.rc > 0 then rejectionsEnd = s.rs + banWindowMs end
-  local ex = math.max(s.ds + DAY_MS, rejectionsEnd, s.bu, math.ceil(s.mt / 1000))
-  -- A block admits no later than leaseMs after this moment (quota-leases.ts, rules 4 and 8).
-  if granted > 0 then leasedUntil = math.max(leasedUntil, now + leaseUs / 1000) end
-  -- Published only while a lease may be out: a give-back after the last one lapsed (a replica's
-  -- sweep finds its lease ended up to half a leaseMs, at most 500 ms, late) tells no one anything.
-  local published = leasedUntil > now
+  -- Published only while a lease may be (or, for a lease that just ended, was) out: a give-back
+  -- after the last one lapsed (a replica's sweep finds its lease ended up to half a leaseMs, at
+  -- most 500 ms, late) tells no one anything.
+  local published = math.max(leasedBefore, s.le) > now
   if published then seq = nextSeq(s, now) end
-  -- Every field, as QUOTA_SCRIPT writes them: a hash past its 'ex' read as empty, and must not
-  -- come back to life with the old refusals or ban once 'ex' moves on.
-  redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu,
-    'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt), 'lms', s.ms, 'lm', lm, 'lds', s.ds, 'ld', ld,
-    'le', string.format('%.0f', leasedUntil), 'sq', string.format('%.0f', seq))
-  redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS))
-  if published then notify(seq, s, now) end
+  local ex = expiry(s, banWindowMs)
+  local fields = stateFields(s, ex)
+  for _, field in ipairs({ 'lms', s.ms, 'lm', lm, 'lds', s.ds, 'ld', ld, 'le', string.format('%.0f', s.le),
+    'sq', string.format('%.0f', seq) }) do fields[#fields + 1] = field end
+  write(s, now, ex, fields)
+  if published then notify(seq, s, now, 0) end
 end
 return { granted, s.ms, s.ds, now, s.mc, s.dc, s.mt, seq }
 `;

@@ -11,6 +11,8 @@ export const AUDIT_STREAM = 'tg:audit';
 export const keyRecordKey = (id: string) => `tg:key:{${id}}`;
 /** `id`: a key id, or `owner:<name>` for the windows an owner's keys share (quota-subject.ts). */
 export const quotaKey = (id: string) => `tg:quota:{${id}}`;
+/** The replicas holding a lease of a quotaKey's subject, each with its lease's end (quota-script.ts LEASE_SCRIPT). */
+export const leaseHoldersKey = (id: string) => `tg:lease-holders:{${id}}`;
 /** The id of a quotaKey; undefined for any other name. */
 export function quotaSubject(redisKey: string): string | undefined {
   return redisKey.startsWith('tg:quota:{') && redisKey.endsWith('}') ? redisKey.slice(10, -1) : undefined;

@@ -3,9 +3,9 @@ import type { RedisClient } from './connect.js';
 import { subscriptionsOf } from './subscriptions.js';
 import type { BanPolicy, Quota } from '../../config/plans-schema.js';
 import type { QuotaOutcome, Verdict } from '../../quota/quota-state.js';
-import type { LeaseGrant, LeaseRequest, QuotaNotice, QuotaStore } from '../quota-store.js';
+import type { LeaseGrant, LeaseRequest, QuotaNotice, QuotaStore, Recall, RecallWait } from '../quota-store.js';
 import { LEASE_SCRIPT, QUOTA_REPLY_LENGTH, QUOTA_SCRIPT, UNBAN_SCRIPT, USAGE_SCRIPT } from './quota-script.js';
-import { QUOTA_NOTICE_CHANNEL, quotaKey, quotaSubject } from './redis-keys.js';
+import { QUOTA_NOTICE_CHANNEL, leaseHoldersKey, quotaKey, quotaSubject } from './redis-keys.js';
 import { TurnBatches } from './turn-batches.js';
 import { gcraMinute } from '../../quota/gcra.js';
 
@@ -15,7 +15,7 @@ interface QuotaCommands {
   tgQuota(key: string, ...args: Array<string | number>): Promise<number[]>;
   tgQuotaUsage(key: string, nowMs: string | number): Promise<number[]>;
   tgUnban(key: string, nowMs: string | number): Promise<number>;
-  tgLease(key: string, ...args: Array<string | number>): Promise<number[]>;
+  tgLease(key: string, holders: string, ...args: Array<string | number>): Promise<number[]>;
 }
 
 /** The quota script on a pipeline: queued, answered through its callback. */
@@ -32,7 +32,12 @@ interface Request {
   ban: BanPolicy;
   cost: number;
   batched?: (requests: number) => void;
+  /** A refusal while leases are out may be a recall (QUOTA_SCRIPT's `recall`). */
+  recall: boolean;
 }
+
+/** One request's answer from the script: an outcome, or a recall to wait on. */
+type Answer = QuotaOutcome | { recalled: Recall };
 
 /**
  * Shared counters, exact however many replicas share the Redis: one EVALSHA decides the requests
@@ -42,7 +47,7 @@ interface Request {
  */
 export class RedisQuotaStore implements QuotaStore {
   private readonly commands: QuotaCommands;
-  private readonly batches = new TurnBatches<Request, QuotaOutcome>((requests) => this.decide(requests), MAX_BATCH);
+  private readonly batches = new TurnBatches<Request, Answer>((requests) => this.decide(requests), MAX_BATCH);
   /** A single server (not a Cluster): its script calls of one turn are written together (`quotaCall`). */
   private readonly single?: Redis;
   private turnPipeline?: ChainableCommander;
@@ -62,13 +67,27 @@ export class RedisQuotaStore implements QuotaStore {
     redis.defineCommand('tgQuota', { numberOfKeys: 1, lua: QUOTA_SCRIPT });
     redis.defineCommand('tgQuotaUsage', { numberOfKeys: 1, lua: USAGE_SCRIPT });
     redis.defineCommand('tgUnban', { numberOfKeys: 1, lua: UNBAN_SCRIPT });
-    redis.defineCommand('tgLease', { numberOfKeys: 1, lua: LEASE_SCRIPT });
+    redis.defineCommand('tgLease', { numberOfKeys: 2, lua: LEASE_SCRIPT });
     this.commands = redis as unknown as QuotaCommands;
   }
 
-  consume(keyId: string, quota: Quota, ban: BanPolicy, cost = 1, batched?: (requests: number) => void): Promise<QuotaOutcome> {
+  /**
+   * A request answered "recalled" (units out on leases may be what it lacks) waits for them to come
+   * back, then is decided again, finally: counted towards a ban once, and only then.
+   */
+  async consume(
+    keyId: string,
+    quota: Quota,
+    ban: BanPolicy,
+    cost = 1,
+    batched?: (requests: number) => void,
+    recall?: RecallWait,
+  ): Promise<QuotaOutcome> {
     const redisKey = quotaKey(keyId);
-    return this.batches.add(redisKey, { redisKey, quota, ban, cost, batched });
+    const answer = await this.batches.add(redisKey, { redisKey, quota, ban, cost, batched, recall: recall !== undefined });
+    if (!('recalled' in answer)) return answer;
+    await recall!(keyId, answer.recalled);
+    return (await this.batches.add(redisKey, { redisKey, quota, ban, cost, batched, recall: false })) as QuotaOutcome;
   }
 
   /**
@@ -76,8 +95,8 @@ export class RedisQuotaStore implements QuotaStore {
    * (nearly always one; a plans reload or a key's new quota between two of them makes two), sent
    * in order on one connection, so Redis decides them in arrival order.
    */
-  private async decide(requests: Request[]): Promise<QuotaOutcome[]> {
-    const calls: Array<Promise<QuotaOutcome[]>> = [];
+  private async decide(requests: Request[]): Promise<Answer[]> {
+    const calls: Array<Promise<Answer[]>> = [];
     for (let start = 0; start < requests.length;) {
       const first = requests[start]!;
       let end = start + 1;
@@ -89,7 +108,7 @@ export class RedisQuotaStore implements QuotaStore {
     return outcomes.length === 1 ? outcomes[0]! : outcomes.flat();
   }
 
-  private async call({ redisKey, quota, ban }: Request, run: Request[]): Promise<QuotaOutcome[]> {
+  private async call({ redisKey, quota, ban, recall }: Request, run: Request[]): Promise<Answer[]> {
     const costs = run.map((request) => request.cost);
     for (const request of run) request.batched?.(run.length);
     const reply = await this.quotaCall(
@@ -102,9 +121,10 @@ export class RedisQuotaStore implements QuotaStore {
       quota.shadow ? 1 : 0,
       ...gcraArgs(quota),
       this.nowArg(),
+      recall ? 1 : 0,
       ...costs,
     );
-    return costs.map((_, i) => toOutcome(reply, i * QUOTA_REPLY_LENGTH));
+    return costs.map((_, i) => toAnswer(reply, i * QUOTA_REPLY_LENGTH));
   }
 
   /**
@@ -146,6 +166,7 @@ export class RedisQuotaStore implements QuotaStore {
   async reserve(keyId: string, quota: Quota, ban: BanPolicy, request: LeaseRequest): Promise<LeaseGrant> {
     const reply = await this.commands.tgLease(
       quotaKey(keyId),
+      leaseHoldersKey(keyId),
       quota.perMinute,
       quota.perDay,
       ban.window * 1000,
@@ -159,6 +180,9 @@ export class RedisQuotaStore implements QuotaStore {
       ...gcraArgs(quota),
       request.leaseMs,
       request.giveBackTatUs,
+      request.holder,
+      request.ends ? 1 : 0,
+      request.heldUntilMs,
     );
     return named(GRANT_FIELDS, reply.map(Number));
   }
@@ -188,6 +212,7 @@ export class RedisQuotaStore implements QuotaStore {
 
 /** Whether two requests are decided under the same windows and ban (the script's shared arguments). */
 function sameLimits(a: Request, b: Request): boolean {
+  if (a.recall !== b.recall) return false;
   if (a.quota === b.quota && a.ban === b.ban) return true;
   const [q, r] = [a.quota, b.quota];
   return (
@@ -209,6 +234,12 @@ function gcraArgs(quota: Quota): number[] {
   return [1, minute.intervalUs, minute.burst];
 }
 
+/** One request's answer: the script's reply from `at` on (QUOTA_REPLY_LENGTH numbers; verdict 3: recalled). */
+function toAnswer(reply: number[], at: number): Answer {
+  if (Number(reply[at]) !== 3) return toOutcome(reply, at);
+  return { recalled: { seq: Number(reply[at + 8]), leasedUntilMs: Number(reply[at + 9]), nowMs: Number(reply[at + 4]) } };
+}
+
 /** The outcome of one request: the script's reply from `at` on (QUOTA_REPLY_LENGTH numbers). */
 function toOutcome(reply: number[], at = 0): QuotaOutcome {
   const field = (i: number, missing: number) => Number(reply[at + i] ?? missing);
@@ -224,18 +255,29 @@ function toOutcome(reply: number[], at = 0): QuotaOutcome {
   };
 }
 
-/** A notice as quota-script.ts publishes it: the quota key, then numbers; undefined if not one. */
+/**
+ * A notice as quota-script.ts publishes it: the quota key, then numbers; undefined if not one.
+ * A replica of a version before recalls sends no 'le' nor recall flag: the notice is read without them.
+ */
 function toNotice(message: string): QuotaNotice | undefined {
   const [redisKey, ...fields] = message.split(' ');
   const subject = quotaSubject(redisKey ?? '');
   const numbers = fields.map(Number);
-  if (subject === undefined || numbers.length !== NOTICE_FIELDS.length || !numbers.every(Number.isFinite)) return undefined;
-  return { subject, ...named(NOTICE_FIELDS, numbers) };
+  const known = numbers.length === NOTICE_FIELDS.length || numbers.length === NOTICE_FIELDS.length + RECALL_FIELDS;
+  if (subject === undefined || !known || !numbers.every(Number.isFinite)) return undefined;
+  const notice: QuotaNotice = { subject, ...named(NOTICE_FIELDS, numbers) };
+  if (numbers.length > NOTICE_FIELDS.length) {
+    notice.leasedUntilMs = numbers[NOTICE_FIELDS.length]!;
+    notice.recall = numbers[NOTICE_FIELDS.length + 1] === 1;
+  }
+  return notice;
 }
 
 /** LEASE_SCRIPT's reply and a notice's numbers, in the order quota-script.ts writes them. */
 const GRANT_FIELDS = ['granted', 'minuteStartMs', 'dayStartMs', 'nowMs', 'minuteCount', 'dayCount', 'minuteTatUs', 'seq'] as const;
 const NOTICE_FIELDS = ['seq', 'minuteStartMs', 'minuteCount', 'dayStartMs', 'dayCount', 'minuteTatUs', 'bannedUntilMs', 'nowMs'] as const;
+/** After those: leasedUntilMs and the recall flag. */
+const RECALL_FIELDS = 2;
 
 function named<K extends string>(names: readonly K[], values: number[]): Record<K, number> {
   return Object.fromEntries(names.map((name, i) => [name, values[i] ?? 0])) as Record<K, number>;

@@ -1,0 +1,48 @@
+import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
+import type { LeaseSettings } from '../../src/quota/quota-leases.js';
+import type { LeaseGrant, LeaseRequest, QuotaNotice } from '../../src/store/quota-store.js';
+
+// A lease store for unit tests of src/quota/quota-leases.ts: each reservation waits until the test
+// answers it, and the test delivers notices (and gaps) itself, in the order it chooses.
+
+export const NO_BANS: BanPolicy = { afterRejections: 1_000_000, window: 60, duration: 60 };
+export const SETTINGS: LeaseSettings = { leaseMs: 1000, hotPerSecond: 3, minBlock: 2, maxBlock: 20, spread: 1, replicas: 1 };
+export const QUOTA: Quota = { perMinute: 1000, perDay: 1_000_000 };
+export const MINUTE = Date.UTC(2030, 0, 10, 12, 0);
+export const DAY = Date.UTC(2030, 0, 10);
+
+export function scriptedStore() {
+  const asks: Array<{ request: LeaseRequest; answer: (grant: Partial<LeaseGrant>) => void }> = [];
+  const hooks: { apply?: (notice: QuotaNotice) => void; gap?: () => void } = {};
+  const store = {
+    reserve: (_id: string, _quota: Quota, _ban: BanPolicy, request: LeaseRequest) =>
+      new Promise<LeaseGrant>((resolve) => {
+        const grant = {
+          granted: 0,
+          minuteStartMs: MINUTE,
+          dayStartMs: DAY,
+          nowMs: MINUTE + 5_000,
+          minuteCount: 0,
+          dayCount: 0,
+          minuteTatUs: 0,
+          seq: 0,
+        };
+        asks.push({ request, answer: (g) => resolve({ ...grant, ...g }) });
+      }),
+    notices: (apply: (notice: QuotaNotice) => void, gap: () => void) => Object.assign(hooks, { apply, gap }),
+  };
+  return { store, asks, hooks };
+}
+
+export const notice = (seq: number, minuteCount: number, more: Partial<QuotaNotice> = {}): QuotaNotice => ({
+  subject: 'k',
+  seq,
+  minuteStartMs: MINUTE,
+  minuteCount,
+  dayStartMs: DAY,
+  dayCount: minuteCount,
+  minuteTatUs: 0,
+  bannedUntilMs: 0,
+  nowMs: MINUTE + 5_000,
+  ...more,
+});

@@ -1,0 +1,84 @@
+import { describe, expect, it } from 'vitest';
+import { QuotaLeases, RECALL_GRACE_MS } from '../../src/quota/quota-leases.js';
+import { MINUTE, NO_BANS, notice, QUOTA, scriptedStore, SETTINGS } from '../helpers/scripted-lease-store.js';
+
+// Recall (rule 11 of src/quota/quota-leases.ts), on a replica whose store is a script of replies:
+// a recall ends the lease and gives its units back; a recalled request waits for the notice that
+// no lease is left, newer than its recall, or for its bound; a request waits for its replica's own
+// ask instead of going to Redis beside it.
+
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+/** A replica holding a lease of 'k' of 10 units (granted at seq 4). */
+async function holding() {
+  const { store, asks, hooks } = scriptedStore();
+  const leases = new QuotaLeases(store, SETTINGS, () => 5_000);
+  for (let i = 0; i < 3; i++) expect(leases.admit('k', QUOTA, NO_BANS, 1)).toBeUndefined();
+  asks[0]!.answer({ granted: 10, minuteCount: 500, dayCount: 500, seq: 4 });
+  await settle();
+  expect(leases.held('k')).toBe(10);
+  return { leases, asks, hooks };
+}
+
+describe('lease recall', () => {
+  it('a recall newer than the grant ends the lease, giving back its units and leaving the holders', async () => {
+    const { leases, asks, hooks } = await holding();
+    hooks.apply!(notice(3, 600, { recall: true, leasedUntilMs: MINUTE + 6_000 }));
+    expect(leases.held('k')).toBe(10);
+    hooks.apply!(notice(6, 600, { recall: true, leasedUntilMs: MINUTE + 6_000 }));
+    expect(leases.held('k')).toBe(0);
+    await settle();
+    const back = asks.find(({ request }) => request.giveBack > 0)!.request;
+    expect(back).toMatchObject({ giveBack: 10, ends: true, heldUntilMs: MINUTE + 5_000 + SETTINGS.leaseMs });
+  });
+
+  it('a lease with nothing left still leaves the holders when a recall ends it', async () => {
+    const { leases, asks, hooks } = await holding();
+    for (let i = 0; i < 10; i++) await leases.admit('k', QUOTA, NO_BANS, 1);
+    expect(leases.held('k')).toBe(0);
+    hooks.apply!(notice(6, 600, { recall: true, leasedUntilMs: MINUTE + 6_000 }));
+    await settle();
+    expect(asks.some(({ request }) => request.ends && request.giveBack === 0)).toBe(true);
+  });
+
+  it('a recalled request waits for a newer notice that no lease is left', async () => {
+    const { leases, hooks } = await holding();
+    let done = false;
+    const waiting = leases.recalled('k', { seq: 6, leasedUntilMs: MINUTE + 60_000, nowMs: MINUTE + 5_000 }).then(() => (done = true));
+    // Older, or with a lease still out: it keeps waiting.
+    hooks.apply!(notice(5, 600, { leasedUntilMs: 0 }));
+    hooks.apply!(notice(7, 600, { leasedUntilMs: MINUTE + 6_000 }));
+    hooks.apply!(notice(8, 600));
+    await settle();
+    expect(done).toBe(false);
+    hooks.apply!(notice(9, 590, { leasedUntilMs: 0 }));
+    await waiting;
+    expect(done).toBe(true);
+  });
+
+  it('a recalled request no notice answers is decided again at its bound', async () => {
+    const { leases } = await holding();
+    const startedMs = performance.now();
+    await leases.recalled('k', { seq: 6, leasedUntilMs: MINUTE + 5_020, nowMs: MINUTE + 5_000 });
+    // Not before 'le' at the recall (a holder may still admit until then); bounded by it.
+    expect(performance.now() - startedMs).toBeGreaterThanOrEqual(20 + RECALL_GRACE_MS - 5);
+  });
+
+  it("a request waits for its replica's own ask and takes from the block it brings", async () => {
+    const { store, asks } = scriptedStore();
+    const leases = new QuotaLeases(store, SETTINGS, () => 5_000);
+    for (let i = 0; i < 3; i++) expect(leases.admit('k', QUOTA, NO_BANS, 1)).toBeUndefined();
+    const waiting = leases.admit('k', QUOTA, NO_BANS, 1);
+    expect(waiting).toBeInstanceOf(Promise);
+    asks[0]!.answer({ granted: 10, minuteCount: 500, dayCount: 500, seq: 4 });
+    expect((await waiting)!.verdict).toBe('allowed');
+    expect(leases.held('k')).toBe(9);
+    // Refused a block: the waiting request goes to Redis (undefined), as it would have.
+    const refused = scriptedStore();
+    const other = new QuotaLeases(refused.store, SETTINGS, () => 5_000);
+    for (let i = 0; i < 3; i++) void other.admit('k', QUOTA, NO_BANS, 1);
+    const next = other.admit('k', QUOTA, NO_BANS, 1);
+    refused.asks[0]!.answer({ granted: 0 });
+    expect(await next).toBeUndefined();
+  });
+});
