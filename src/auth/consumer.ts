@@ -7,7 +7,7 @@ import type { KeyRecord } from '../keys/record.js';
  * as it is; a JWT's subject becomes one with the id `jwt:<issuer name>:<subject>` (src/auth/jwt/jwt-authenticator.ts).
  */
 export type Consumer = Readonly<
-  Pick<KeyRecord, 'id' | 'plan' | 'perMinute' | 'perDay' | 'shadow' | 'owner' | 'expiresAt' | 'allowedCidrs'>
+  Pick<KeyRecord, 'id' | 'plan' | 'perMinute' | 'perDay' | 'perMonth' | 'billingAnchor' | 'shadow' | 'owner' | 'expiresAt' | 'allowedCidrs'>
 >;
 
 /** Subjects kept as they are in consumer ids; anything else is replaced by a digest of it. */

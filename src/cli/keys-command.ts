@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { loadPlans } from '../config/load.js';
-import type { PlansConfig } from '../config/plans-schema.js';
+import { plansInZone, type PlansConfig } from '../config/plans-schema.js';
 import { loadSettings } from '../config/settings.js';
 import { KEY_ID_PATTERN, KEY_PREFIX, parseApiKey } from '../keys/format.js';
 import { revokeKey, updateKey } from '../keys/lifecycle/change-key.js';
@@ -108,7 +108,7 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
       keys: new RedisKeyStore(redis),
       quotas: new RedisQuotaStore(redis),
       audit: new RedisAuditLog(redis, settings.admin.auditMaxEntries),
-      plans: () => (plans ??= loadPlans(configDir)),
+      plans: () => (plans ??= plansInZone(loadPlans(configDir), settings.quota.timeZone)),
       now: Date.now,
     };
     const print = (json: unknown, human: string) => io.out(values.json ? JSON.stringify(json) : human);

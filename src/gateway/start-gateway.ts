@@ -5,7 +5,7 @@ import { createAdminServer } from '../admin/admin-server.js';
 import { ADMIN_TOKENS_ENV, AdminTokens } from '../admin/admin-tokens.js';
 import { GATEWAY_FILE, loadGatewayFile, loadPlans, PLANS_FILE } from '../config/load.js';
 import { plansWithKnownServices, servicesKeepingPlanned } from '../config/plan-services.js';
-import type { PlansConfig } from '../config/plans-schema.js';
+import { plansInZone, type PlansConfig } from '../config/plans-schema.js';
 import { Reloading } from '../config/reloading.js';
 import type { Settings } from '../config/settings.js';
 import { Drain } from '../http/drain.js';
@@ -125,7 +125,7 @@ export async function startGateway(
   );
   const plans = new Reloading(
     join(settings.configDir, PLANS_FILE),
-    () => plansWithKnownServices(loadPlans(settings.configDir), routes.current().services),
+    () => plansInZone(plansWithKnownServices(loadPlans(settings.configDir), routes.current().services), settings.quota.timeZone),
     logger,
   );
   inForce.plans = () => plans.current();

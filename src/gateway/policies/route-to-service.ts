@@ -42,7 +42,7 @@ export function routeToService(upstreams: Upstreams, deps: PlanServiceDeps): Pol
     const refusal = (headers?: Record<string, string>): Decision =>
       reject('service_not_in_plan', `The plan "${key.plan}" does not include the service "${ctx.route!.service.name}".`, headers);
     if (deps.health?.isDown()) return refusal();
-    return deps.quotas.usage(quotaSubject(key, quota)).then(
+    return deps.quotas.usage(quotaSubject(key, quota), quota).then(
       (outcome) => refusal(rateLimitHeaders(quota, outcome)),
       (err: unknown) => {
         deps.health?.failed(err);

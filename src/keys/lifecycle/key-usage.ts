@@ -32,7 +32,7 @@ export async function keyUsage(deps: LifecycleDeps, id: string): Promise<UsageRe
   const quota = quotaFor(record, deps.plans());
   if (!quota) throw new LifecycleError('plan_not_configured', `key ${id} has plan "${record.plan}", which plans.yaml does not define`);
   // Under a `scope: owner` plan the windows are the owner's, shared by all of its keys.
-  return usageReport(record, quota, await deps.quotas.usage(quotaSubject(record, quota)));
+  return usageReport(record, quota, await deps.quotas.usage(quotaSubject(record, quota), quota));
 }
 
 export function usageReport(record: Consumer, quota: Quota, outcome: QuotaOutcome): UsageReport {

@@ -8,12 +8,13 @@ import { LEASE_SCRIPT, QUOTA_REPLY_LENGTH, QUOTA_SCRIPT, UNBAN_SCRIPT, USAGE_SCR
 import { QUOTA_NOTICE_CHANNEL, quotaKey, quotaSubject } from './redis-keys.js';
 import { TurnBatches } from './turn-batches.js';
 import { gcraMinute } from '../../quota/gcra.js';
+import { periodsAt } from '../../quota/calendar.js';
 
 const VERDICTS: Verdict[] = ['allowed', 'limited', 'banned'];
 
 interface QuotaCommands {
   tgQuota(key: string, ...args: Array<string | number>): Promise<number[]>;
-  tgQuotaUsage(key: string, nowMs: string | number): Promise<number[]>;
+  tgQuotaUsage(key: string, nowMs: string | number, ...edges: number[]): Promise<number[]>;
   tgUnban(key: string, nowMs: string | number): Promise<number>;
   tgLease(key: string, ...args: Array<string | number>): Promise<number[]>;
 }
@@ -102,6 +103,7 @@ export class RedisQuotaStore implements QuotaStore {
       quota.shadow ? 1 : 0,
       ...gcraArgs(quota),
       this.nowArg(),
+      ...this.monthArgs(quota),
       ...costs,
     );
     return costs.map((_, i) => toOutcome(reply, i * QUOTA_REPLY_LENGTH));
@@ -135,8 +137,9 @@ export class RedisQuotaStore implements QuotaStore {
     });
   }
 
-  async usage(keyId: string): Promise<QuotaOutcome> {
-    return toOutcome(await this.commands.tgQuotaUsage(quotaKey(keyId), this.nowArg()));
+  async usage(keyId: string, quota?: Quota): Promise<QuotaOutcome> {
+    const { day, month } = periodsAt(this.clockMs(), quota?.calendar);
+    return toOutcome(await this.commands.tgQuotaUsage(quotaKey(keyId), this.nowArg(), ...day, ...month));
   }
 
   async unban(keyId: string): Promise<boolean> {
@@ -159,6 +162,8 @@ export class RedisQuotaStore implements QuotaStore {
       ...gcraArgs(quota),
       request.leaseMs,
       request.giveBackTatUs,
+      ...this.monthArgs(quota),
+      request.giveBackMonthStartMs ?? 0,
     );
     return named(GRANT_FIELDS, reply.map(Number));
   }
@@ -184,6 +189,19 @@ export class RedisQuotaStore implements QuotaStore {
   private nowArg(): string | number {
     return this.testClock ? this.testClock() : '';
   }
+
+  private clockMs(): number {
+    return this.testClock ? this.testClock() : Date.now();
+  }
+
+  /**
+   * perMonth (0: none) and the day's and month's edges around this replica's clock: the script
+   * picks the period Redis's clock is in (calendar.ts). Memoized there: the same array all day.
+   */
+  private monthArgs(quota: Quota): Array<number> {
+    const { day, month } = periodsAt(this.clockMs(), quota.calendar);
+    return [quota.perMonth ?? 0, ...day, ...month];
+  }
 }
 
 /** Whether two requests are decided under the same windows and ban (the script's shared arguments). */
@@ -193,6 +211,9 @@ function sameLimits(a: Request, b: Request): boolean {
   return (
     q.perMinute === r.perMinute &&
     q.perDay === r.perDay &&
+    q.perMonth === r.perMonth &&
+    q.calendar?.timeZone === r.calendar?.timeZone &&
+    q.calendar?.anchorDay === r.calendar?.anchorDay &&
     !q.shadow === !r.shadow &&
     q.algorithm === r.algorithm &&
     q.burst === r.burst &&
@@ -221,6 +242,7 @@ function toOutcome(reply: number[], at = 0): QuotaOutcome {
     bannedUntilMs: field(5, 0),
     cost: field(6, 1),
     minuteTatUs: field(7, 0),
+    monthCount: field(8, 0),
   };
 }
 
@@ -234,8 +256,30 @@ function toNotice(message: string): QuotaNotice | undefined {
 }
 
 /** LEASE_SCRIPT's reply and a notice's numbers, in the order quota-script.ts writes them. */
-const GRANT_FIELDS = ['granted', 'minuteStartMs', 'dayStartMs', 'nowMs', 'minuteCount', 'dayCount', 'minuteTatUs', 'seq'] as const;
-const NOTICE_FIELDS = ['seq', 'minuteStartMs', 'minuteCount', 'dayStartMs', 'dayCount', 'minuteTatUs', 'bannedUntilMs', 'nowMs'] as const;
+const GRANT_FIELDS = [
+  'granted',
+  'minuteStartMs',
+  'dayStartMs',
+  'nowMs',
+  'minuteCount',
+  'dayCount',
+  'minuteTatUs',
+  'seq',
+  'monthStartMs',
+  'monthCount',
+] as const;
+const NOTICE_FIELDS = [
+  'seq',
+  'minuteStartMs',
+  'minuteCount',
+  'dayStartMs',
+  'dayCount',
+  'minuteTatUs',
+  'bannedUntilMs',
+  'nowMs',
+  'monthStartMs',
+  'monthCount',
+] as const;
 
 function named<K extends string>(names: readonly K[], values: number[]): Record<K, number> {
   return Object.fromEntries(names.map((name, i) => [name, values[i] ?? 0])) as Record<K, number>;
