@@ -406,6 +406,8 @@ async function keyPage(id) {
       ['Created', when(record.createdAt)],
       ['Expires', when(record.expiresAt)],
       ['Own quota', record.perMinute ? `${record.perMinute}/min, ${record.perDay}/day` : 'the plan’s'],
+      ['Own month', record.perMonth ? `${record.perMonth}/month` : 'the plan’s'],
+      ['Billing anchor', record.billingAnchor ? `months begin on day ${Number(record.billingAnchor.slice(8))}` : 'calendar months'],
       ['Networks', record.allowedCidrs ? record.allowedCidrs.join(' ') : 'any'],
       ['Previous secret works until', when(record.graceEndsAt)],
     ].map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]),
@@ -416,14 +418,16 @@ async function keyPage(id) {
         'section',
         { 'aria-labelledby': 'usage-h' },
         h('h2', { id: 'usage-h' }, 'Usage'),
-        ['minute', 'day'].map((w) =>
-          h(
-            'div',
-            { class: 'window' },
-            h('span', {}, `This ${w}: ${usage[w].used} / ${usage[w].limit} used, resets ${when(usage[w].resetAt)}`),
-            h('meter', { min: 0, max: usage[w].limit, value: Math.min(usage[w].used, usage[w].limit), 'aria-label': `${w} window used` }),
+        ['minute', 'day', 'month']
+          .filter((w) => usage[w])
+          .map((w) =>
+            h(
+              'div',
+              { class: 'window' },
+              h('span', {}, `This ${w}: ${usage[w].used} / ${usage[w].limit} used, resets ${when(usage[w].resetAt)}`),
+              h('meter', { min: 0, max: usage[w].limit, value: Math.min(usage[w].used, usage[w].limit), 'aria-label': `${w} window used` }),
+            ),
           ),
-        ),
         h('p', { id: 'ban-state' }, usage.bannedUntil ? `Banned until ${when(usage.bannedUntil)}.` : 'Not banned.'),
         usage.bannedUntil ? liftBanButton(id, reload) : null,
       )
@@ -552,6 +556,7 @@ async function plansPage() {
     name,
     p.perMinute,
     p.perDay,
+    p.perMonth ?? '—',
     p.algorithm ?? 'fixed',
     p.scope ?? 'key',
     p.burst ?? '—',
@@ -560,7 +565,7 @@ async function plansPage() {
   show(
     'Plans',
     h('p', {}, `As loaded by this replica from plans.yaml at ${when(loadedAt)}; change them there (read-only here).`),
-    table('Plans', ['Plan', 'Per minute', 'Per day', 'Algorithm', 'Scope', 'Burst', 'Shadow'], rows),
+    table('Plans', ['Plan', 'Per minute', 'Per day', 'Per month', 'Algorithm', 'Scope', 'Burst', 'Shadow'], rows),
     h('p', {}, `Bans: after ${ban.afterRejections} refusals within ${ban.window} s, for ${ban.duration} s.`),
   );
 }

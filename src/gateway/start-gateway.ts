@@ -56,6 +56,7 @@ import { RouteRules } from './route-rules.js';
 import { createGatewayServer } from './server.js';
 import { edgeConnections } from './edge-connections.js';
 import { testFaultsFromEnv } from './test-faults.js';
+import { testClockFromEnv } from './test-clock.js';
 
 export interface RunningGateway {
   url: string;
@@ -75,7 +76,15 @@ export async function startGateway(
   secrets?: AssertionSecrets,
 ): Promise<RunningGateway> {
   const adminTokens = AdminTokens.parse(process.env[ADMIN_TOKENS_ENV]);
-  const ownStores = stores ?? (await openStores(settings.redis, settings.redis.commandTimeoutMs, logger, settings.admin.auditMaxEntries));
+  const ownStores =
+    stores ??
+    (await openStores(
+      settings.redis,
+      settings.redis.commandTimeoutMs,
+      logger,
+      settings.admin.auditMaxEntries,
+      testClockFromEnv(process.env, logger),
+    ));
   // Route rules and services are the hot part of gateway.yaml (listeners, upstream.url and the
   // rest need a restart). It loads first: plans.yaml is checked against its services, and each
   // later reload of either file against the other one in force (plan-services.ts).

@@ -22,7 +22,12 @@ export interface QuotaStack {
   configDir: () => string;
 }
 
-export function quotaStack(plansYaml: string, gatewayEdit: (yaml: string) => string = (y) => y): QuotaStack {
+export function quotaStack(
+  plansYaml: string,
+  gatewayEdit: (yaml: string) => string = (y) => y,
+  /** More environment for the Redis stack's gateways (month-windows.test.ts: a test clock). */
+  gatewayEnv: Record<string, string> = {},
+): QuotaStack {
   let redis: TestRedis;
   let upstream: EchoUpstream;
   let gateways: GatewayHandle[] = [];
@@ -36,7 +41,9 @@ export function quotaStack(plansYaml: string, gatewayEdit: (yaml: string) => str
     redis = await TestRedis.start();
     upstream = await new EchoUpstream().start();
     gateways = await Promise.all(
-      [1, 2, 3].map(() => startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configDir })),
+      [1, 2, 3].map(() =>
+        startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configDir, ...gatewayEnv }),
+      ),
     );
     up = TollgateProcess.spawn(['up'], {
       GATEWAY_PORT: '0',

@@ -124,7 +124,7 @@ interface RedisWithScripts {
 const CIDR_SEPARATOR = ',';
 
 /** Optional fields, stored only when set. */
-const OPTIONAL_TEXT = ['expiresAt', 'previousHash', 'graceEndsAt', 'owner'] as const;
+const OPTIONAL_TEXT = ['expiresAt', 'previousHash', 'graceEndsAt', 'owner', 'billingAnchor'] as const;
 
 function toFields(record: KeyRecord): Record<string, string> {
   const fields: Record<string, string> = {
@@ -137,6 +137,7 @@ function toFields(record: KeyRecord): Record<string, string> {
   };
   if (record.perMinute !== undefined) fields.perMinute = String(record.perMinute);
   if (record.perDay !== undefined) fields.perDay = String(record.perDay);
+  if (record.perMonth !== undefined) fields.perMonth = String(record.perMonth);
   for (const field of OPTIONAL_TEXT) if (record[field] !== undefined) fields[field] = record[field];
   if (record.shadow !== undefined) fields.shadow = String(record.shadow);
   if (record.allowedCidrs !== undefined) fields.allowedCidrs = record.allowedCidrs.join(CIDR_SEPARATOR);
@@ -155,6 +156,7 @@ function fromFields(fields: Record<string, string>): KeyRecord | null {
   };
   if (fields.perMinute !== undefined) record.perMinute = Number(fields.perMinute);
   if (fields.perDay !== undefined) record.perDay = Number(fields.perDay);
+  if (fields.perMonth !== undefined) record.perMonth = Number(fields.perMonth);
   for (const field of OPTIONAL_TEXT) if (fields[field] !== undefined) record[field] = fields[field];
   if (fields.shadow !== undefined) record.shadow = fields.shadow === 'true';
   if (fields.allowedCidrs) record.allowedCidrs = fields.allowedCidrs.split(CIDR_SEPARATOR);
