@@ -23,7 +23,7 @@ ban: { afterRejections: 1000, window: 60, duration: 60 }
 const HOUR_MS = 3_600_000;
 const clockFile = join(mkdtempSync(join(tmpdir(), 'tollgate-clock-')), 'offset-ms');
 writeFileSync(clockFile, '0');
-const stack = quotaStack(PLANS(5), (yaml) => yaml.replace(/^quota:\n/m, 'quota:\n  timeZone: Europe/Berlin\n'), {
+const stack = quotaStack(PLANS(5), (yaml) => yaml.replace(/^ {2}timeZone: UTC\b/m, '  timeZone: Europe/Berlin'), {
   [TEST_CLOCK_ENV]: clockFile,
 });
 
