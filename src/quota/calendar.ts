@@ -33,6 +33,11 @@ export function pick(edges: Edges, nowMs: number): [number, number] {
   return [edges[2], edges[3]];
 }
 
+/** The end of the period of `edges` that `nowMs` falls in (pick's, without an array). */
+export function endOf(edges: Edges, nowMs: number): number {
+  return nowMs < edges[1] ? edges[1] : nowMs < edges[2] ? edges[2] : edges[3];
+}
+
 interface Memo {
   fromMs: number;
   untilMs: number;

@@ -1,5 +1,5 @@
 import type { Quota } from '../config/plans-schema.js';
-import { periodsAt, pick } from './calendar.js';
+import { endOf, periodsAt } from './calendar.js';
 import { fitsAtUs, gcraMinute, remainingAt } from './gcra.js';
 import type { QuotaOutcome } from './quota-state.js';
 import { DAY_MS, MINUTE_MS, secondsUntil, windowEndMs } from './windows.js';
@@ -68,22 +68,25 @@ export function windowsOf(quota: Quota, outcome: QuotaOutcome): [WindowReport, .
     quota.algorithm === 'gcra'
       ? gcraMinuteReport(quota, outcome)
       : fixedReport('minute', quota.perMinute, MINUTE_MS / 1000, windowEndMs(nowMs, MINUTE_MS), outcome.minuteCount, outcome);
-  const dayEndMs = pick(periods.day, nowMs)[1];
-  const windows = [minute, fixedReport('day', quota.perDay, DAY_MS / 1000, dayEndMs, outcome.dayCount, outcome)];
+  const day = fixedReport('day', quota.perDay, DAY_MS / 1000, endOf(periods.day, nowMs), outcome.dayCount, outcome);
+  const windows: WindowReport[] = [minute, day];
   if (quota.perMonth !== undefined) {
-    const monthEndMs = pick(periods.month, nowMs)[1];
+    const monthEndMs = endOf(periods.month, nowMs);
     windows.push(fixedReport('month', quota.perMonth, MONTH_POLICY_SECONDS, monthEndMs, outcome.monthCount ?? 0, outcome));
   }
-  const waits = windows.some((w) => w.fitsAtMs > nowMs);
-  // Windows come shortest first: on a full tie the longer one binds (`>=`).
-  const binds = (a: WindowReport, b: WindowReport): boolean =>
-    waits
-      ? a.fitsAtMs > b.fitsAtMs || (a.fitsAtMs === b.fitsAtMs && a.resetAtMs >= b.resetAtMs)
-      : a.remaining < b.remaining || (a.remaining === b.remaining && a.resetAtMs >= b.resetAtMs);
-  let binding = minute;
-  for (const w of windows) if (binds(w, binding)) binding = w;
-  const others = windows.filter((w) => w !== binding);
-  return [waits ? { ...binding, resetAtMs: binding.fitsAtMs } : binding, ...others];
+  let waits = false;
+  for (const w of windows) if (w.fitsAtMs > nowMs) waits = true;
+  let at = 0;
+  for (let i = 1; i < windows.length; i++) if (binds(windows[i]!, windows[at]!, waits)) at = i;
+  const [binding] = windows.splice(at, 1) as [WindowReport];
+  return [waits ? { ...binding, resetAtMs: binding.fitsAtMs } : binding, ...windows];
+}
+
+/** Whether `a` binds rather than `b`. Windows come shortest first: on a full tie the longer one binds (`>=`). */
+function binds(a: WindowReport, b: WindowReport, waits: boolean): boolean {
+  return waits
+    ? a.fitsAtMs > b.fitsAtMs || (a.fitsAtMs === b.fitsAtMs && a.resetAtMs >= b.resetAtMs)
+    : a.remaining < b.remaining || (a.remaining === b.remaining && a.resetAtMs >= b.resetAtMs);
 }
 
 /** What the headers report: the binding window, or while banned that window ending with the ban. */

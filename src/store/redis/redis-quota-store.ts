@@ -8,7 +8,7 @@ import { LEASE_SCRIPT, QUOTA_REPLY_LENGTH, QUOTA_SCRIPT, UNBAN_SCRIPT, USAGE_SCR
 import { QUOTA_NOTICE_CHANNEL, quotaKey, quotaSubject } from './redis-keys.js';
 import { TurnBatches } from './turn-batches.js';
 import { gcraMinute } from '../../quota/gcra.js';
-import { periodsAt } from '../../quota/calendar.js';
+import { periodsAt, type Periods } from '../../quota/calendar.js';
 
 const VERDICTS: Verdict[] = ['allowed', 'limited', 'banned'];
 
@@ -198,11 +198,17 @@ export class RedisQuotaStore implements QuotaStore {
    * perMonth (0: none) and the day's and month's edges around this replica's clock: the script
    * picks the period Redis's clock is in (calendar.ts). Memoized there: the same array all day.
    */
-  private monthArgs(quota: Quota): Array<number> {
-    const { day, month } = periodsAt(this.clockMs(), quota.calendar);
-    return [quota.perMonth ?? 0, ...day, ...month];
+  private monthArgs(quota: Quota): readonly number[] {
+    const periods = periodsAt(this.clockMs(), quota.calendar);
+    const perMonth = quota.perMonth ?? 0;
+    let args = monthArgs.get(periods);
+    if (args?.[0] !== perMonth) monthArgs.set(periods, (args = [perMonth, ...periods.day, ...periods.month]));
+    return args;
   }
 }
+
+/** The script's month arguments per memoized periods (calendar.ts), for the perMonth last used with them. */
+const monthArgs = new WeakMap<Periods, readonly number[]>();
 
 /** Whether two requests are decided under the same windows and ban (the script's shared arguments). */
 function sameLimits(a: Request, b: Request): boolean {
