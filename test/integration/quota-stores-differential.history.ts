@@ -258,3 +258,22 @@ REGRESSIONS.push(
     ],
   },
 );
+
+REGRESSIONS.push({
+  name: 'a Berlin day of 25 hours (daylight saving ends) spent across its extra hour',
+  // 2026-10-25 00:30 in Berlin (CEST); the day ends 25 hours after its midnight, at 23:00Z.
+  startMs: Date.UTC(2026, 9, 24, 22, 30),
+  steps: [
+    {
+      kind: 'reloadPlans',
+      quota: { perMinute: 2, perDay: 4, perMonth: 40, calendar: { timeZone: 'Europe/Berlin' } },
+      ban: { afterRejections: 100, window: 60, duration: 60 },
+    },
+    { kind: 'drip', key: 2, count: 3, everyMs: 12 * 3_600_000 },
+    { kind: 'toEdge', window: 'day', offsetMs: -1 },
+    { kind: 'request', key: 2, cost: 2 },
+    { kind: 'usage', key: 2 },
+    { kind: 'advance', ms: 1 },
+    { kind: 'request', key: 2, cost: 2 },
+  ],
+});
