@@ -451,6 +451,8 @@ async function keyPage(id) {
     );
     const perMinute = h('input', { type: 'number', min: 1, value: record.perMinute ?? '' });
     const perDay = h('input', { type: 'number', min: 1, value: record.perDay ?? '' });
+    const perMonth = h('input', { type: 'number', min: 1, value: record.perMonth ?? '' });
+    const anchor = h('input', { type: 'date', value: record.billingAnchor ?? '' });
     const expires = h('input', { type: 'datetime-local' });
     const grace = h('input', { type: 'number', min: 0, max: 2592000, value: 3600 });
     const cidrs = h('input', { value: (record.allowedCidrs ?? []).join(' '), placeholder: '198.51.100.0/24 2001:db8::/32' });
@@ -480,6 +482,9 @@ async function keyPage(id) {
           { type: 'button', onclick: () => change({ perMinute: null, perDay: null }, 'Back to the plan’s quota.') },
           'Clear quota',
         ),
+      ),
+      form('Set month', [field('Per month', perMonth), field('Billing anchor (its day of the month begins each month)', anchor)], () =>
+        change({ perMonth: perMonth.value ? Number(perMonth.value) : null, billingAnchor: anchor.value || null }, 'Month set.'),
       ),
       form(
         'Set expiry',
