@@ -73,10 +73,11 @@ export const HELP = `npm run bench -- [options]
   --exactness-rate R    requests per second sent (default: 4 × the limit / 60, 200 for 3000)
   --profile             also profile bare proxy and gateway under load (node --cpu-prof)
   --targets LIST        comma-separated, of ${TARGET_NAMES.join(', ')}
-                        (default: ${DEFAULT_TARGETS.join(', ')}). The tollgate-gcra, -cost and -owner
-                        targets are tollgate with the run's key on a gcra plan, on a route of cost 3,
-                        or on an owner-scoped plan (bench/quota-variants.ts): each feature's cost
-                        beside fixed windows, in the same rounds. tollgate-3-targets: the path served
+                        (default: ${DEFAULT_TARGETS.join(', ')}). The tollgate-gcra, -cost, -owner
+                        and -month targets are tollgate with the run's key on a gcra plan, on a route
+                        of cost 3, on an owner-scoped plan, or on a plan with a month in Europe/Berlin
+                        (bench/quota-variants.ts): each feature's cost beside fixed windows, in the
+                        same rounds. tollgate-3-targets: the path served
                         by a service of three instances of the upstream, round robin
                         (bench/spread-target.ts); the report shows how its requests spread.
                         tollgate-policies: a configured no-op policy in every phase

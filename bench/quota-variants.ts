@@ -24,6 +24,15 @@ export const QUOTA_VARIANTS = {
     'plans.yaml': (y: string) =>
       y.replace(/enterprise: \{ perMinute: 3000, perDay: 1000000 \}/, 'enterprise: { perMinute: 3000, perDay: 1000000, scope: owner }'),
   },
+  // Month windows: the enterprise plan with a month (never reached), its day and month in Europe/Berlin.
+  'tollgate-month': {
+    'plans.yaml': (y: string) =>
+      y.replace(
+        /enterprise: \{ perMinute: 3000, perDay: 1000000 \}/,
+        'enterprise: { perMinute: 3000, perDay: 1000000, perMonth: 100000000000 }',
+      ),
+    'gateway.yaml': (y: string) => y.replace(/^ {2}timeZone: UTC\b/m, '  timeZone: Europe/Berlin'),
+  },
   // Quota leases on (docs/quota-leases.md), as shipped: the hot key is admitted against blocks reserved in Redis.
   'tollgate-leases': {
     'gateway.yaml': (y: string) => y.replace(/^ {2}leases: \{ enabled: \w+ \}/m, '  leases: { enabled: true }'),

@@ -441,6 +441,8 @@ async function keyPage(id) {
       ['Created', when(record.createdAt)],
       ['Expires', when(record.expiresAt)],
       ['Own quota', record.perMinute ? `${record.perMinute}/min, ${record.perDay}/day` : 'the plan’s'],
+      ['Own month', record.perMonth ? `${record.perMonth}/month` : 'the plan’s'],
+      ['Billing anchor', record.billingAnchor ? `months begin on day ${Number(record.billingAnchor.slice(8))}` : 'calendar months'],
       ['Networks', record.allowedCidrs ? record.allowedCidrs.join(' ') : 'any'],
       ['Scopes', record.scopes ? record.scopes.join(' ') : 'none'],
       ['Previous secret works until', when(record.graceEndsAt)],
@@ -452,14 +454,16 @@ async function keyPage(id) {
         'section',
         { 'aria-labelledby': 'usage-h' },
         h('h2', { id: 'usage-h' }, 'Usage'),
-        ['minute', 'day'].map((w) =>
-          h(
-            'div',
-            { class: 'window' },
-            h('span', {}, `This ${w}: ${usage[w].used} / ${usage[w].limit} used, resets ${when(usage[w].resetAt)}`),
-            h('meter', { min: 0, max: usage[w].limit, value: Math.min(usage[w].used, usage[w].limit), 'aria-label': `${w} window used` }),
+        ['minute', 'day', 'month']
+          .filter((w) => usage[w])
+          .map((w) =>
+            h(
+              'div',
+              { class: 'window' },
+              h('span', {}, `This ${w}: ${usage[w].used} / ${usage[w].limit} used, resets ${when(usage[w].resetAt)}`),
+              h('meter', { min: 0, max: usage[w].limit, value: Math.min(usage[w].used, usage[w].limit), 'aria-label': `${w} window used` }),
+            ),
           ),
-        ),
         h('p', { id: 'ban-state' }, usage.bannedUntil ? `Banned until ${when(usage.bannedUntil)}.` : 'Not banned.'),
         usage.bannedUntil ? liftBanButton(id, reload) : null,
       )
@@ -485,6 +489,8 @@ async function keyPage(id) {
     );
     const perMinute = h('input', { type: 'number', min: 1, value: record.perMinute ?? '' });
     const perDay = h('input', { type: 'number', min: 1, value: record.perDay ?? '' });
+    const perMonth = h('input', { type: 'number', min: 1, value: record.perMonth ?? '' });
+    const anchor = h('input', { type: 'date', value: record.billingAnchor ?? '' });
     const expires = h('input', { type: 'datetime-local' });
     const grace = h('input', { type: 'number', min: 0, max: 2592000, value: 3600 });
     const cidrs = h('input', { value: (record.allowedCidrs ?? []).join(' '), placeholder: '198.51.100.0/24 2001:db8::/32' });
@@ -515,6 +521,9 @@ async function keyPage(id) {
           { type: 'button', onclick: () => change({ perMinute: null, perDay: null }, 'Back to the plan’s quota.') },
           'Clear quota',
         ),
+      ),
+      form('Set month', [field('Per month', perMonth), field('Billing anchor (its day of the month begins each month)', anchor)], () =>
+        change({ perMonth: perMonth.value ? Number(perMonth.value) : null, billingAnchor: anchor.value || null }, 'Month set.'),
       ),
       form(
         'Set expiry',
@@ -597,6 +606,7 @@ async function plansPage() {
     name,
     p.perMinute,
     p.perDay,
+    p.perMonth ?? '—',
     p.algorithm ?? 'fixed',
     p.scope ?? 'key',
     p.burst ?? '—',
@@ -605,7 +615,7 @@ async function plansPage() {
   show(
     'Plans',
     h('p', {}, `As loaded by this replica from plans.yaml at ${when(loadedAt)}; change them there (read-only here).`),
-    table('Plans', ['Plan', 'Per minute', 'Per day', 'Algorithm', 'Scope', 'Burst', 'Shadow'], rows),
+    table('Plans', ['Plan', 'Per minute', 'Per day', 'Per month', 'Algorithm', 'Scope', 'Burst', 'Shadow'], rows),
     h('p', {}, `Bans: after ${ban.afterRejections} refusals within ${ban.window} s, for ${ban.duration} s.`),
   );
 }

@@ -7,7 +7,10 @@ import type { KeyRecord } from '../keys/record.js';
  * as it is; a JWT's subject becomes one with the id `jwt:<issuer name>:<subject>` (src/auth/jwt/jwt-authenticator.ts).
  */
 export type Consumer = Readonly<
-  Pick<KeyRecord, 'id' | 'plan' | 'perMinute' | 'perDay' | 'shadow' | 'owner' | 'expiresAt' | 'allowedCidrs' | 'scopes'> & {
+  Pick<
+    KeyRecord,
+    'id' | 'plan' | 'perMinute' | 'perDay' | 'perMonth' | 'billingAnchor' | 'shadow' | 'owner' | 'expiresAt' | 'allowedCidrs' | 'scopes'
+  > & {
     /** A caller without a credential, on a route that admits them (anonymous-consumer.ts): limited per client address. */
     anonymous?: true;
   }

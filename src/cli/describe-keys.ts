@@ -4,7 +4,9 @@ import type { PublicKeyRecord } from '../keys/record.js';
 // Human output of `tollgate keys …` (with --json the records are printed as they are).
 
 function quotaText(record: PublicKeyRecord): string {
-  const windows = record.perMinute !== undefined ? `${record.perMinute}/min, ${record.perDay}/day (own quota)` : 'from plan';
+  let windows = record.perMinute !== undefined ? `${record.perMinute}/min, ${record.perDay}/day (own quota)` : 'from plan';
+  if (record.perMonth !== undefined) windows += `, ${record.perMonth}/month (own)`;
+  if (record.billingAnchor !== undefined) windows += `, month from day ${Number(record.billingAnchor.slice(8))}`;
   return record.shadow ? `${windows}, shadow` : windows;
 }
 

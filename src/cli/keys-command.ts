@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { loadPlans } from '../config/load.js';
-import type { PlansConfig } from '../config/plans-schema.js';
+import { plansInZone, type PlansConfig } from '../config/plans-schema.js';
 import { loadSettings } from '../config/settings.js';
 import { KEY_ID_PATTERN, KEY_PREFIX, parseApiKey } from '../keys/format.js';
 import { revokeKey, updateKey } from '../keys/lifecycle/change-key.js';
@@ -46,6 +46,8 @@ const OPTION_NAMES: Record<string, string> = {
   name: '--name',
   perMinute: '--per-minute',
   perDay: '--per-day',
+  perMonth: '--per-month',
+  billingAnchor: '--billing-anchor',
   expiresAt: '--expires-at',
   graceSeconds: '--grace-seconds',
   cursor: '--cursor',
@@ -75,6 +77,8 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
       status: { type: 'string' },
       'per-minute': { type: 'string' },
       'per-day': { type: 'string' },
+      'per-month': { type: 'string' },
+      'billing-anchor': { type: 'string' },
       'expires-at': { type: 'string' },
       'grace-seconds': { type: 'string' },
       limit: { type: 'string' },
@@ -112,7 +116,7 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
       keys: new RedisKeyStore(redis),
       quotas: new RedisQuotaStore(redis),
       audit: new RedisAuditLog(redis, settings.admin.auditMaxEntries),
-      plans: () => (plans ??= loadPlans(configDir)),
+      plans: () => (plans ??= plansInZone(loadPlans(configDir), settings.quota.timeZone)),
       now: Date.now,
     };
     const print = (json: unknown, human: string) => io.out(values.json ? JSON.stringify(json) : human);
@@ -169,13 +173,17 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
         case 'set-quota': {
           const keyId = id();
           const quota = quotaOptions(values);
-          if (values.clear && (quota.perMinute !== undefined || quota.perDay !== undefined || values.shadow)) {
-            throw new CliError('give either --clear or --per-minute and --per-day (and/or --shadow), not both');
+          const given = Object.values(quota).some((value) => value !== undefined) || values.shadow;
+          if (values.clear && given) {
+            throw new CliError(
+              'give either --clear or --per-minute and --per-day (and/or --per-month, --billing-anchor, --shadow), not both',
+            );
           }
-          if (values.clear) return show(await updateKey(deps, keyId, { perMinute: null, perDay: null, shadow: null }, CLI));
-          if (quota.perMinute === undefined && quota.perDay === undefined && !values.shadow) {
-            throw new CliError('give --per-minute and --per-day, --shadow, or --clear');
+          if (values.clear) {
+            const cleared = { perMinute: null, perDay: null, perMonth: null, billingAnchor: null, shadow: null };
+            return show(await updateKey(deps, keyId, cleared, CLI));
           }
+          if (!given) throw new CliError('give --per-minute and --per-day, --per-month, --billing-anchor, --shadow, or --clear');
           return show(await updateKey(deps, keyId, withoutUndefined({ ...quota, shadow: values.shadow || undefined }), CLI));
         }
         case 'set-expiry': {
@@ -229,13 +237,19 @@ function requireId(id: string | undefined): string {
   throw new CliError(`give a key id (12 lowercase letters or digits), got ${JSON.stringify(id ?? '')}`);
 }
 
-/** Option strings become numbers here; what a valid quota is, the lifecycle decides. */
-function quotaOptions(values: { 'per-minute'?: string; 'per-day'?: string }): { perMinute?: number; perDay?: number } {
-  const perMinute = values['per-minute'];
-  const perDay = values['per-day'];
+/** Option strings become numbers here; what a valid quota (and anchor) is, the lifecycle decides. */
+function quotaOptions(values: { 'per-minute'?: string; 'per-day'?: string; 'per-month'?: string; 'billing-anchor'?: string }): {
+  perMinute?: number;
+  perDay?: number;
+  perMonth?: number;
+  billingAnchor?: string;
+} {
+  const number = (option: string, value: string | undefined) => (value === undefined ? undefined : wholeNumber(option, value));
   return {
-    perMinute: perMinute === undefined ? undefined : wholeNumber('--per-minute', perMinute),
-    perDay: perDay === undefined ? undefined : wholeNumber('--per-day', perDay),
+    perMinute: number('--per-minute', values['per-minute']),
+    perDay: number('--per-day', values['per-day']),
+    perMonth: number('--per-month', values['per-month']),
+    billingAnchor: values['billing-anchor'],
   };
 }
 

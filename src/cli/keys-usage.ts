@@ -1,17 +1,20 @@
 /** `tollgate keys` usage: its own file so that `tollgate --help` loads nothing else. */
 export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)
 
-  create --plan P [--name N] [--per-minute X --per-day Y] [--expires-at DATE] [--shadow] [--owner O]
-         [--allow-cidr CIDR]... [--scope S]...              create a key; prints the secret once. --owner:
+  create --plan P [--name N] [--per-minute X --per-day Y] [--per-month Z] [--billing-anchor DATE]
+         [--expires-at DATE] [--shadow] [--owner O] [--allow-cidr CIDR]... [--scope S]...
+                                                            create a key; prints the secret once. --owner:
                                                             the customer it belongs to (scope: owner plans);
                                                             --allow-cidr (repeatable): the only networks it
                                                             may be used from; --scope (repeatable): what it
-                                                            may do (services' and routes' requireScopes)
+                                                            may do (services' and routes' requireScopes);
+                                                            --billing-anchor 2026-01-31: its month begins on
+                                                            the 31st (or a shorter month's last day)
   list [--plan P] [--status active|revoked|expired]         keys, in id order
   show ID                                                   one key
   revoke ID                                                 stop a key at once, on every replica
   set-plan ID PLAN                                          move a key to another plan
-  set-quota ID [--per-minute X --per-day Y] [--shadow] | --clear
+  set-quota ID [--per-minute X --per-day Y] [--per-month Z] [--billing-anchor DATE] [--shadow] | --clear
                                                             negotiated quotas that override the plan's;
                                                             --shadow: refusals are only counted and logged
   set-expiry ID DATE | --clear                              the key stops at DATE (ISO 8601 with a zone)
@@ -20,7 +23,7 @@ export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL,
   rotate ID --grace-seconds S                               a new secret for the same key; prints it once;
                                                             the old one keeps working S more seconds
   unban ID                                                  lift a ban at once, on every replica
-  usage ID                                                  both windows: used, limit, remaining, reset
+  usage ID                                                  every window: used, limit, remaining, reset
   audit [--limit N] [--cursor C]                            admin changes, newest first (API and CLI)
 
   --json   one JSON document on stdout, for scripts`;

@@ -8,6 +8,7 @@ export function describeUsage(report: UsageReport): string {
     `id:     ${report.id} (plan ${report.plan})`,
     line('minute', report.minute),
     line('day', report.day),
+    ...(report.month ? [line('month', report.month)] : []),
     `banned: ${report.bannedUntil ? `until ${report.bannedUntil}` : 'no'}`,
     `expiry: ${report.expiresAt ?? 'none'}`,
   ].join('\n');

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isTimeZone } from './calendar-fields.js';
 import { assertionSchema } from './assertion-schema.js';
 import { consoleSchema } from './console-schema.js';
 import { jwtSchema } from './jwt-schema.js';
@@ -169,6 +170,11 @@ export const gatewayFileSchema = z.strictObject({
        * `closed` (503 rate_limit_store_unavailable).
        */
       onRedisFailure: z.enum(['local', 'open', 'closed']).default('local'),
+      /**
+       * The time zone (IANA name) whose days the day window counts and whose calendar months the
+       * month window counts (a key's billing anchor moves its month's first day). Restart to change.
+       */
+      timeZone: z.string().refine(isTimeZone, 'must be an IANA time zone name, e.g. UTC or Europe/Berlin').default('UTC'),
       /** Gateway replicas sharing the load; in `local` mode each enforces 1/replicas of a limit. */
       replicas: z.number().int().min(1).max(1000).default(1),
       /**

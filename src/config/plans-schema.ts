@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { Calendar } from './calendar-fields.js';
 import { SERVICE_NAME } from './services-schema.js';
 
 // Schema of config/plans.yaml. Every field is documented in the shipped file; bounds keep a
@@ -12,7 +13,10 @@ const count = (what: string) =>
 
 const quotaFields = {
   perMinute: count('perMinute').describe('units admitted per UTC minute'),
-  perDay: count('perDay').describe('units admitted per UTC day'),
+  perDay: count('perDay').describe('units admitted per day (the UTC day, or in gateway.yaml quota.timeZone)'),
+  perMonth: count('perMonth')
+    .optional()
+    .describe("units admitted per month (the calendar month in quota.timeZone, or from a key's billing anchor); none: no month window"),
 };
 
 const planFields = {
@@ -46,14 +50,20 @@ const planFields = {
 export const GCRA_MAX_PER_MINUTE = 1_000_000;
 
 const dayNotBelowMinute = { message: 'perDay cannot be lower than perMinute', path: ['perDay'] };
+const monthNotBelowDay = { message: 'perMonth cannot be lower than perDay', path: ['perMonth'] };
+const monthFits = (q: { perDay: number; perMonth?: number }) => q.perMonth === undefined || q.perMonth >= q.perDay;
 
 /** A negotiated per-key quota (`keys set-quota`): the windows only. */
-export const quotaSchema = z.strictObject(quotaFields).refine((q) => q.perDay >= q.perMinute, dayNotBelowMinute);
+export const quotaSchema = z
+  .strictObject(quotaFields)
+  .refine((q) => q.perDay >= q.perMinute, dayNotBelowMinute)
+  .refine(monthFits, monthNotBelowDay);
 
 /** A plan: its windows and how they are enforced. */
 export const planSchema = z
   .strictObject(planFields)
   .refine((q) => q.perDay >= q.perMinute, dayNotBelowMinute)
+  .refine(monthFits, monthNotBelowDay)
   .refine((q) => q.burst === undefined || q.algorithm === 'gcra', {
     message: 'burst applies only to algorithm: gcra (fixed windows admit a whole window at once)',
     path: ['burst'],
@@ -80,6 +90,16 @@ export const plansFileSchema = z.strictObject({
   }),
 });
 
-export type Quota = z.infer<typeof planSchema>;
-export type PlansConfig = z.infer<typeof plansFileSchema>;
+/**
+ * A plan's quota, or a key's derived from it (quota-for.ts), with the calendar its day and month
+ * follow (src/quota/calendar.ts): absent, UTC days and calendar months.
+ */
+export type Quota = z.infer<typeof planSchema> & { calendar?: Calendar };
+/** plans.yaml, and the zone (gateway.yaml quota.timeZone) its days and months follow: absent, UTC. */
+export type PlansConfig = z.infer<typeof plansFileSchema> & { timeZone?: string };
+
+/** The plans with the zone their days and months follow (the gateway's and the CLI's loaders). */
+export function plansInZone(plans: PlansConfig, timeZone: string): PlansConfig {
+  return timeZone === 'UTC' ? plans : { ...plans, timeZone };
+}
 export type BanPolicy = PlansConfig['ban'];

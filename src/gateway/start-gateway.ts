@@ -7,7 +7,7 @@ import { GATEWAY_FILE, loadGatewayFile, loadPlans, PLANS_FILE } from '../config/
 import { plansWithKnownServices, servicesKeepingPlanned } from '../config/plan-services.js';
 import { anonymousPlansDefined, plansKeepingAnonymous } from '../config/anonymous-plans.js';
 import { AnonymousConsumers } from '../auth/anonymous-consumer.js';
-import type { PlansConfig } from '../config/plans-schema.js';
+import { plansInZone, type PlansConfig } from '../config/plans-schema.js';
 import { Reloading } from '../config/reloading.js';
 import type { Settings } from '../config/settings.js';
 import { Drain } from '../http/drain.js';
@@ -61,6 +61,7 @@ import { testFaultsFromEnv } from './test-faults.js';
 import { compilePolicies, loadPolicies } from './user-policies/load-policies.js';
 import { accessPhase, forwardPhase, type PhaseDeps } from './user-policies/phases.js';
 import { policyTools } from './user-policies/policy-tools.js';
+import { testClockFromEnv } from './test-clock.js';
 
 export interface RunningGateway {
   url: string;
@@ -80,7 +81,15 @@ export async function startGateway(
   secrets?: AssertionSecrets,
 ): Promise<RunningGateway> {
   const adminTokens = AdminTokens.fromEnvironment(process.env);
-  const ownStores = stores ?? (await openStores(settings.redis, settings.redis.commandTimeoutMs, logger, settings.admin.auditMaxEntries));
+  const ownStores =
+    stores ??
+    (await openStores(
+      settings.redis,
+      settings.redis.commandTimeoutMs,
+      logger,
+      settings.admin.auditMaxEntries,
+      testClockFromEnv(process.env, logger),
+    ));
   // Route rules and services are the hot part of gateway.yaml (listeners, upstream.url and the
   // rest need a restart). It loads first: plans.yaml is checked against its services, and each
   // later reload of either file against the other one in force (plan-services.ts).
@@ -128,7 +137,7 @@ export async function startGateway(
       // At start, a plan gateway.yaml gives anonymous callers and plans.yaml lacks is gateway.yaml's
       // mistake (as check-config says); later, a plans.yaml edit that drops it is that edit's.
       if (!inForce.plans) anonymousPlansDefined(loaded, services, accessRules);
-      return plansKeepingAnonymous(loaded, services, accessRules);
+      return plansInZone(plansKeepingAnonymous(loaded, services, accessRules), settings.quota.timeZone);
     },
     logger,
   );

@@ -10,6 +10,10 @@ export interface KeyRecord {
   /** Negotiated quotas that override the plan's (both set, or neither). */
   perMinute?: number;
   perDay?: number;
+  /** A negotiated month window (with or without the two above): wins over the plan's `perMonth`. */
+  perMonth?: number;
+  /** A date (`2026-01-31`): the key's month begins on its day of the month (or a shorter month's last day). */
+  billingAnchor?: string;
   /** ISO 8601 (UTC); from this instant on the key is refused with 401 api_key_expired. */
   expiresAt?: string;
   /** After a rotation with grace: the hash of the replaced key, still accepted until `graceEndsAt`. */
@@ -30,7 +34,21 @@ export interface KeyRecord {
 export const OWNER_PATTERN = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
 export type KeyPatch = Partial<
-  Pick<KeyRecord, 'plan' | 'status' | 'perMinute' | 'perDay' | 'name' | 'expiresAt' | 'shadow' | 'owner' | 'allowedCidrs' | 'scopes'>
+  Pick<
+    KeyRecord,
+    | 'plan'
+    | 'status'
+    | 'perMinute'
+    | 'perDay'
+    | 'perMonth'
+    | 'billingAnchor'
+    | 'name'
+    | 'expiresAt'
+    | 'shadow'
+    | 'owner'
+    | 'allowedCidrs'
+    | 'scopes'
+  >
 >;
 
 /** A record as it was and as it is after one change (for the audit). */

@@ -1,10 +1,12 @@
+import { anchorDayOf } from '../config/calendar-fields.js';
 import type { PlansConfig, Quota } from '../config/plans-schema.js';
 import type { Consumer } from '../auth/consumer.js';
 
 /**
  * A key's own negotiated windows win over its plan's (how they are enforced stays the plan's), and
- * a key's own `shadow` over the plan's. Undefined when the key has no windows of its own and its
- * plan is not configured.
+ * a key's own `shadow` and `perMonth` over the plan's. The day and month follow the plans' zone
+ * (gateway.yaml quota.timeZone) and the key's billing anchor. Undefined when the key has no
+ * windows of its own and its plan is not configured.
  */
 export function quotaFor(key: Consumer, plans: PlansConfig): Quota | undefined {
   const known = derived.get(key);
@@ -24,8 +26,16 @@ const derived = new WeakMap<Consumer, { plans: PlansConfig; quota: Quota | undef
 function derive(key: Consumer, plans: PlansConfig): Quota | undefined {
   const plan = plans.plans[key.plan];
   const own = key.perMinute !== undefined && key.perDay !== undefined;
-  if (!own && key.shadow === undefined) return plan;
+  const anchorDay = key.billingAnchor === undefined ? undefined : anchorDayOf(key.billingAnchor);
+  const zoned = plans.timeZone !== undefined || anchorDay !== undefined;
+  if (!own && key.shadow === undefined && key.perMonth === undefined && !zoned) return plan;
   const windows = own ? { perMinute: key.perMinute, perDay: key.perDay } : plan;
   if (!windows) return undefined;
-  return { ...plan, ...windows, ...(key.shadow !== undefined && { shadow: key.shadow }) };
+  return {
+    ...plan,
+    ...windows,
+    ...(key.perMonth !== undefined && { perMonth: key.perMonth }),
+    ...(key.shadow !== undefined && { shadow: key.shadow }),
+    ...(zoned && { calendar: { timeZone: plans.timeZone ?? 'UTC', ...(anchorDay !== undefined && { anchorDay }) } }),
+  };
 }

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import type { LeaseGrant, QuotaNotice, QuotaStore, Recall } from '../store/quota-store.js';
+import { periodsAt, pick } from './calendar.js';
 import { gcraMinute, type GcraWindow } from './gcra.js';
 import type { QuotaOutcome } from './quota-state.js';
-import { DAY_MS, MINUTE_MS } from './windows.js';
+import { MINUTE_MS } from './windows.js';
 
 /**
  * Quota leases: a hot key far from its limits is admitted without a Redis round trip, and no
@@ -84,6 +85,11 @@ import { DAY_MS, MINUTE_MS } from './windows.js';
  *    is admitted to exactly the limit. A request on a replica whose own ask for a block is in
  *    flight waits for that answer (a round trip, as Redis would be) instead of asking Redis beside
  *    it for the very units the block may take.
+ *
+ * 12. Months (a quota with `perMonth`): a block is taken from the month too (no more than the
+ *    month has left / (`spread` × replicas)), given back to it only while it is the same month,
+ *    and, as a month begins where a day of the quota's calendar does, a lease that stops before
+ *    its day's end (rules 4 and 8) never crosses a month edge either.
  */
 export interface LeaseSettings {
   leaseMs: number;
@@ -103,6 +109,7 @@ interface Block {
   /** The windows (store clock) its units were taken from. */
   minuteStartMs: number;
   dayStartMs: number;
+  monthStartMs: number;
   /** gcra: the TAT its grant left (its end E on the TAT line), µs; 0 for fixed windows. */
   tatUs: number;
 }
@@ -126,6 +133,7 @@ interface Lease {
   later?: QuotaNotice;
   minuteCount: number;
   dayCount: number;
+  monthCount: number;
   tatUs: number;
   storeNowMs: number;
   askedAtMs: number;
@@ -350,6 +358,7 @@ export class QuotaLeases {
     lease.seq = notice.seq;
     lease.minuteCount = notice.minuteCount;
     lease.dayCount = notice.dayCount;
+    lease.monthCount = notice.monthCount ?? 0;
     lease.tatUs = notice.minuteTatUs;
   }
 
@@ -414,6 +423,7 @@ export class QuotaLeases {
       giveBack: 0,
       giveBackMinuteStartMs: 0,
       giveBackDayStartMs: 0,
+      giveBackMonthStartMs: 0,
       giveBackTatUs: 0,
       holder: this.holder,
       ends: false,
@@ -488,21 +498,25 @@ export class QuotaLeases {
   }
 
   private leaseOf(quota: Quota, ban: BanPolicy, grant: LeaseGrant, askedAtMs: number): Lease {
-    // Before the end of its window (fixed: the minute; gcra: the day), and before Redis's grant
-    // time + leaseMs: gcra's slots need it (rule 8), and Redis publishes notices until then (rule 10).
-    const windowEndMs = quota.algorithm === 'gcra' ? grant.dayStartMs + DAY_MS : grant.minuteStartMs + MINUTE_MS;
+    // Before the end of its window (fixed: the minute; gcra: the day; either: the day and month of
+    // the quota's calendar, rule 12), and before Redis's grant time + leaseMs: gcra's slots need it
+    // (rule 8), and Redis publishes notices until then (rule 10).
+    const periods = periodsAt(grant.nowMs, quota.calendar);
+    const dayEndMs = Math.min(pick(periods.day, grant.nowMs)[1], pick(periods.month, grant.nowMs)[1]);
+    const windowEndMs = quota.algorithm === 'gcra' ? dayEndMs : Math.min(grant.minuteStartMs + MINUTE_MS, dayEndMs);
     const expiresAtMs = beforeHere(askedAtMs, Math.min(windowEndMs - grant.nowMs, this.settings.leaseMs));
-    const { granted: left, minuteStartMs, dayStartMs, minuteTatUs: tatUs } = grant;
+    const { granted: left, minuteStartMs, dayStartMs, monthStartMs = 0, minuteTatUs: tatUs } = grant;
     return {
       quota,
       ban,
       minuteStartMs,
       dayStartMs,
-      blocks: [{ left, expiresAtMs, minuteStartMs, dayStartMs, tatUs: quota.algorithm === 'gcra' ? tatUs : 0 }],
+      blocks: [{ left, expiresAtMs, minuteStartMs, dayStartMs, monthStartMs, tatUs: quota.algorithm === 'gcra' ? tatUs : 0 }],
       lastBlock: left,
       seq: grant.seq,
       minuteCount: grant.minuteCount,
       dayCount: grant.dayCount,
+      monthCount: grant.monthCount ?? 0,
       tatUs,
       storeNowMs: grant.nowMs,
       askedAtMs,
@@ -533,7 +547,8 @@ export class QuotaLeases {
     if (this.leases.get(subject) === lease) this.leases.delete(subject);
     const blocks = lease.blocks.reverse().filter((block) => block.left > 0);
     lease.blocks = [];
-    if (blocks.length === 0 && leaving) blocks.push({ left: 0, expiresAtMs: 0, minuteStartMs: 0, dayStartMs: 0, tatUs: 0 });
+    if (blocks.length === 0 && leaving)
+      blocks.push({ left: 0, expiresAtMs: 0, minuteStartMs: 0, dayStartMs: 0, monthStartMs: 0, tatUs: 0 });
     return blocks.reduce<Promise<void>>(
       (previous, block, i) => previous.then(() => this.giveBack(subject, lease, block, leaving && i === blocks.length - 1)),
       Promise.resolve(),
@@ -549,6 +564,7 @@ export class QuotaLeases {
       giveBack: block.left,
       giveBackMinuteStartMs: block.minuteStartMs,
       giveBackDayStartMs: block.dayStartMs,
+      giveBackMonthStartMs: block.monthStartMs,
       giveBackTatUs: block.tatUs,
       holder: this.holder,
       ends,
@@ -576,8 +592,14 @@ export class QuotaLeases {
 }
 
 /** What a lease last heard of the store's counts (rule 10). */
-function heardOf({ seq, minuteCount, dayCount, tatUs }: Lease): Pick<Lease, 'seq' | 'minuteCount' | 'dayCount' | 'tatUs'> {
-  return { seq, minuteCount, dayCount, tatUs };
+function heardOf({
+  seq,
+  minuteCount,
+  dayCount,
+  monthCount,
+  tatUs,
+}: Lease): Pick<Lease, 'seq' | 'minuteCount' | 'dayCount' | 'monthCount' | 'tatUs'> {
+  return { seq, minuteCount, dayCount, monthCount, tatUs };
 }
 
 /** Units per second: the last whole second's, or this one's so far when it is more. */
@@ -621,6 +643,7 @@ function outcomeOf(lease: Lease, gcra: GcraWindow | null, nowMs: number, cost: n
     verdict: 'allowed',
     minuteCount: lease.minuteCount - left,
     dayCount: lease.dayCount - left,
+    monthCount: lease.quota.perMonth === undefined ? lease.monthCount : lease.monthCount - left,
     rejections: 0,
     nowMs: lease.storeNowMs + (nowMs - lease.askedAtMs),
     bannedUntilMs: 0,

@@ -1,12 +1,15 @@
 import type { BanPolicy, Quota } from '../config/plans-schema.js';
+import type { Calendar } from '../config/calendar-fields.js';
+import { periodsAt, pick } from './calendar.js';
 import { admitUs, gcraMinute } from './gcra.js';
-import { DAY_MS, MINUTE_MS, windowStartMs } from './windows.js';
+import { MINUTE_MS, windowStartMs } from './windows.js';
 
 /**
  * The quota rules, once: one key's state and the time in, the decision and the next state out.
  * The memory store runs these functions; the Redis store runs their transcription in one Lua
  * script (src/store/redis/quota-script.ts), whose window lengths are interpolated from
- * windows.ts. test/integration/quota-stores-differential.test.ts runs both on random histories
+ * windows.ts and whose day and month edges the gateway passes from calendar.ts (the script picks
+ * among them by its own clock, as `current` does here). test/integration/quota-stores-differential.test.ts runs both on random histories
  * and requires identical answers, so a change here that the script does not follow fails there.
  */
 export interface QuotaState {
@@ -14,6 +17,13 @@ export interface QuotaState {
   minuteCount: number;
   dayStartMs: number;
   dayCount: number;
+  /** The end of the day that began at dayStartMs (days in a zone are 23 to 25 hours; not stored). */
+  dayEndMs: number;
+  /** The month window (calendar.ts), counted only under a quota with `perMonth`. */
+  monthStartMs: number;
+  monthCount: number;
+  /** Its end (not stored). */
+  monthEndMs: number;
   rejectionsStartMs: number;
   rejections: number;
   bannedUntilMs: number;
@@ -25,9 +35,11 @@ export type Verdict = 'allowed' | 'limited' | 'banned';
 
 export interface QuotaOutcome {
   verdict: Verdict;
-  /** Units counted in the current UTC minute and day (after this request, if allowed), whatever the algorithm. */
+  /** Units counted in the current minute and day (after this request, if allowed), whatever the algorithm. */
   minuteCount: number;
   dayCount: number;
+  /** Units counted in the current month (0 under a quota without `perMonth`; absent: 0). */
+  monthCount?: number;
   /** Refusals counted towards a ban in the current ban window (0 once banned). */
   rejections: number;
   /** The store's clock when it decided: windows and resets are computed from it. */
@@ -45,19 +57,30 @@ export const EMPTY_STATE: QuotaState = Object.freeze({
   minuteCount: 0,
   dayStartMs: 0,
   dayCount: 0,
+  dayEndMs: 0,
+  monthStartMs: 0,
+  monthCount: 0,
+  monthEndMs: 0,
   rejectionsStartMs: 0,
   rejections: 0,
   bannedUntilMs: 0,
   minuteTatUs: 0,
 });
 
-/** The state as of `nowMs`: counters of windows that have ended, and a TAT that has passed, read as zero. */
-export function current(previous: QuotaState, nowMs: number): QuotaState {
+/**
+ * The state as of `nowMs`: counters of windows that have ended, and a TAT that has passed, read as
+ * zero. The day and the month are the periods of `calendar` that `nowMs` falls in.
+ */
+export function current(previous: QuotaState, nowMs: number, calendar?: Calendar): QuotaState {
   const state = { ...previous };
   const minuteStartMs = windowStartMs(nowMs, MINUTE_MS);
-  const dayStartMs = windowStartMs(nowMs, DAY_MS);
+  const periods = periodsAt(nowMs, calendar);
+  const [dayStartMs, dayEndMs] = pick(periods.day, nowMs);
+  const [monthStartMs, monthEndMs] = pick(periods.month, nowMs);
   if (state.minuteStartMs !== minuteStartMs) Object.assign(state, { minuteStartMs, minuteCount: 0 });
   if (state.dayStartMs !== dayStartMs) Object.assign(state, { dayStartMs, dayCount: 0 });
+  if (state.monthStartMs !== monthStartMs) Object.assign(state, { monthStartMs, monthCount: 0 });
+  Object.assign(state, { dayEndMs, monthEndMs });
   // A TAT not ahead of now admits as none does: it reads as 0, so states that decide alike look alike.
   if (state.minuteTatUs <= nowMs * 1000) state.minuteTatUs = 0;
   return state;
@@ -73,19 +96,21 @@ function outcomeOf(state: QuotaState, nowMs: number, verdict: Verdict, cost: num
     bannedUntilMs: verdict === 'banned' ? state.bannedUntilMs : 0,
     cost,
     minuteTatUs: state.minuteTatUs,
+    monthCount: state.monthCount,
   };
 }
 
 /** Use without consuming: the verdict is `banned` or `allowed` (whether the next fits is the caller's sum). */
-export function peek(previous: QuotaState, nowMs: number): QuotaOutcome {
-  const state = current(previous, nowMs);
+export function peek(previous: QuotaState, nowMs: number, calendar?: Calendar): QuotaOutcome {
+  const state = current(previous, nowMs, calendar);
   return outcomeOf(state, nowMs, state.bannedUntilMs > nowMs ? 'banned' : 'allowed', 1);
 }
 
 /**
- * One request of `cost` units (gateway.yaml `routes.costs`; 1 by default). Both windows are
- * checked, then both consumed by `cost`, or neither (a refused request consumes nothing, however
- * much of its cost would have fitted). The day is a budget of `perDay` units per UTC day under both
+ * One request of `cost` units (gateway.yaml `routes.costs`; 1 by default). Every window (the
+ * minute, the day, and the month under a quota with `perMonth`) is checked, then all are consumed
+ * by `cost`, or none (a refused request consumes nothing, however
+ * much of its cost would have fitted). The day (and the month) is a budget of `perDay` units per day of the quota's calendar under both
  * algorithms; a `gcra` plan checks its minute by cell rate (gcra.ts) instead of by the UTC minute's
  * count (which is kept all the same, for usage reports). A refusal counts towards a ban: the `afterRejections`-th
  * refusal within `window` seconds of the first is answered `banned`, and the ban lasts `duration`
@@ -100,9 +125,12 @@ export function decide(
   ban: BanPolicy,
   cost = 1,
 ): { state: QuotaState; outcome: QuotaOutcome } {
-  const state = current(previous, nowMs);
-  if (state.bannedUntilMs > nowMs) return { state, outcome: outcomeOf(state, nowMs, 'banned', cost) };
+  const state = current(previous, nowMs, quota.calendar);
+  // A ban in force changes nothing (the script writes nothing): the state stays as it was, which
+  // matters once a reload moves the day or month to another calendar.
+  if (state.bannedUntilMs > nowMs) return { state: previous, outcome: outcomeOf(state, nowMs, 'banned', cost) };
   const dayFits = state.dayCount + cost <= quota.perDay;
+  const monthFits = quota.perMonth === undefined || state.monthCount + cost <= quota.perMonth;
   let minuteFits: boolean;
   let minuteTatUs: number | null = null;
   if (quota.algorithm === 'gcra') {
@@ -111,9 +139,10 @@ export function decide(
   } else {
     minuteFits = state.minuteCount + cost <= quota.perMinute;
   }
-  if (minuteFits && dayFits) {
+  if (minuteFits && dayFits && monthFits) {
     state.minuteCount += cost;
     state.dayCount += cost;
+    if (quota.perMonth !== undefined) state.monthCount += cost;
     if (minuteTatUs !== null) state.minuteTatUs = minuteTatUs;
     return { state, outcome: outcomeOf(state, nowMs, 'allowed', cost) };
   }
@@ -139,7 +168,7 @@ export function lift(previous: QuotaState, nowMs: number): { state: QuotaState; 
 }
 
 /**
- * When a stored state may be dropped: once the day window, the ban window of its refusals, its
+ * When a stored state may be dropped: once the day window, the month window if it counted any, the ban window of its refusals, its
  * ban and its minute's theoretical arrival time (a TAT in the past admits as an empty one does) have all
  * ended, it reads exactly like EMPTY_STATE. Both stores drop state at this
  * moment (Redis by PEXPIREAT), so they forget the same things at the same time.
@@ -147,5 +176,6 @@ export function lift(previous: QuotaState, nowMs: number): { state: QuotaState; 
 export function expiresAtMs(state: QuotaState, ban: BanPolicy): number {
   const rejectionsEndMs = state.rejections > 0 ? state.rejectionsStartMs + ban.window * 1000 : 0;
   const tatEndMs = Math.ceil(state.minuteTatUs / 1000);
-  return Math.max(state.dayStartMs + DAY_MS, rejectionsEndMs, state.bannedUntilMs, tatEndMs);
+  const monthEndMs = state.monthCount > 0 ? state.monthEndMs : 0;
+  return Math.max(state.dayEndMs, monthEndMs, rejectionsEndMs, state.bannedUntilMs, tatEndMs);
 }

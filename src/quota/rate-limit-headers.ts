@@ -1,10 +1,14 @@
 import type { Quota } from '../config/plans-schema.js';
+import { endOf, periodsAt } from './calendar.js';
 import { fitsAtUs, gcraMinute, remainingAt } from './gcra.js';
 import type { QuotaOutcome } from './quota-state.js';
 import { DAY_MS, MINUTE_MS, secondsUntil, windowEndMs } from './windows.js';
 
+/** `w` of RateLimit-Policy for a month: the draft names a window by seconds; a month's vary, so 30 days. */
+const MONTH_POLICY_SECONDS = 30 * 86_400;
+
 export interface WindowReport {
-  name: 'minute' | 'day';
+  name: 'minute' | 'day' | 'month';
   limit: number;
   /** Units that can be sent now. */
   remaining: number;
@@ -18,14 +22,20 @@ export interface WindowReport {
   fitsAtMs: number;
 }
 
-function fixedReport(name: WindowReport['name'], limit: number, windowMs: number, used: number, outcome: QuotaOutcome): WindowReport {
+function fixedReport(
+  name: WindowReport['name'],
+  limit: number,
+  windowSeconds: number,
+  resetAtMs: number,
+  used: number,
+  outcome: QuotaOutcome,
+): WindowReport {
   const remaining = Math.max(0, limit - used);
-  const resetAtMs = windowEndMs(outcome.nowMs, windowMs);
   return {
     name,
     limit,
     remaining,
-    windowSeconds: windowMs / 1000,
+    windowSeconds,
     resetAtMs,
     fitsAtMs: remaining >= outcome.cost ? outcome.nowMs : resetAtMs,
   };
@@ -42,27 +52,41 @@ function gcraMinuteReport(quota: Quota, outcome: QuotaOutcome): WindowReport {
 }
 
 /**
- * Both windows as of the outcome, the binding one first. The day is the UTC day under both
- * algorithms (gcra.ts): its reset is 00:00 UTC. When a request of this one's cost would have to
- * wait, the window that makes it wait longest binds and reports that moment as its reset (with
- * both used up: the day, since a new minute does not let a request through). Otherwise the one
- * with the fewest units remaining binds and, on a tie, the one that resets later (the day when both
- * end at midnight).
+ * Every window as of the outcome (the minute, the day, and the month under a quota with
+ * `perMonth`), the binding one first. The day and the month are those of the quota's calendar
+ * (calendar.ts; UTC days and calendar months by default) under both algorithms (gcra.ts): they
+ * reset at their ends. When a request of this one's cost would have to wait, the window that
+ * makes it wait longest binds and reports that moment as its reset (with several used up: the
+ * longest, since a new minute does not let a request through). Otherwise the one with the fewest
+ * units remaining binds and, on a tie, the one that resets later (the day when minute and day end
+ * at midnight).
  */
-export function windowsOf(quota: Quota, outcome: QuotaOutcome): [WindowReport, WindowReport] {
+export function windowsOf(quota: Quota, outcome: QuotaOutcome): [WindowReport, ...WindowReport[]] {
+  const { nowMs } = outcome;
+  const periods = periodsAt(nowMs, quota.calendar);
   const minute =
     quota.algorithm === 'gcra'
       ? gcraMinuteReport(quota, outcome)
-      : fixedReport('minute', quota.perMinute, MINUTE_MS, outcome.minuteCount, outcome);
-  const day = fixedReport('day', quota.perDay, DAY_MS, outcome.dayCount, outcome);
-  const laterReset = minute.resetAtMs > day.resetAtMs;
-  if (minute.fitsAtMs > outcome.nowMs || day.fitsAtMs > outcome.nowMs) {
-    const minuteBinds = minute.fitsAtMs > day.fitsAtMs || (minute.fitsAtMs === day.fitsAtMs && laterReset);
-    const [binding, other] = minuteBinds ? [minute, day] : [day, minute];
-    return [{ ...binding, resetAtMs: binding.fitsAtMs }, other];
+      : fixedReport('minute', quota.perMinute, MINUTE_MS / 1000, windowEndMs(nowMs, MINUTE_MS), outcome.minuteCount, outcome);
+  const day = fixedReport('day', quota.perDay, DAY_MS / 1000, endOf(periods.day, nowMs), outcome.dayCount, outcome);
+  const windows: WindowReport[] = [minute, day];
+  if (quota.perMonth !== undefined) {
+    const monthEndMs = endOf(periods.month, nowMs);
+    windows.push(fixedReport('month', quota.perMonth, MONTH_POLICY_SECONDS, monthEndMs, outcome.monthCount ?? 0, outcome));
   }
-  const minuteBinds = minute.remaining < day.remaining || (minute.remaining === day.remaining && laterReset);
-  return minuteBinds ? [minute, day] : [day, minute];
+  let waits = false;
+  for (const w of windows) if (w.fitsAtMs > nowMs) waits = true;
+  let at = 0;
+  for (let i = 1; i < windows.length; i++) if (binds(windows[i]!, windows[at]!, waits)) at = i;
+  const [binding] = windows.splice(at, 1) as [WindowReport];
+  return [waits ? { ...binding, resetAtMs: binding.fitsAtMs } : binding, ...windows];
+}
+
+/** Whether `a` binds rather than `b`. Windows come shortest first: on a full tie the longer one binds (`>=`). */
+function binds(a: WindowReport, b: WindowReport, waits: boolean): boolean {
+  return waits
+    ? a.fitsAtMs > b.fitsAtMs || (a.fitsAtMs === b.fitsAtMs && a.resetAtMs >= b.resetAtMs)
+    : a.remaining < b.remaining || (a.remaining === b.remaining && a.resetAtMs >= b.resetAtMs);
 }
 
 /** What the headers report: the binding window, or while banned that window ending with the ban. */
@@ -75,8 +99,10 @@ export function reportedWindow(quota: Quota, outcome: QuotaOutcome): WindowRepor
 /**
  * The rate-limit fields of a response to an identified caller:
  * - X-RateLimit-Limit / -Remaining / -Reset (Unix seconds) for the binding window;
- * - RateLimit-Policy (both windows) and RateLimit (the binding one), as in
- *   draft-ietf-httpapi-ratelimit-headers-11: `"minute";q=60;w=60` and `"minute";r=12;t=41`.
+ * - RateLimit-Policy (every window) and RateLimit (the binding one), as in
+ *   draft-ietf-httpapi-ratelimit-headers-11: `"minute";q=60;w=60` and `"minute";r=12;t=41`; a
+ *   month is `"month";q=…;w=2592000` (30 days: the draft's `w` is seconds, a month's vary).
+ *   (A day in a zone that changes its clocks lasts 23 or 25 hours; its `w` stays 86400.)
  * While banned, Remaining is 0 and Reset is the end of the ban: no request can succeed before.
  */
 export function rateLimitHeaders(quota: Quota, outcome: QuotaOutcome): Record<string, string> {
@@ -97,6 +123,7 @@ function policyOf(quota: Quota): string {
   let policy = policies.get(quota);
   if (policy === undefined) {
     policy = `"minute";q=${quota.perMinute};w=${MINUTE_MS / 1000}, "day";q=${quota.perDay};w=${DAY_MS / 1000}`;
+    if (quota.perMonth !== undefined) policy += `, "month";q=${quota.perMonth};w=${MONTH_POLICY_SECONDS}`;
     policies.set(quota, policy);
   }
   return policy;

@@ -38,6 +38,8 @@ export async function openStores(
   commandTimeoutMs: number,
   logger: Logger,
   auditMaxEntries = DEFAULT_AUDIT_MAX_ENTRIES,
+  /** Tests only (gateway/test-clock.ts): the quota store's clock instead of Redis's. */
+  quotaClock?: () => number,
 ): Promise<Stores> {
   if (topologyOf(target) === 'none') {
     logger.warn('no REDIS_URL: using the embedded in-memory store (one process only, nothing persisted)');
@@ -48,7 +50,7 @@ export async function openStores(
   // Serve only once Redis answers, or after a bounded wait (then 503s until it does; never memory).
   await whenReady(redis, STARTUP_WAIT_MS).catch(() => {});
   const keys = new RedisKeyStore(redis);
-  const quotas = new RedisQuotaStore(redis);
+  const quotas = new RedisQuotaStore(redis, quotaClock);
   return {
     keys,
     quotas,

@@ -7,7 +7,8 @@ import type { QuotaOutcome } from '../quota/quota-state.js';
  */
 export interface QuotaStore {
   /**
-   * One atomic decision for one request of `cost` units: ban check, both windows, rejection counting.
+   * One atomic decision for one request of `cost` units: ban check, every window (minute, day, and
+   * month with `perMonth`), rejection counting.
    * `batched`, when given, hears how many requests the store decided in the same call (Redis: one
    * key's requests of one event-loop turn; a trace attribute); the memory store never calls it.
    * `recall`, when given (quota leases on), lets a request that does not fit while units of the
@@ -22,8 +23,8 @@ export interface QuotaStore {
     batched?: (requests: number) => void,
     recall?: RecallWait,
   ): Promise<QuotaOutcome>;
-  /** Current use without consuming anything. */
-  usage(keyId: string): Promise<QuotaOutcome>;
+  /** Current use without consuming anything; the day and month of `quota`'s calendar (UTC without one). */
+  usage(keyId: string, quota?: Quota): Promise<QuotaOutcome>;
   /** Lifts a ban and forgets counted rejections; false if the key was not banned. */
   unban(keyId: string): Promise<boolean>;
   /**
@@ -64,6 +65,8 @@ export interface LeaseRequest {
   giveBack: number;
   giveBackMinuteStartMs: number;
   giveBackDayStartMs: number;
+  /** Months (rule 12); absent: 0, none. */
+  giveBackMonthStartMs?: number;
   /** gcra plans: the longest the block may be used; its cells are charged as arriving then. */
   leaseMs: number;
   /** gcra plans: the TAT the given-back block left at its grant (its unused cells come off it only while it is still the TAT). */
@@ -86,6 +89,9 @@ export interface LeaseGrant {
   /** Units counted in each window after this step, every replica's leases included. */
   minuteCount: number;
   dayCount: number;
+  /** The month window (calendar.ts) and its count (0 under a quota without perMonth; absent: 0). */
+  monthStartMs?: number;
+  monthCount?: number;
   /** gcra plans: the minute's TAT after this step, in µs (0 when it is past). */
   minuteTatUs: number;
   /** The key's notice sequence number after this step: notices with a higher one are newer. */
@@ -102,6 +108,8 @@ export interface QuotaNotice {
   minuteCount: number;
   dayStartMs: number;
   dayCount: number;
+  monthStartMs?: number;
+  monthCount?: number;
   minuteTatUs: number;
   /** A ban in force until then (store clock), or 0. */
   bannedUntilMs: number;

@@ -28,7 +28,7 @@ export type GatewaysStack = Pick<QuotaStack, 'redis' | 'gateways' | 'configDir' 
  * Three real gateways on one real redis-server in front of an echo upstream, on the config
  * directory `makeConfig()` returns: started before the file's tests, stopped after.
  */
-export function threeGateways(makeConfig: () => string): GatewaysStack {
+export function threeGateways(makeConfig: () => string, gatewayEnv: Record<string, string> = {}): GatewaysStack {
   let redis: TestRedis;
   let upstream: EchoUpstream;
   let configDir = '';
@@ -37,7 +37,7 @@ export function threeGateways(makeConfig: () => string): GatewaysStack {
     configDir = makeConfig();
     redis = await TestRedis.start();
     upstream = await new EchoUpstream().start();
-    gateways.push(...(await startGateways(3, { redisUrl: redis.url, upstreamUrl: upstream.url, configDir })));
+    gateways.push(...(await startGateways(3, { redisUrl: redis.url, upstreamUrl: upstream.url, configDir, env: gatewayEnv })));
   }, 180_000);
   afterAll(async () => {
     await Promise.all(gateways.map((g) => g.process.stop()));
@@ -54,9 +54,15 @@ export function threeGateways(makeConfig: () => string): GatewaysStack {
   };
 }
 
-export function quotaStack(plansYaml: string, gatewayEdit: (yaml: string) => string = (y) => y): QuotaStack {
-  const stack = threeGateways(() =>
-    configCopy({ 'plans.yaml': () => plansYaml, 'gateway.yaml': (y) => gatewayEdit(slackRedisTimeout(y)) }),
+export function quotaStack(
+  plansYaml: string,
+  gatewayEdit: (yaml: string) => string = (y) => y,
+  /** More environment for the Redis stack's gateways (month-windows.test.ts: a test clock). */
+  gatewayEnv: Record<string, string> = {},
+): QuotaStack {
+  const stack = threeGateways(
+    () => configCopy({ 'plans.yaml': () => plansYaml, 'gateway.yaml': (y) => gatewayEdit(slackRedisTimeout(y)) }),
+    gatewayEnv,
   );
   let up: TollgateProcess | undefined;
   let upUrl = '';

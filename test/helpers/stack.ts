@@ -52,10 +52,16 @@ export function startGateway(env: Record<string, string | undefined>): Promise<G
  */
 export async function startGateways(
   count: number,
-  { redisUrl, upstreamUrl, configDir }: { redisUrl: string; upstreamUrl: string; configDir: string },
+  {
+    redisUrl,
+    upstreamUrl,
+    configDir,
+    env: more = {},
+  }: { redisUrl: string; upstreamUrl: string; configDir: string; env?: Record<string, string> },
 ): Promise<GatewayHandle[]> {
   const env = {
     ...TEST_PROCESS_ENV,
+    ...more,
     GATEWAY_PORT: '0',
     ADMIN_PORT: '0',
     REDIS_URL: redisUrl,

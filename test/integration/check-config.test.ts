@@ -55,6 +55,12 @@ describe('check-config refuses a broken plans.yaml, naming file and field', () =
     expect(stderr).toContain('plans.pro.perDay');
   });
 
+  it('refuses a perMonth lower than perDay and names perMonth', async () => {
+    const stderr = await expectRefused('per-month-below-per-day');
+    expect(stderr).toContain('plans.yaml');
+    expect(stderr).toContain('plans.pro.perMonth');
+  });
+
   it('refuses an unknown field in a plan and names it', async () => {
     const stderr = await expectRefused('unknown-plan-field');
     expect(stderr).toContain('plans.yaml');
@@ -97,6 +103,12 @@ describe('check-config refuses a broken gateway.yaml, naming file and field', ()
     const stderr = await expectRefused('gateway-ftp-upstream');
     expect(stderr).toContain('gateway.yaml');
     expect(stderr).toContain('upstream.url');
+  });
+
+  it('refuses a time zone that is not an IANA name and names quota.timeZone', async () => {
+    const stderr = await expectRefused('bad-time-zone');
+    expect(stderr).toContain('gateway.yaml');
+    expect(stderr).toContain('quota.timeZone');
   });
 
   it('refuses gateway.port 70000 and names gateway.port', async () => {

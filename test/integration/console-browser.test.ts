@@ -204,6 +204,14 @@ describeNeeding(chromiumMissing, 'the operator console in Chromium', () => {
     await expect.poll(status).toContain('is now free');
     await expect.poll(async () => (await use(key)).status).toBe(200);
 
+    // A month of its own, from a billing anchor: the key's facts and usage show it.
+    await page.locator('form[aria-label="Set month"] input[type=number]').fill('50000');
+    await page.locator('form[aria-label="Set month"] input[type=date]').fill('2026-01-31');
+    await page.locator('form[aria-label="Set month"] button[type=submit]').click();
+    await expect.poll(status).toContain('Month set');
+    await expect.poll(() => page.locator('main').innerText()).toContain('months begin on day 31');
+    await expect.poll(() => page.locator('main').innerText()).toMatch(/This month: \d+ \/ 50000 used/);
+
     await page.locator('form[aria-label="Set expiry"] input').fill('2099-01-31T12:00');
     await page.locator('form[aria-label="Set expiry"] button[type=submit]').click();
     await expect.poll(status).toContain('Expiry set');
@@ -243,7 +251,7 @@ describeNeeding(chromiumMissing, 'the operator console in Chromium', () => {
     await expect.poll(() => page.locator('tbody').innerText()).toContain('key.revoke');
     const text = await page.locator('tbody').innerText();
     for (const action of ['key.create', 'key.unban', 'key.update', 'key.rotate', 'key.revoke']) expect(text).toContain(action);
-    expect(await rows.count()).toBe(7); // create, unban, plan, expiry set, expiry cleared, rotate, revoke
+    expect(await rows.count()).toBe(8); // create, unban, plan, month, expiry set, expiry cleared, rotate, revoke
     expect(text).not.toContain('cli');
     await screenshot('audit');
     await expectAccessible('audit');

@@ -3,7 +3,8 @@ import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import { QuotaLeases, type LeaseSettings } from '../../src/quota/quota-leases.js';
 import type { QuotaOutcome } from '../../src/quota/quota-state.js';
 import { windowsOf } from '../../src/quota/rate-limit-headers.js';
-import { DAY_MS, MINUTE_MS, windowStartMs } from '../../src/quota/windows.js';
+import { periodsAt, pick } from '../../src/quota/calendar.js';
+import { MINUTE_MS, windowStartMs } from '../../src/quota/windows.js';
 import type { LeaseGrant, LeaseRequest } from '../../src/store/quota-store.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { random } from '../helpers/random.js';
@@ -22,7 +23,9 @@ const SETTINGS: LeaseSettings = { leaseMs: 200, hotPerSecond: 5, minBlock: 2, ma
 
 interface Run {
   perMinute: Map<number, number>;
+  /** Days and months of the quota's calendar (UTC days by default). */
   perDay: Map<number, number>;
+  perMonth: Map<number, number>;
   leased: number;
   decided: number;
   reservations: number;
@@ -44,7 +47,7 @@ async function hammer(opts: {
 }): Promise<Run> {
   const next = random(opts.seed);
   const clock = { nowMs: opts.startMs };
-  const run: Run = { perMinute: new Map(), perDay: new Map(), leased: 0, decided: 0, reservations: 0, lostUnits: 0 };
+  const run: Run = { perMinute: new Map(), perDay: new Map(), perMonth: new Map(), leased: 0, decided: 0, reservations: 0, lostUnits: 0 };
   const replicas = [0, 1, 2].map(() => {
     const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
     // What this replica knew at its last grant: the units admitted in that window by then.
@@ -61,9 +64,12 @@ async function hammer(opts: {
   });
   const admitted = (units: number) => {
     const minute = windowStartMs(clock.nowMs, MINUTE_MS);
-    const day = windowStartMs(clock.nowMs, DAY_MS);
+    const periods = periodsAt(clock.nowMs, opts.quota.calendar);
+    const [day] = pick(periods.day, clock.nowMs);
+    const [month] = pick(periods.month, clock.nowMs);
     run.perMinute.set(minute, (run.perMinute.get(minute) ?? 0) + units);
     run.perDay.set(day, (run.perDay.get(day) ?? 0) + units);
+    run.perMonth.set(month, (run.perMonth.get(month) ?? 0) + units);
   };
   try {
     for (let step = 0; step < opts.steps; step++) {
@@ -125,6 +131,20 @@ describe('quota leases on one injected clock', { timeout: 120_000 }, () => {
     for (const [, units] of run.perDay) expect(units).toBeLessThanOrEqual(700);
     // The day that started at midnight was filled: 400 in its first minute, 300 in the next.
     expect(run.perDay.get(Date.UTC(2030, 0, 11))).toBe(700);
+  });
+
+  it('never admit more than the month limit, across the month edge of Berlin', async () => {
+    // December begins in Berlin at 2026-11-30T23:00Z; the run starts 30 s before and lasts about two minutes.
+    const quota: Quota = { perMinute: 400, perDay: 500, perMonth: 500, calendar: { timeZone: 'Europe/Berlin' } };
+    const december = Date.UTC(2026, 10, 30, 23);
+    const run = await hammer({ seed: 4, startMs: december - 30_000, steps: 10_000, quota, subject: 'lease-month' });
+    for (const [, units] of run.perMinute) expect(units).toBeLessThanOrEqual(400);
+    for (const [, units] of run.perDay) expect(units).toBeLessThanOrEqual(500);
+    for (const [, units] of run.perMonth) expect(units).toBeLessThanOrEqual(500);
+    // November's last 30 s took a minute's worth; December was filled, its month binding by its second minute.
+    expect(run.perMonth.get(Date.UTC(2026, 9, 31, 23))).toBe(400);
+    expect(run.perMonth.get(december)).toBe(500);
+    expect(run.leased).toBeGreaterThan(300);
   });
 
   it('a replica that dies holding a lease loses at most that lease for that window', async () => {

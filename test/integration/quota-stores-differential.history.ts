@@ -9,7 +9,8 @@ export type Step =
   | { kind: 'drip'; key: number; count: number; everyMs: number }
   | { kind: 'usage' | 'unban'; key: number }
   | { kind: 'advance'; ms: number }
-  | { kind: 'toEdge'; window: 'minute' | 'day'; offsetMs: number }
+  /** The next edge of the window (the day and month of the plans' calendar), and `offsetMs` from it. */
+  | { kind: 'toEdge'; window: 'minute' | 'day' | 'month'; offsetMs: number }
   | { kind: 'reloadPlans'; quota: Quota; ban: BanPolicy }
   | { kind: 'setQuota'; key: number; quota: Quota | null };
 
@@ -22,12 +23,20 @@ const quota = fc
     shadow: fc.boolean(),
     // gcra with a burst up to perMinute (clamped, as a per-key quota below the plan's burst is).
     gcraBurst: fc.option(fc.integer({ min: 1, max: 5 }), { nil: undefined }),
+    // A month window a few days' worth (spent across days), and the calendar its day and month
+    // follow: zones with daylight saving (Berlin; Santiago, whose spring midnight does not exist;
+    // Lord Howe, half an hour) and billing anchors up to the 31st.
+    extraPerMonth: fc.option(fc.integer({ min: 0, max: 40 }), { nil: undefined }),
+    timeZone: fc.constantFrom('UTC', 'Europe/Berlin', 'America/Santiago', 'Australia/Lord_Howe'),
+    anchorDay: fc.option(fc.constantFrom(1, 15, 28, 29, 30, 31), { nil: undefined }),
   })
-  .map(({ perMinute, extraPerDay, shadow, gcraBurst }): Quota => ({
+  .map(({ perMinute, extraPerDay, shadow, gcraBurst, extraPerMonth, timeZone, anchorDay }): Quota => ({
     perMinute,
     perDay: perMinute + extraPerDay,
     ...(shadow && { shadow }),
     ...(gcraBurst !== undefined && { algorithm: 'gcra' as const, burst: gcraBurst }),
+    ...(extraPerMonth !== undefined && { perMonth: perMinute + extraPerDay + extraPerMonth }),
+    ...((timeZone !== 'UTC' || anchorDay !== undefined) && { calendar: { timeZone, ...(anchorDay !== undefined && { anchorDay }) } }),
   }));
 const ban = fc.record({
   afterRejections: fc.integer({ min: 1, max: 5 }),
@@ -68,7 +77,7 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   {
     weight: 2,
     arbitrary: fc
-      .record({ window: fc.constantFrom('minute' as const, 'day' as const), offsetMs: fc.integer({ min: -2, max: 2 }) })
+      .record({ window: fc.constantFrom('minute' as const, 'day' as const, 'month' as const), offsetMs: fc.integer({ min: -2, max: 2 }) })
       .map((edge) => ({ kind: 'toEdge' as const, ...edge })),
   },
   // Up to half an hour before midnight: a drip from there spends the day's end and the next day's start.
@@ -212,3 +221,59 @@ export const REGRESSIONS: Regression[] = [
     ],
   },
 ];
+
+/** Month windows on both stores, across the edges that matter: not found divergences, but the cases to keep. */
+REGRESSIONS.push(
+  {
+    name: 'a month spent over days, across the Berlin month edge (daylight-saving spring)',
+    startMs: Date.UTC(2026, 2, 28, 12),
+    steps: [
+      {
+        kind: 'reloadPlans',
+        quota: { perMinute: 2, perDay: 3, perMonth: 4, calendar: { timeZone: 'Europe/Berlin' } },
+        ban: { afterRejections: 100, window: 60, duration: 60 },
+      },
+      { kind: 'drip', key: 0, count: 4, everyMs: 61_000 },
+      { kind: 'toEdge', window: 'day', offsetMs: 0 },
+      { kind: 'drip', key: 0, count: 3, everyMs: 61_000 },
+      { kind: 'usage', key: 0 },
+      { kind: 'toEdge', window: 'month', offsetMs: -1 },
+      { kind: 'request', key: 0 },
+      { kind: 'advance', ms: 1 },
+      { kind: 'request', key: 0 },
+    ],
+  },
+  {
+    name: 'an anchor of the 31st through February',
+    startMs: Date.UTC(2026, 1, 27, 23, 59),
+    steps: [
+      {
+        kind: 'reloadPlans',
+        quota: { perMinute: 5, perDay: 5, perMonth: 6, calendar: { timeZone: 'UTC', anchorDay: 31 }, algorithm: 'gcra', burst: 5 },
+        ban: { afterRejections: 100, window: 60, duration: 60 },
+      },
+      { kind: 'drip', key: 1, count: 8, everyMs: 20_000 },
+      { kind: 'toEdge', window: 'month', offsetMs: 0 },
+      { kind: 'drip', key: 1, count: 3, everyMs: 0 },
+    ],
+  },
+);
+
+REGRESSIONS.push({
+  name: 'a Berlin day of 25 hours (daylight saving ends) spent across its extra hour',
+  // 2026-10-25 00:30 in Berlin (CEST); the day ends 25 hours after its midnight, at 23:00Z.
+  startMs: Date.UTC(2026, 9, 24, 22, 30),
+  steps: [
+    {
+      kind: 'reloadPlans',
+      quota: { perMinute: 2, perDay: 4, perMonth: 40, calendar: { timeZone: 'Europe/Berlin' } },
+      ban: { afterRejections: 100, window: 60, duration: 60 },
+    },
+    { kind: 'drip', key: 2, count: 3, everyMs: 12 * 3_600_000 },
+    { kind: 'toEdge', window: 'day', offsetMs: -1 },
+    { kind: 'request', key: 2, cost: 2 },
+    { kind: 'usage', key: 2 },
+    { kind: 'advance', ms: 1 },
+    { kind: 'request', key: 2, cost: 2 },
+  ],
+});

@@ -4,7 +4,8 @@ import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import { gcraMinute } from '../../src/quota/gcra.js';
 import type { QuotaOutcome } from '../../src/quota/quota-state.js';
 import { rateLimitHeaders, retryAfterSeconds, windowsOf } from '../../src/quota/rate-limit-headers.js';
-import { DAY_MS, MINUTE_MS, windowEndMs, windowStartMs } from '../../src/quota/windows.js';
+import { periodsAt, pick } from '../../src/quota/calendar.js';
+import { MINUTE_MS } from '../../src/quota/windows.js';
 import { MemoryQuotaStore } from '../../src/store/memory/memory-quota-store.js';
 import type { QuotaStore } from '../../src/store/quota-store.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
@@ -21,31 +22,66 @@ import { quotaHistory, REGRESSIONS, type Step } from './quota-stores-differentia
 // answers to the day's rule, which is the same for both algorithms: a budget of perDay units per
 // UTC day. It counts each key's admitted units per UTC day on its own (DayLedger) and requires the
 // stores' day count to match it, and every refusal with room left in that day to be the minute's.
-// (Issue 21: gcra once spread the day over 24 h, refusing with the day far from spent.)
+// (Issue 21: gcra once spread the day over 24 h, refusing with the day far from spent.) Quotas with
+// a month window and a calendar (a zone, a billing anchor) are in the histories too: the ledger
+// counts the month's units the same way, by the calendar's periods (src/quota/calendar.ts).
+
+/** The [start, end) of the quota's day or month at nowMs. */
+function periodOf(quota: Quota, nowMs: number, window: 'day' | 'month'): [number, number] {
+  return pick(periodsAt(nowMs, quota.calendar)[window], nowMs);
+}
 
 const redis = redisForFile();
 
-/** Units admitted to each key in the current UTC day, counted from the answers alone. */
+/** Units admitted to each key in the current day and month, counted from the answers alone. */
 class DayLedger {
-  private readonly used = new Map<number, { dayStartMs: number; units: number }>();
+  private readonly used = new Map<string, { startMs: number; endMs: number; units: number }>();
 
   check(key: number, quota: Quota, outcome: QuotaOutcome): void {
-    const dayStartMs = windowStartMs(outcome.nowMs, DAY_MS);
-    const known = this.used.get(key);
-    const before = known?.dayStartMs === dayStartMs ? known.units : 0;
-    const after = before + (outcome.verdict === 'allowed' ? outcome.cost : 0);
-    this.used.set(key, { dayStartMs, units: after });
-    expect(outcome.dayCount, 'the day counts the units admitted this UTC day').toBe(after);
-    if (outcome.verdict === 'allowed') expect(after).toBeLessThanOrEqual(quota.perDay);
+    const admitted = outcome.verdict === 'allowed' ? outcome.cost : 0;
+    const dayBefore = this.before(`${key} day`, periodOf(quota, outcome.nowMs, 'day'), outcome.dayCount, admitted, outcome);
+    // The month counts only under a quota with perMonth (as the stores do), but its window moves all the same.
+    const monthly = quota.perMonth !== undefined;
+    const monthAdmitted = monthly ? admitted : 0;
+    const monthBefore = this.before(
+      `${key} month`,
+      periodOf(quota, outcome.nowMs, 'month'),
+      outcome.monthCount ?? 0,
+      monthAdmitted,
+      outcome,
+    );
+    expect(outcome.dayCount, 'the day counts the units admitted this day').toBe(dayBefore + admitted);
+    if (monthly) expect(outcome.monthCount, 'the month counts the units admitted this month').toBe(monthBefore + admitted);
+    if (outcome.verdict === 'allowed') expect(dayBefore + admitted).toBeLessThanOrEqual(quota.perDay);
+    if (outcome.verdict === 'allowed' && monthly) expect(monthBefore + admitted).toBeLessThanOrEqual(quota.perMonth!);
     // A refusal while banned says nothing about the windows; a gcra cost above the burst never fits.
     if (outcome.verdict !== 'limited') return;
     if (quota.algorithm === 'gcra' && outcome.cost > gcraMinute(quota).burst) return;
     const [binding] = windowsOf(quota, outcome);
-    if (before + outcome.cost <= quota.perDay) {
-      expect(binding.name, 'a refusal with room left in the UTC day is the minute').toBe('minute');
+    const monthFits = !monthly || monthBefore + outcome.cost <= quota.perMonth!;
+    if (dayBefore + outcome.cost <= quota.perDay && monthFits) {
+      expect(binding.name, 'a refusal with room left in the day and month is the minute').toBe('minute');
+    } else if (!monthFits) {
+      expect(binding.resetAtMs, 'a refusal for the month waits for its end').toBeGreaterThanOrEqual(
+        periodOf(quota, outcome.nowMs, 'month')[1],
+      );
     } else {
-      expect(binding.resetAtMs, 'a refusal for the day waits for 00:00 UTC').toBeGreaterThanOrEqual(windowEndMs(outcome.nowMs, DAY_MS));
+      expect(binding.resetAtMs, 'a refusal for the day waits for its end').toBeGreaterThanOrEqual(periodOf(quota, outcome.nowMs, 'day')[1]);
     }
+  }
+
+  /**
+   * The window's units before this answer, and records them after it. A new window starts at 0.
+   * A reload to another calendar while the old window runs (another zone or anchor: another
+   * start, the old end still ahead) keeps the old count or starts at 0 depending on whether the
+   * stores wrote meanwhile (a refusal for a ban in force writes nothing): either is taken.
+   */
+  private before(name: string, [startMs, endMs]: [number, number], count: number, admitted: number, outcome: QuotaOutcome): number {
+    const known = this.used.get(name);
+    let before = known?.startMs === startMs ? known.units : 0;
+    if (known && known.startMs !== startMs && outcome.nowMs < known.endMs && count - admitted === known.units) before = known.units;
+    if (outcome.verdict !== 'banned') this.used.set(name, { startMs, endMs, units: before + admitted });
+    return before;
   }
 }
 
@@ -71,14 +107,17 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
         clock.nowMs += step.ms;
         continue;
       case 'toEdge': {
-        const windowMs = step.window === 'minute' ? MINUTE_MS : DAY_MS;
-        const edgeMs = clock.nowMs - (clock.nowMs % windowMs) + windowMs + step.offsetMs;
+        const nextEdgeMs =
+          step.window === 'minute'
+            ? clock.nowMs - (clock.nowMs % MINUTE_MS) + MINUTE_MS
+            : periodOf(plans.quota, clock.nowMs, step.window)[1];
+        const edgeMs = nextEdgeMs + step.offsetMs;
         // The clock never runs backwards (at edge − 1, "edge − 2" means the next window's): the
         // stores forget a state once its expiry has passed (the memory store's sweep, Redis's
         // PEXPIREAT on Redis's own clock), and nothing forgotten returns if time then steps back.
         // Under this injected clock Redis's expiry runs on real time instead, so a step back made
         // them differ (fast-check seed 91653849: a refusal swept at its expiry, the clock back 1 ms).
-        clock.nowMs = edgeMs >= clock.nowMs ? edgeMs : edgeMs + windowMs;
+        clock.nowMs = edgeMs >= clock.nowMs ? edgeMs : edgeMs + (step.window === 'minute' ? MINUTE_MS : 1);
         continue;
       }
       case 'reloadPlans':
@@ -117,7 +156,7 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
     const id = `${prefix}-k${step.key}`;
     const act = async (store: QuotaStore) => {
       if (step.kind === 'request') return request(store, step.key, step.cost);
-      if (step.kind === 'usage') return JSON.stringify(await store.usage(id));
+      if (step.kind === 'usage') return JSON.stringify(await store.usage(id, overrides.get(step.key) ?? plans.quota));
       return `unban ${await store.unban(id)}`;
     };
     transcripts[0].push(`${step.kind} k${step.key}: ${await act(memory)}`);

@@ -94,4 +94,30 @@ describe('the binding window', () => {
     expect(headers.ratelimit).toBe('"minute";r=0;t=900');
     expectOneReset(headers, bannedUntilMs / 1000, retryAfterSeconds(quota, banned));
   });
+
+  it('is the month when it has the fewest left, resetting at the month end of the zone (Berlin: 2026-11-30T23:00Z)', () => {
+    const monthly = { perMinute: 60, perDay: 1000, perMonth: 20_000, calendar: { timeZone: 'Europe/Berlin' } };
+    const headers = rateLimitHeaders(monthly, { ...outcome('allowed', 10, 100), monthCount: 19_990 });
+    expect(headers['x-ratelimit-limit']).toBe('20000');
+    expect(headers['x-ratelimit-remaining']).toBe('10');
+    expect(headers['ratelimit-policy']).toBe('"minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2592000');
+    expectOneReset(headers, Date.UTC(2026, 10, 30, 23) / 1000);
+  });
+
+  it('is the month once it is spent, with the day and minute free: Retry-After waits for the month', () => {
+    const monthly = { perMinute: 60, perDay: 1000, perMonth: 20_000 };
+    const refused = { ...outcome('limited', 10, 100), monthCount: 20_000 };
+    const headers = rateLimitHeaders(monthly, refused);
+    expect(headers.ratelimit).toMatch(/^"month";r=0;/);
+    expectOneReset(headers, Date.UTC(2026, 11, 1) / 1000, retryAfterSeconds(monthly, refused));
+  });
+
+  it('is the day, in its zone, when the day is spent and the month is not', () => {
+    const monthly = { perMinute: 60, perDay: 1000, perMonth: 20_000, calendar: { timeZone: 'Europe/Berlin' } };
+    const refused = { ...outcome('limited', 10, 1000), monthCount: 5000 };
+    const headers = rateLimitHeaders(monthly, refused);
+    expect(headers.ratelimit).toMatch(/^"day";r=0;/);
+    // 2026-11-22 10:00:20Z is 11:00:20 in Berlin: the day ends at 23:00Z.
+    expectOneReset(headers, Date.UTC(2026, 10, 22, 23) / 1000, retryAfterSeconds(monthly, refused));
+  });
 });

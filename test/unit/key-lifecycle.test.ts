@@ -202,3 +202,24 @@ describe('MemoryAuditLog', () => {
     expect(new Set([...first.entries, ...second.entries].map((e) => e.id)).size).toBe(3);
   });
 });
+
+describe('month windows and billing anchors of a key', () => {
+  it('stores an own month and an anchor, audits them, and removes them with null', async () => {
+    const { deps, audit } = setup();
+    const { record } = await createKey(deps, { plan: 'free', perMonth: 20_000, billingAnchor: '2026-01-31' }, API);
+    expect(record).toMatchObject({ perMonth: 20_000, billingAnchor: '2026-01-31' });
+    const cleared = await updateKey(deps, record.id, { perMonth: null, billingAnchor: null }, API);
+    expect(cleared).not.toHaveProperty('perMonth');
+    expect(cleared).not.toHaveProperty('billingAnchor');
+    const changes = (await audit.page({ limit: 1 })).entries[0]!.changes;
+    expect(changes).toEqual({ perMonth: { before: 20_000, after: null }, billingAnchor: { before: '2026-01-31', after: null } });
+  });
+
+  it('refuses an anchor that is not a real date and a month below the own day, naming the field', async () => {
+    const { deps } = setup();
+    const anchor = await refusal(createKey(deps, { plan: 'free', billingAnchor: '2026-02-30' }, API));
+    expect(anchor.message).toMatch(/^billingAnchor must be a date/);
+    const month = await refusal(createKey(deps, { plan: 'free', perMinute: 10, perDay: 500, perMonth: 400 }, API));
+    expect(month.message).toBe('perMonth cannot be lower than perDay');
+  });
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decide, EMPTY_STATE, type QuotaState } from '../../src/quota/quota-state.js';
+import { decide, EMPTY_STATE, expiresAtMs, type QuotaState } from '../../src/quota/quota-state.js';
 import { rateLimitHeaders, retryAfterSeconds } from '../../src/quota/rate-limit-headers.js';
 import { DAY_MS, MINUTE_MS } from '../../src/quota/windows.js';
 import { MemoryQuotaStore } from '../../src/store/memory/memory-quota-store.js';
@@ -109,6 +109,49 @@ describe('quota decision', () => {
     }
     expect(admitted).toEqual([60, 60, 60]);
     expect(await memory.usage('k')).toMatchObject({ verdict: 'allowed', dayCount: 180 });
+  });
+});
+
+describe('month windows', () => {
+  const monthly = { perMinute: 3, perDay: 3, perMonth: 5 };
+
+  it('admits perMonth units in a month over several days, consuming nothing when the month refuses', () => {
+    const nextDay = T0 - (T0 % DAY_MS) + DAY_MS;
+    const outcomes = run([T0, T0 + 1, T0 + 2, nextDay, nextDay + 1, nextDay + 2, nextDay + 3], monthly);
+    expect(outcomes.map((o) => o.verdict)).toEqual(['allowed', 'allowed', 'allowed', 'allowed', 'allowed', 'limited', 'limited']);
+    expect(outcomes.at(-1)).toMatchObject({ minuteCount: 2, dayCount: 2, monthCount: 5 });
+    expect(retryAfterSeconds(monthly, outcomes.at(-1)!)).toBe(Math.ceil((Date.UTC(2026, 11, 1) - (nextDay + 3)) / 1000));
+  });
+
+  it('begins a new month at its first instant in the zone: the month of Berlin, not of UTC', () => {
+    const berlin = { ...monthly, calendar: { timeZone: 'Europe/Berlin' } };
+    // December begins in Berlin at 2026-11-30T23:00Z, while it is still November in UTC.
+    const december = Date.UTC(2026, 10, 30, 23);
+    const minute = MINUTE_MS;
+    const outcomes = run(
+      [
+        december - DAY_MS - minute,
+        december - DAY_MS - minute + 1,
+        december - DAY_MS - minute + 2,
+        december - minute,
+        december - minute + 1,
+        december - 1,
+        december,
+      ],
+      berlin,
+    );
+    expect(outcomes.map((o) => o.verdict)).toEqual(['allowed', 'allowed', 'allowed', 'allowed', 'allowed', 'limited', 'allowed']);
+    expect(retryAfterSeconds(berlin, outcomes[5]!)).toBe(1);
+    expect(outcomes.at(-1)).toMatchObject({ dayCount: 1, monthCount: 1 });
+  });
+
+  it('counts no month under a quota without perMonth, and keeps its state no longer than the day', () => {
+    const [outcome] = run([T0]);
+    expect(outcome!.monthCount).toBe(0);
+    const { state } = decide(EMPTY_STATE, T0, quota, ban);
+    expect(expiresAtMs(state, ban)).toBe(T0 - (T0 % DAY_MS) + DAY_MS);
+    const monthlyState = decide(EMPTY_STATE, T0, monthly, ban).state;
+    expect(expiresAtMs(monthlyState, ban)).toBe(Date.UTC(2026, 11, 1));
   });
 });
 

@@ -156,6 +156,7 @@ async function degrade(
     ...quota,
     perMinute: Math.max(1, Math.floor(quota.perMinute / replicas)),
     perDay: Math.max(1, Math.floor(quota.perDay / replicas)),
+    ...(quota.perMonth !== undefined && { perMonth: Math.max(1, Math.floor(quota.perMonth / replicas)) }),
   };
   return judge(ctx, deps, share, await store.consume(subject, share, ban, cost), 'fallback');
 }

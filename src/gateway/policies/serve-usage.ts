@@ -27,7 +27,7 @@ export function serveUsage(path: string, deps: { quotas: QuotaStore; plans: () =
     if (!quota) return reject('plan_not_configured');
     // While the shared breaker says the store is down, answer at once instead of waiting a timeout.
     if (deps.health?.isDown()) return unavailable;
-    return deps.quotas.usage(quotaSubject(record, quota)).then(
+    return deps.quotas.usage(quotaSubject(record, quota), quota).then(
       (outcome): Decision => {
         // Like every answer to an identified caller, a 405 carries the rate-limit headers.
         if (!allowed)

@@ -86,7 +86,7 @@ function notAllowed(ctx: RequestContext, path: string, deps: WsTicketDeps): Deci
   const quota = quotaFor(record, deps.plans());
   if (!quota) return reject('plan_not_configured');
   if (deps.health?.isDown()) return UNAVAILABLE;
-  return deps.quotas.usage(quotaSubject(record, quota)).then(
+  return deps.quotas.usage(quotaSubject(record, quota), quota).then(
     (outcome) => refusal(rateLimitHeaders(quota, outcome)),
     (err: unknown) => {
       deps.health?.failed(err);

@@ -27,7 +27,7 @@ export function withStandingHeaders(
 ): Decision | Promise<Decision> {
   const quota = quotaFor(consumer, deps.plans());
   if (!quota || deps.health?.isDown()) return refusal();
-  return deps.quotas.usage(quotaSubject(consumer, quota)).then(
+  return deps.quotas.usage(quotaSubject(consumer, quota), quota).then(
     (outcome) => refusal(rateLimitHeaders(quota, outcome)),
     (err: unknown) => {
       deps.health?.failed(err);

@@ -3,11 +3,11 @@ import type { AuditAction } from '../../store/audit-log.js';
 import { audit, changesBetween } from './audit-changes.js';
 import type { Caller, LifecycleDeps } from './deps.js';
 import { notFound } from './find-key.js';
-import { futureInstant, parseInput, patchKeyInput, quotaPair, requirePlan } from './inputs.js';
+import { futureInstant, monthNotBelowDay, parseInput, patchKeyInput, quotaPair, requirePlan } from './inputs.js';
 
 /**
- * `{plan?, name?, perMinute?, perDay?, shadow?, expiresAt?, allowedCidrs?, scopes?}` (null removes own quotas,
- * shadow, the expiry, the networks or the scopes) →
+ * `{plan?, name?, perMinute?, perDay?, perMonth?, billingAnchor?, shadow?, expiresAt?, allowedCidrs?, scopes?}`
+ * (null removes own quotas, the own month, the anchor, shadow, the expiry, the networks or the scopes) →
  * the changed record; in force on every replica at once (the store announces it).
  */
 export async function updateKey(deps: LifecycleDeps, id: string, input: unknown, caller: Caller): Promise<PublicKeyRecord> {
@@ -18,6 +18,11 @@ export async function updateKey(deps: LifecycleDeps, id: string, input: unknown,
   const quota = quotaPair(fields.perMinute, fields.perDay, caller.label);
   if (quota === null) Object.assign(patch, { perMinute: undefined, perDay: undefined });
   else if (quota) Object.assign(patch, quota);
+  monthNotBelowDay(fields.perMonth, quota?.perDay, caller.label);
+  if (fields.perMonth === null) patch.perMonth = undefined;
+  else if (fields.perMonth !== undefined) patch.perMonth = fields.perMonth;
+  if (fields.billingAnchor === null) patch.billingAnchor = undefined;
+  else if (fields.billingAnchor !== undefined) patch.billingAnchor = fields.billingAnchor;
   if (fields.shadow === null || fields.shadow === false) patch.shadow = undefined;
   else if (fields.shadow) patch.shadow = true;
   if (fields.allowedCidrs === null) patch.allowedCidrs = undefined;

@@ -2,7 +2,7 @@ import { hashApiKey, newApiKey } from '../format.js';
 import { publicView, type KeyRecord, type PublicKeyRecord } from '../record.js';
 import { audit, changesBetween } from './audit-changes.js';
 import type { Caller, LifecycleDeps } from './deps.js';
-import { createKeyInput, futureInstant, parseInput, quotaPair, requirePlan } from './inputs.js';
+import { createKeyInput, futureInstant, monthNotBelowDay, parseInput, quotaPair, requirePlan } from './inputs.js';
 
 export interface CreatedKey {
   record: PublicKeyRecord;
@@ -10,11 +10,12 @@ export interface CreatedKey {
   key: string;
 }
 
-/** `{plan, name?, expiresAt?, perMinute?, perDay?, shadow?, owner?, allowedCidrs?, scopes?}` → a new key, stored, announced and audited. */
+/** `{plan, name?, expiresAt?, perMinute?, perDay?, perMonth?, billingAnchor?, shadow?, owner?, allowedCidrs?, scopes?}` → a new key, stored, announced and audited. */
 export async function createKey(deps: LifecycleDeps, input: unknown, caller: Caller): Promise<CreatedKey> {
   const fields = parseInput(createKeyInput, input, caller.label);
   const plan = requirePlan(fields.plan, deps.plans());
   const quota = quotaPair(fields.perMinute, fields.perDay, caller.label);
+  monthNotBelowDay(fields.perMonth, quota?.perDay, caller.label);
   const nowMs = deps.now();
   const { id, key } = newApiKey();
   const record: KeyRecord = {
@@ -25,6 +26,8 @@ export async function createKey(deps: LifecycleDeps, input: unknown, caller: Cal
     status: 'active',
     createdAt: new Date(nowMs).toISOString(),
     ...quota,
+    ...(fields.perMonth !== undefined && { perMonth: fields.perMonth }),
+    ...(fields.billingAnchor !== undefined && { billingAnchor: fields.billingAnchor }),
     ...(fields.shadow && { shadow: true }),
     ...(fields.owner !== undefined && { owner: fields.owner }),
     ...(fields.allowedCidrs !== undefined && { allowedCidrs: [...new Set(fields.allowedCidrs)] }),

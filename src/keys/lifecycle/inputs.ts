@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { anchorDayOf } from '../../config/calendar-fields.js';
 import { PLAN_NAME, quotaSchema, type PlansConfig } from '../../config/plans-schema.js';
 import { scopeListSchema } from '../../policies/access/scope.js';
 import { cidrSchema } from '../../policies/ip-rules/ip-rules-schema.js';
@@ -23,6 +24,13 @@ const owner = z
   .string(required('a string'))
   .regex(OWNER_PATTERN, 'must be 1 to 64 lowercase letters, digits, ".", "_" or "-", starting with a letter or digit');
 const shadow = z.boolean(required('true or false'));
+/** A date whose day of the month the key's month begins on (a shorter month: its last day). */
+const billingAnchor = z
+  .string(required('a date'))
+  .refine(
+    (value) => anchorDayOf(value) !== undefined,
+    "must be a date, e.g. 2026-01-31 (the month then begins on the 31st, or a shorter month's last day)",
+  );
 /** At least one network: an empty list would lock the key out everywhere (remove the list instead). */
 const allowedCidrs = z
   .array(cidrSchema, required('a list of CIDRs'))
@@ -36,6 +44,9 @@ export const createKeyInput = z.strictObject({
   expiresAt: instant.optional(),
   perMinute: count.optional(),
   perDay: count.optional(),
+  /** The key's own month window (with or without its own minute and day). */
+  perMonth: count.optional(),
+  billingAnchor: billingAnchor.optional(),
   /** Shadow override: the key's refusals are counted and logged, never enforced. */
   shadow: shadow.optional(),
   /** The customer the key belongs to: keys of one owner share a `scope: owner` plan's windows. */
@@ -54,6 +65,8 @@ export const patchKeyInput = z
     expiresAt: instant.nullable().optional(),
     perMinute: count.nullable().optional(),
     perDay: count.nullable().optional(),
+    perMonth: count.nullable().optional(),
+    billingAnchor: billingAnchor.nullable().optional(),
     shadow: shadow.nullable().optional(),
     allowedCidrs: allowedCidrs.nullable().optional(),
     scopes: scopeListSchema.nullable().optional(),
@@ -148,6 +161,13 @@ export function quotaPair(
     throw new LifecycleError('invalid_body', `${label('perDay')} cannot be lower than ${label('perMinute')}`);
   }
   return { perMinute, perDay };
+}
+
+/** A key's own month is no smaller than its own day (the plan's day is checked where it is in force: never, a smaller month simply binds). */
+export function monthNotBelowDay(perMonth: number | null | undefined, perDay: number | undefined, label: FieldLabel): void {
+  if (typeof perMonth === 'number' && perDay !== undefined && perMonth < perDay) {
+    throw new LifecycleError('invalid_body', `${label('perMonth')} cannot be lower than ${label('perDay')}`);
+  }
 }
 
 /** An expiry must lie in the future; stored in one canonical form (UTC, milliseconds). */

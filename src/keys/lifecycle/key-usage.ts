@@ -13,6 +13,8 @@ export interface UsageReport {
   plan: string;
   minute: WindowUsage;
   day: WindowUsage;
+  /** Under a quota with `perMonth`: the month of the key's calendar (quota.timeZone, billing anchor). */
+  month?: WindowUsage;
   /** ISO time the ban ends, or null. */
   bannedUntil: string | null;
   /** ISO time the key expires, or null. */
@@ -26,27 +28,28 @@ export interface WindowUsage {
   resetAt: string;
 }
 
-/** Both windows of a key without consuming anything (admin API, CLI and the key's own GET /v1/usage). */
+/** Every window of a key without consuming anything (admin API, CLI and the key's own GET /v1/usage). */
 export async function keyUsage(deps: LifecycleDeps, id: string): Promise<UsageReport> {
   const record = await findKey(deps, id);
   const quota = quotaFor(record, deps.plans());
   if (!quota) throw new LifecycleError('plan_not_configured', `key ${id} has plan "${record.plan}", which plans.yaml does not define`);
   // Under a `scope: owner` plan the windows are the owner's, shared by all of its keys.
-  return usageReport(record, quota, await deps.quotas.usage(quotaSubject(record, quota)));
+  return usageReport(record, quota, await deps.quotas.usage(quotaSubject(record, quota), quota));
 }
 
 export function usageReport(record: Consumer, quota: Quota, outcome: QuotaOutcome): UsageReport {
   const windows = windowsOf(quota, outcome);
-  const of = (name: 'minute' | 'day'): WindowUsage => {
+  const used = { minute: outcome.minuteCount, day: outcome.dayCount, month: outcome.monthCount ?? 0 };
+  const of = (name: 'minute' | 'day' | 'month'): WindowUsage => {
     const w = windows.find((x) => x.name === name)!;
-    const used = name === 'minute' ? outcome.minuteCount : outcome.dayCount;
-    return { used, limit: w.limit, remaining: w.remaining, resetAt: new Date(w.resetAtMs).toISOString() };
+    return { used: used[name], limit: w.limit, remaining: w.remaining, resetAt: new Date(w.resetAtMs).toISOString() };
   };
   return {
     id: record.id,
     plan: record.plan,
     minute: of('minute'),
     day: of('day'),
+    ...(quota.perMonth !== undefined && { month: of('month') }),
     bannedUntil: outcome.verdict === 'banned' ? new Date(outcome.bannedUntilMs).toISOString() : null,
     expiresAt: record.expiresAt ?? null,
   };

@@ -58,7 +58,17 @@ export class MemoryKeyStore implements KeyStore {
 /** Patch semantics shared by both stores: an undefined optional field removes it. */
 export function withPatch(record: KeyRecord, patch: KeyPatch): KeyRecord {
   const updated: KeyRecord = { ...record, ...patch };
-  for (const field of ['perMinute', 'perDay', 'expiresAt', 'shadow', 'owner', 'allowedCidrs', 'scopes'] as const) {
+  for (const field of [
+    'perMinute',
+    'perDay',
+    'perMonth',
+    'billingAnchor',
+    'expiresAt',
+    'shadow',
+    'owner',
+    'allowedCidrs',
+    'scopes',
+  ] as const) {
     if (field in patch && patch[field] === undefined) delete updated[field];
   }
   return updated;

@@ -28,9 +28,9 @@ export class MemoryQuotaStore implements QuotaStore {
     return outcome;
   }
 
-  async usage(keyId: string): Promise<QuotaOutcome> {
+  async usage(keyId: string, quota?: Quota): Promise<QuotaOutcome> {
     const nowMs = this.now();
-    return peek(this.read(keyId, nowMs), nowMs);
+    return peek(this.read(keyId, nowMs), nowMs, quota?.calendar);
   }
 
   async unban(keyId: string): Promise<boolean> {

@@ -7,7 +7,10 @@ import { QUOTA_NOTICE_CHANNEL } from './redis-keys.js';
 // one hash under the key's `{id}` hash tag (Cluster-safe).
 //
 // Time comes from Redis (TIME; effects replication, Redis >= 5), so replicas with skewed clocks
-// still agree on window edges. The ARGV `nowMs` is empty in production; tests pass their
+// still agree on window edges. Lua knows no time zones: the day and month edges (the day in
+// gateway.yaml quota.timeZone, the month also from a billing anchor) come from
+// src/quota/calendar.ts as four consecutive starts each, around the gateway's clock, and `pick`
+// chooses the period Redis's clock is in, so Redis's clock alone still decides every edge. The ARGV `nowMs` is empty in production; tests pass their
 // injected clock there to run the script and the memory store on the same time
 // (test/integration/quota-stores-differential.test.ts).
 
@@ -18,23 +21,41 @@ local function clock(nowArg)
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
--- current(): the stored state as of now; counters of ended windows read as zero. A state past
+-- calendar.ts pick(): the period [start, end) of the four edges from ARGV[at] on that now is in.
+local function pick(at, now)
+  local a, b, c, d = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+  if now < b then return a, b end
+  if now < c then return b, c end
+  return c, d
+end
+-- current(): the stored state as of now; counters of ended windows read as zero. The day and
+-- month edges are the eight ARGV from 'at' on (day, then month); without them (UNBAN_SCRIPT,
+-- which reads only the ban) the UTC day, and the month as stored. A state past
 -- its expiry ('ex', from expiresAtMs) reads as empty, as in the memory store: key expiry in Redis
 -- is only garbage collection, so an injected clock gives the same answers. (Hashes written
 -- before 'ex' existed have none: Redis's own expiry still covers them. A 'dt', the day's TAT of a
 -- gcra plan before its day became the UTC-day budget, is no longer read: expiry collects it.)
-local function current(now)
-  local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex', 'mt', 'le', 'sq')
-  local s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0 }
+local function current(now, at)
+  local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex', 'mt', 'le', 'sq', 'ys', 'yc')
+  local s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0, ys = 0, yc = 0 }
   local ex = tonumber(h[8])
   if ex == nil or ex > now then
     s = { ms = tonumber(h[1]) or 0, mc = tonumber(h[2]) or 0, ds = tonumber(h[3]) or 0, dc = tonumber(h[4]) or 0,
           rs = tonumber(h[5]) or 0, rc = tonumber(h[6]) or 0, bu = tonumber(h[7]) or 0,
-          mt = tonumber(h[9]) or 0 }
+          mt = tonumber(h[9]) or 0, ys = tonumber(h[12]) or 0, yc = tonumber(h[13]) or 0 }
   end
-  local minuteStart, dayStart = now - (now % MINUTE_MS), now - (now % DAY_MS)
+  local minuteStart = now - (now % MINUTE_MS)
+  local dayStart, monthStart
+  if at ~= nil then
+    dayStart, s.de = pick(at, now)
+    monthStart, s.ye = pick(at + 4, now)
+  else
+    dayStart = now - (now % DAY_MS)
+    s.de, monthStart, s.ye = dayStart + DAY_MS, s.ys, 0
+  end
   if s.ms ~= minuteStart then s.ms = minuteStart; s.mc = 0 end
   if s.ds ~= dayStart then s.ds = dayStart; s.dc = 0 end
+  if s.ys ~= monthStart then s.ys = monthStart; s.yc = 0 end
   if s.mt <= now * 1000 then s.mt = 0 end
   -- Lease notices (below): kept whatever the state's expiry, so their numbers never go back.
   s.le, s.sq = tonumber(h[10]) or 0, tonumber(h[11]) or 0
@@ -45,7 +66,7 @@ end
 local function reply(verdict, s, now, cost)
   local bannedUntil = 0
   if verdict == 2 then bannedUntil = s.bu end
-  return { verdict, s.mc, s.dc, s.rc, now, bannedUntil, cost, s.mt }
+  return { verdict, s.mc, s.dc, s.rc, now, bannedUntil, cost, s.mt, s.yc }
 end
 -- gcra.ts admitUs(): the TAT after admitting cost units, or nil when they do not fit.
 local function admit(tat, nowUs, cost, intervalUs, burst)
@@ -59,12 +80,13 @@ end
 -- pcall: the step's writes are made and stay (a script is not rolled back), so a PUBLISH refused
 -- (a Redis user whose ACL lacks this channel) must not turn its answer into an error; its leases
 -- then hear nothing, as without notices (docs/quota-leases.md).
--- The notice ends with 'le' after the step (a request waiting on a recall is decided again once it
--- has passed: no lease may still admit) and 1 for a recall (rule 11), else 0. A replica reads the
--- first nine fields of a notice and the last two when present.
+-- After the key and the eight numbers of the minute, day and ban come the month's start and count,
+-- then 'le' after the step (a request waiting on a recall is decided again once it has passed: no
+-- lease may still admit) and 1 for a recall (rule 11), else 0.
 local function notify(seq, s, now, recall)
   redis.pcall('PUBLISH', '${QUOTA_NOTICE_CHANNEL}', table.concat({ KEYS[1], string.format('%.0f', seq), s.ms, s.mc,
-    s.ds, s.dc, string.format('%.0f', s.mt), string.format('%.0f', s.bu), now, string.format('%.0f', s.le), recall }, ' '))
+    s.ds, s.dc, string.format('%.0f', s.mt), string.format('%.0f', s.bu), now, s.ys, s.yc,
+    string.format('%.0f', s.le), recall }, ' '))
 end
 -- The next sequence number: one more than the last, and never below Redis's clock × 1000. A
 -- state lost in Redis (FLUSHDB, eviction, DEL: no reconnection, so no subscription gap) starts
@@ -78,16 +100,18 @@ end
 -- back to life with old refusals or a ban), with its 'ex'; the caller appends its own fields.
 local function stateFields(s, ex)
   return { 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu,
-    'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt) }
+    'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt), 'ys', s.ys, 'yc', s.yc }
 end
 -- expiresAtMs(): the moment the whole state reads as empty ('ex', checked by current()). Redis's
 -- own expiry only collects the garbage, a minute later, so that it never forgets state before
 -- 'ex' does, on Redis's clock or an injected one. The TTL is set only when 'ex' moved: for a
 -- warm key 'ex' is the day's end, so most steps need no PEXPIRE.
+-- The month keeps the state only once it has counted.
 local function expiry(s, banWindowMs)
-  local rejectionsEnd = 0
+  local rejectionsEnd, monthEnd = 0, 0
   if s.rc > 0 then rejectionsEnd = s.rs + banWindowMs end
-  return math.max(s.ds + DAY_MS, rejectionsEnd, s.bu, math.ceil(s.mt / 1000))
+  if s.yc > 0 then monthEnd = s.ye end
+  return math.max(s.de, monthEnd, rejectionsEnd, s.bu, math.ceil(s.mt / 1000))
 end
 local function write(s, now, ex, fields)
   redis.call('HSET', KEYS[1], unpack(fields))
@@ -100,12 +124,13 @@ end
 // ARGV     perMinute, perDay, banAfterRejections, banWindowMs, banDurationMs, shadow (1 or 0),
 //          gcra (1 or 0), minute intervalUs, minute burst (gcra.ts gcraMinute(), computed once in
 //          TS), nowMs ('' = Redis TIME), recall (1: a refusal while a lease of the key may be out
-//          is a recall, below; 0: final), then the cost of each request to decide, one or more, in
-//          the order they arrived
+//          is a recall, below; 0: final), perMonth (0: no month window), the day's four edges and
+//          the month's (calendar.ts), then the cost of each request to decide, one or more, in the
+//          order they arrived
 // Reply    per request, QUOTA_REPLY_LENGTH numbers in a row: { verdict (0 allowed, 1 limited,
 //            2 banned, 3 recalled), minuteCount, dayCount, rejections, nowMs, bannedUntilMs, cost,
-//            minuteTatUs, seq, leasedUntilMs } (seq and leasedUntilMs: this step's notice number and
-//            'le', for a recalled request to wait on; 0 when no lease may be out)
+//            minuteTatUs, monthCount, seq, leasedUntilMs } (seq and leasedUntilMs: this step's
+//            notice number and 'le', for a recalled request to wait on; 0 when no lease may be out)
 // Several requests of one key in one call (redis-quota-store.ts merges those of one event-loop
 // turn) are decided one after another on the state each left, at one `now`: exactly as the same
 // requests sent one at a time within that millisecond.
@@ -116,14 +141,15 @@ end
 // Numbers that may grow large (TATs in microseconds, expiries) are written with %.0f,
 // exact for every integer a double holds: Redis passes a Lua number on in its shortest form, which
 // for large round values is exponent notation ('8.64e+17'), which PEXPIRE refuses.
-export const QUOTA_ARGS_BEFORE_COSTS = 11;
-export const QUOTA_REPLY_LENGTH = 10;
+export const QUOTA_ARGS_BEFORE_COSTS = 20;
+export const QUOTA_REPLY_LENGTH = 11;
 export const QUOTA_SCRIPT = `${CLOCK}
 local now = clock(ARGV[10])
 local perMinute, perDay = tonumber(ARGV[1]), tonumber(ARGV[2])
 local banAfter, banWindowMs, banDurationMs = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local shadow, gcra = ARGV[6] == '1', ARGV[7] == '1'
-local s = current(now)
+local perMonth = tonumber(ARGV[12])
+local s = current(now, 13)
 local leased = s.le > now
 local mayRecall = leased and ARGV[11] == '1' and not shadow
 -- The number a notice of this step carries, if it publishes one (only while a lease may be out).
@@ -136,6 +162,7 @@ local function decide(cost)
   if s.bu > now then return 2 end
   changed = true
   local dayFits = s.dc + cost <= perDay
+  local monthFits = perMonth == 0 or s.yc + cost <= perMonth
   local minuteFits
   local minuteTat = nil
   if gcra then
@@ -144,9 +171,10 @@ local function decide(cost)
   else
     minuteFits = s.mc + cost <= perMinute
   end
-  if minuteFits and dayFits then
+  if minuteFits and dayFits and monthFits then
     s.mc = s.mc + cost
     s.dc = s.dc + cost
+    if perMonth > 0 then s.yc = s.yc + cost end
     if minuteTat ~= nil then s.mt = minuteTat end
     admitted = true
     return 0
@@ -188,9 +216,10 @@ if not published then
   local exArg = string.format('%.0f', ex)
   if gcra then
     redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu,
-      'ex', exArg, 'mt', string.format('%.0f', s.mt))
+      'ex', exArg, 'mt', string.format('%.0f', s.mt), 'ys', s.ys, 'yc', s.yc)
   else
-    redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg)
+    redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg,
+      'ys', s.ys, 'yc', s.yc)
   end
   if exArg ~= s.storedEx then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS)) end
   return replies
@@ -207,10 +236,11 @@ if recalled then notify(seq, s, now, 1) else notify(seq, s, now, 0) end
 return replies
 `;
 
-// peek(): use without consuming. ARGV nowMs as above. Reply as above, verdict 0 or 2.
+// peek(): use without consuming. ARGV nowMs as above, then the day's and the month's edges.
+// Reply as above (without seq and leasedUntilMs), verdict 0 or 2.
 export const USAGE_SCRIPT = `${CLOCK}
 local now = clock(ARGV[1])
-local s = current(now)
+local s = current(now, 2)
 if s.bu > now then return reply(2, s, now, 1) end
 return reply(0, s, now, 1)
 `;
@@ -236,9 +266,12 @@ return 0
 //          gcra (1 or 0), minute intervalUs, minute burst, leaseMs (gcra: the lease's longest life),
 //          returnTatUs (gcra: the TAT the returned block left behind when it was granted),
 //          holder (the replica's id), ends (1: its lease of the key ends with this step), heldUntilMs
-//          (with ends: the end of that lease's last grant; a newer grant keeps the holder)
-// Reply    { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs, seq } (after
-//          the step; seq: the notice sequence number of this state, rule 10)
+//          (with ends: the end of that lease's last grant; a newer grant keeps the holder),
+//          perMonth (0: no month window), the day's and the month's edges (calendar.ts),
+//          returnMonthStartMs
+// Reply    { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs, seq,
+//          monthStartMs, monthCount } (after the step; seq: the notice sequence number of this
+//          state, rule 10)
 // Given-back units are credited only to the windows they were taken from: a window that has since
 // rolled over is not credited (its counters are the new window's). No block while banned, none
 // while a recall is pending ('rq', rule 11), and none once the units left are fewer than
@@ -258,15 +291,17 @@ local back, backMinute, backDay = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber
 local gcra, intervalUs, burst = ARGV[11] == '1', tonumber(ARGV[12]), tonumber(ARGV[13])
 local leaseUs, backTat = tonumber(ARGV[14]) * 1000, tonumber(ARGV[15])
 local holder, ends, heldUntil = ARGV[16], ARGV[17] == '1', tonumber(ARGV[18])
-local s = current(now)
+local perMonth, backMonth = tonumber(ARGV[19]), tonumber(ARGV[28])
+local s = current(now, 20)
 -- Units out on leases in this minute and this day ('lm', 'ld', each with the window start it
 -- belongs to): a give-back credits a window with no more than these, so never with units its
 -- counters do not hold (a Redis restarted empty, a give-back run twice).
-local raw = redis.call('HMGET', KEYS[1], 'lms', 'lds', 'lm', 'ld', 'rq')
-local lm, ld = 0, 0
+local raw = redis.call('HMGET', KEYS[1], 'lms', 'lds', 'lm', 'ld', 'rq', 'lys', 'ly')
+local lm, ld, ly = 0, 0, 0
 if tonumber(raw[1]) == s.ms then lm = tonumber(raw[3]) or 0 end
 if tonumber(raw[2]) == s.ds then ld = tonumber(raw[4]) or 0 end
 local recallUntil = tonumber(raw[5]) or 0
+if tonumber(raw[6]) == s.ys then ly = tonumber(raw[7]) or 0 end
 local changed = false
 if back > 0 then
   if s.ms == backMinute and s.mc > 0 then
@@ -276,6 +311,10 @@ if back > 0 then
   if s.ds == backDay and s.dc > 0 then
     local credit = math.min(back, ld)
     s.dc = math.max(0, s.dc - credit); ld = ld - credit; changed = true
+  end
+  if s.ys == backMonth and s.yc > 0 then
+    local credit = math.min(back, ly)
+    s.yc = math.max(0, s.yc - credit); ly = ly - credit; changed = true
   end
   if gcra and backTat > 0 and (s.mt == backTat or (s.mt > backTat and backTat - back * intervalUs >= now * 1000 + leaseUs)) then
     s.mt = s.mt - back * intervalUs; changed = true
@@ -296,6 +335,7 @@ end
 local granted = 0
 if want > 0 and s.bu <= now and recallUntil <= now then
   local left = perDay - s.dc
+  if perMonth > 0 then left = math.min(left, perMonth - s.yc) end
   local from = 0
   if gcra then
     local nowUs = now * 1000
@@ -312,6 +352,7 @@ if want > 0 and s.bu <= now and recallUntil <= now then
     s.dc = s.dc + granted
     lm = lm + granted
     ld = ld + granted
+    if perMonth > 0 then s.yc = s.yc + granted; ly = ly + granted end
     if gcra then s.mt = from + granted * intervalUs end
     changed = true
     -- A block admits no later than leaseMs after this moment (quota-leases.ts, rules 4 and 8).
@@ -330,10 +371,10 @@ if changed then
   if published then seq = nextSeq(s, now) end
   local ex = expiry(s, banWindowMs)
   local fields = stateFields(s, ex)
-  for _, field in ipairs({ 'lms', s.ms, 'lm', lm, 'lds', s.ds, 'ld', ld, 'le', string.format('%.0f', s.le),
-    'sq', string.format('%.0f', seq) }) do fields[#fields + 1] = field end
+  for _, field in ipairs({ 'lms', s.ms, 'lm', lm, 'lds', s.ds, 'ld', ld, 'lys', s.ys, 'ly', ly,
+    'le', string.format('%.0f', s.le), 'sq', string.format('%.0f', seq) }) do fields[#fields + 1] = field end
   write(s, now, ex, fields)
   if published then notify(seq, s, now, 0) end
 end
-return { granted, s.ms, s.ds, now, s.mc, s.dc, s.mt, seq }
+return { granted, s.ms, s.ds, now, s.mc, s.dc, s.mt, seq, s.ys, s.yc }
 `;

@@ -8,12 +8,13 @@ import { LEASE_SCRIPT, QUOTA_REPLY_LENGTH, QUOTA_SCRIPT, UNBAN_SCRIPT, USAGE_SCR
 import { QUOTA_NOTICE_CHANNEL, leaseHoldersKey, quotaKey, quotaSubject } from './redis-keys.js';
 import { TurnBatches } from './turn-batches.js';
 import { gcraMinute } from '../../quota/gcra.js';
+import { periodsAt, type Periods } from '../../quota/calendar.js';
 
 const VERDICTS: Verdict[] = ['allowed', 'limited', 'banned'];
 
 interface QuotaCommands {
   tgQuota(key: string, ...args: Array<string | number>): Promise<number[]>;
-  tgQuotaUsage(key: string, nowMs: string | number): Promise<number[]>;
+  tgQuotaUsage(key: string, nowMs: string | number, ...edges: number[]): Promise<number[]>;
   tgUnban(key: string, nowMs: string | number): Promise<number>;
   tgLease(key: string, holders: string, ...args: Array<string | number>): Promise<number[]>;
 }
@@ -122,6 +123,7 @@ export class RedisQuotaStore implements QuotaStore {
       ...gcraArgs(quota),
       this.nowArg(),
       recall ? 1 : 0,
+      ...this.monthArgs(quota),
       ...costs,
     );
     return costs.map((_, i) => toAnswer(reply, i * QUOTA_REPLY_LENGTH));
@@ -155,8 +157,9 @@ export class RedisQuotaStore implements QuotaStore {
     });
   }
 
-  async usage(keyId: string): Promise<QuotaOutcome> {
-    return toOutcome(await this.commands.tgQuotaUsage(quotaKey(keyId), this.nowArg()));
+  async usage(keyId: string, quota?: Quota): Promise<QuotaOutcome> {
+    const { day, month } = periodsAt(this.clockMs(), quota?.calendar);
+    return toOutcome(await this.commands.tgQuotaUsage(quotaKey(keyId), this.nowArg(), ...day, ...month));
   }
 
   async unban(keyId: string): Promise<boolean> {
@@ -183,6 +186,8 @@ export class RedisQuotaStore implements QuotaStore {
       request.holder,
       request.ends ? 1 : 0,
       request.heldUntilMs,
+      ...this.monthArgs(quota),
+      request.giveBackMonthStartMs ?? 0,
     );
     return named(GRANT_FIELDS, reply.map(Number));
   }
@@ -208,7 +213,26 @@ export class RedisQuotaStore implements QuotaStore {
   private nowArg(): string | number {
     return this.testClock ? this.testClock() : '';
   }
+
+  private clockMs(): number {
+    return this.testClock ? this.testClock() : Date.now();
+  }
+
+  /**
+   * perMonth (0: none) and the day's and month's edges around this replica's clock: the script
+   * picks the period Redis's clock is in (calendar.ts). Memoized there: the same array all day.
+   */
+  private monthArgs(quota: Quota): readonly number[] {
+    const periods = periodsAt(this.clockMs(), quota.calendar);
+    const perMonth = quota.perMonth ?? 0;
+    let args = monthArgs.get(periods);
+    if (args?.[0] !== perMonth) monthArgs.set(periods, (args = [perMonth, ...periods.day, ...periods.month]));
+    return args;
+  }
 }
+
+/** The script's month arguments per memoized periods (calendar.ts), for the perMonth last used with them. */
+const monthArgs = new WeakMap<Periods, readonly number[]>();
 
 /** Whether two requests are decided under the same windows and ban (the script's shared arguments). */
 function sameLimits(a: Request, b: Request): boolean {
@@ -218,6 +242,9 @@ function sameLimits(a: Request, b: Request): boolean {
   return (
     q.perMinute === r.perMinute &&
     q.perDay === r.perDay &&
+    q.perMonth === r.perMonth &&
+    q.calendar?.timeZone === r.calendar?.timeZone &&
+    q.calendar?.anchorDay === r.calendar?.anchorDay &&
     !q.shadow === !r.shadow &&
     q.algorithm === r.algorithm &&
     q.burst === r.burst &&
@@ -237,7 +264,7 @@ function gcraArgs(quota: Quota): number[] {
 /** One request's answer: the script's reply from `at` on (QUOTA_REPLY_LENGTH numbers; verdict 3: recalled). */
 function toAnswer(reply: number[], at: number): Answer {
   if (Number(reply[at]) !== 3) return toOutcome(reply, at);
-  return { recalled: { seq: Number(reply[at + 8]), leasedUntilMs: Number(reply[at + 9]), nowMs: Number(reply[at + 4]) } };
+  return { recalled: { seq: Number(reply[at + 9]), leasedUntilMs: Number(reply[at + 10]), nowMs: Number(reply[at + 4]) } };
 }
 
 /** The outcome of one request: the script's reply from `at` on (QUOTA_REPLY_LENGTH numbers). */
@@ -252,12 +279,14 @@ function toOutcome(reply: number[], at = 0): QuotaOutcome {
     bannedUntilMs: field(5, 0),
     cost: field(6, 1),
     minuteTatUs: field(7, 0),
+    monthCount: field(8, 0),
   };
 }
 
 /**
  * A notice as quota-script.ts publishes it: the quota key, then numbers; undefined if not one.
- * A replica of a version before recalls sends no 'le' nor recall flag: the notice is read without them.
+ * Notices of a version without months or recalls (8 numbers) are not read: the documented upgrade
+ * (docs/quota-leases.md) turns leases off while versions are mixed.
  */
 function toNotice(message: string): QuotaNotice | undefined {
   const [redisKey, ...fields] = message.split(' ');
@@ -274,8 +303,30 @@ function toNotice(message: string): QuotaNotice | undefined {
 }
 
 /** LEASE_SCRIPT's reply and a notice's numbers, in the order quota-script.ts writes them. */
-const GRANT_FIELDS = ['granted', 'minuteStartMs', 'dayStartMs', 'nowMs', 'minuteCount', 'dayCount', 'minuteTatUs', 'seq'] as const;
-const NOTICE_FIELDS = ['seq', 'minuteStartMs', 'minuteCount', 'dayStartMs', 'dayCount', 'minuteTatUs', 'bannedUntilMs', 'nowMs'] as const;
+const GRANT_FIELDS = [
+  'granted',
+  'minuteStartMs',
+  'dayStartMs',
+  'nowMs',
+  'minuteCount',
+  'dayCount',
+  'minuteTatUs',
+  'seq',
+  'monthStartMs',
+  'monthCount',
+] as const;
+const NOTICE_FIELDS = [
+  'seq',
+  'minuteStartMs',
+  'minuteCount',
+  'dayStartMs',
+  'dayCount',
+  'minuteTatUs',
+  'bannedUntilMs',
+  'nowMs',
+  'monthStartMs',
+  'monthCount',
+] as const;
 /** After those: leasedUntilMs and the recall flag. */
 const RECALL_FIELDS = 2;
 
