@@ -1,10 +1,15 @@
 import type { Logger } from '../observability/log.js';
+import type { LoopLag } from '../observability/loop-lag.js';
 
 /**
  * A small circuit breaker in front of the shared store. After a failure the store counts as down:
  * callers skip it (using their fallback at once instead of each waiting for a command timeout),
  * except one probe per `probeIntervalMs`, whose success brings everything back. Each transition is
  * logged once, not per request.
+ *
+ * A failure the process caused itself (`ownDelay`: a command timeout while its own event loop was
+ * stalled) is not the store's: it leaves the store up, and the caller sheds that request instead of
+ * using its fallback (a busy gateway is not a dead Redis; docs/operations.md, "Failure modes").
  */
 export class StoreHealth {
   private down = false;
@@ -16,6 +21,7 @@ export class StoreHealth {
     private readonly logger: Logger,
     private readonly probeIntervalMs = 500,
     private readonly now: () => number = Date.now,
+    private readonly ownDelay: (err: unknown) => boolean = () => false,
   ) {}
 
   /** Whether to ask the store now: always when up; while down, only as the periodic probe. */
@@ -32,13 +38,16 @@ export class StoreHealth {
     return this.down;
   }
 
-  failed(err: unknown): void {
+  /** A failed call: true when it counts against the store (now down), false when it was our own delay. */
+  failed(err: unknown): boolean {
+    if (!this.down && this.ownDelay(err)) return false;
     this.nextProbeAtMs = this.now() + this.probeIntervalMs;
-    if (this.down) return;
+    if (this.down) return true;
     this.down = true;
     const e = err as { code?: string; message?: string };
     this.logger.error({ store: this.name, err: { code: e?.code, message: e?.message } }, `${this.name} unavailable: degraded mode`);
     for (const listener of this.listeners) listener(true);
+    return true;
   }
 
   succeeded(): void {
@@ -51,4 +60,14 @@ export class StoreHealth {
   onChange(listener: (down: boolean) => void): void {
     this.listeners.push(listener);
   }
+}
+
+/**
+ * `ownDelay` for a store reached with a command timeout of `commandTimeoutMs`: a timeout while
+ * the loop stalled for half of it or more, within the command's life. A reply is read at the latest
+ * one loop turn after it arrives, so a healthy Redis only "times out" behind a stall that long.
+ */
+export function timeoutBehindStall(lag: LoopLag, commandTimeoutMs: number): (err: unknown) => boolean {
+  return (err) =>
+    (err as Error | undefined)?.message === 'Command timed out' && lag.stalledWithin(commandTimeoutMs * 4, commandTimeoutMs / 2);
 }

@@ -76,10 +76,21 @@ describe('Redis paused (SIGSTOP)', () => {
       expect(admitted.status).toBe(200);
       expect(admitted.headers.get('x-tollgate-degraded')).toBe('quota-open');
 
+      // Still able to serve as configured: ready, and saying degraded. Every replica shares this
+      // Redis, so a 503 here would take all of them out of the load balancer at once.
       const ready = await fetch(`${local.adminUrl}/readyz`, { signal: AbortSignal.timeout(2000) });
-      expect(ready.status).toBe(503);
+      expect(ready.status).toBe(200);
       // The upstream is shown but is not part of the status: only the gateway's own dependencies are.
-      expect(await ready.json()).toMatchObject({ checks: { redis: false }, services: { default: { inRotation: 1, targets: 1 } } });
+      expect(await ready.json()).toMatchObject({
+        status: 'degraded',
+        degraded: ['redis'],
+        checks: { redis: false },
+        services: { default: { inRotation: 1, targets: 1 } },
+      });
+      // `closed` cannot serve without Redis: not ready.
+      const closedReady = await fetch(`${closed.adminUrl}/readyz`, { signal: AbortSignal.timeout(2000) });
+      expect(closedReady.status).toBe(503);
+      expect(await closedReady.json()).toMatchObject({ status: 'not ready', checks: { redis: false } });
       expect(await metric(local, 'tollgate_degraded')).toBe('tollgate_degraded 1');
     } finally {
       redis.resume();

@@ -194,3 +194,15 @@ export function watchConnection(redis: RedisClient, where: string, logger: Logge
 }
 
 export { describeRedis };
+
+/**
+ * Redis just counted as unreachable while its connection still looks open (commands timed out: a
+ * partition without FIN, a hung server): drop that connection and open a new one. Commands still
+ * queued in the old one's path (kernel buffers on either side of a partition) would otherwise
+ * reach Redis after the heal and count requests the gateway had already decided without it. A
+ * Cluster keeps its connections: a node lost is found by its slot refresh and MOVED replies.
+ */
+export function reconnectIfStalled(client: RedisClient): void {
+  if (client instanceof Cluster || client.status !== 'ready') return;
+  client.disconnect(true);
+}
