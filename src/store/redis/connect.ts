@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { Logger } from '../../observability/log.js';
 import { asTarget, describeRedis, parseNodeList, topologyOf, type RedisTarget } from '../../config/redis-target.js';
@@ -204,5 +205,9 @@ export { describeRedis };
  */
 export function reconnectIfStalled(client: RedisClient): void {
   if (client instanceof Cluster || client.status !== 'ready') return;
-  client.disconnect(true);
+  // A reset, not a FIN: a graceful close would have the kernel keep retransmitting the queued
+  // commands after the heal. ioredis takes the reset as a lost connection and reconnects.
+  const stream = client.stream as Socket | undefined;
+  if (stream?.resetAndDestroy) stream.resetAndDestroy();
+  else client.disconnect(true);
 }
