@@ -16,7 +16,7 @@ import { createMetrics } from '../observability/metrics.js';
 import { scraper } from '../observability/scrape.js';
 import { guardProcess } from '../observability/process-guard.js';
 import { tracingFromEnv } from '../tracing/tracing-from-env.js';
-import { StoreHealth, timeoutBehindStall } from '../store/store-health.js';
+import { StoreHealth, timeoutNotOutage } from '../store/store-health.js';
 import { LoopLag } from '../observability/loop-lag.js';
 import { reconnectIfStalled } from '../store/redis/connect.js';
 import { DegradedMode } from './degraded-mode.js';
@@ -157,7 +157,7 @@ export async function startGateway(
   // loop was late, not Redis (store-health.ts); the request is shed instead (enforce-quota.ts).
   const loopLag = new LoopLag();
   const loopGauge = setInterval(() => metrics.loopStallSeconds.set(loopLag.worstWithinMs(10_000) / 1000), 5000).unref();
-  const health = new StoreHealth('redis', logger, undefined, undefined, timeoutBehindStall(loopLag, settings.redis.commandTimeoutMs));
+  const health = new StoreHealth('redis', logger, undefined, undefined, timeoutNotOutage(loopLag, settings.redis.commandTimeoutMs));
   health.onChange((down) => metrics.degraded.set(down ? 1 : 0));
   const { onRedisFailure } = settings.quota;
   const degraded = new DegradedMode(onRedisFailure, settings.quota.replicas, ownStores.quotas, logger, settings.keyCache.maxEntries);

@@ -87,7 +87,7 @@ export function createMetrics() {
     }),
     quotaShed: new Counter({
       name: 'tollgate_quota_shed_total',
-      help: "Requests answered 503 gateway_overloaded instead of a quota decision: too many waiting on Redis (pending), or a Redis timeout behind this process's own stalled event loop (loop_stalled).",
+      help: "Requests answered 503 gateway_overloaded instead of a quota decision: too many waiting on Redis (pending), or a Redis timeout that was no outage: behind this process's own stalled event loop, or while Redis still answered (timeout).",
       labelNames: ['reason'] as const,
       registers: [registry],
     }),

@@ -17,7 +17,7 @@ export interface LoopTally {
  * `loops` keep-alive request loops on one key over `urls` (loop i on urls[i % length]), until
  * `stop()`; each answer is tallied. The per-request deadline only catches hangs.
  */
-export function requestLoops(urls: string[], key: string, loops: number) {
+export function requestLoops(urls: string[], key: string, loops: number, onAnswer?: (res: Response, body: string) => void) {
   const tally: LoopTally = { statuses: new Map(), degraded: new Map(), longestMs: 0, unanswered: 0, remainingAfterMark: -1 };
   let running = true;
   let marked = false;
@@ -25,7 +25,8 @@ export function requestLoops(urls: string[], key: string, loops: number) {
     const startedMs = performance.now();
     try {
       const res = await fetch(`${url}/v1/categories`, { headers: bearer(key), signal: AbortSignal.timeout(60_000) });
-      await res.arrayBuffer();
+      const body = await res.text();
+      onAnswer?.(res, body);
       tally.longestMs = Math.max(tally.longestMs, performance.now() - startedMs);
       tally.statuses.set(res.status, (tally.statuses.get(res.status) ?? 0) + 1);
       const degraded = res.headers.get('x-tollgate-degraded');

@@ -8,7 +8,8 @@ import { awayFromDayEdge } from '../helpers/windows.js';
 
 // A partition without FIN between a gateway and its Redis (a fault proxy of the test's own), under
 // 16 keep-alive loops on one key, with the shipped config (local mode, 250 ms command timeout):
-// every request is answered, /readyz stays 200 and says degraded, and after the heal the key's day
+// every request is answered (200, or 503 while the outage is being confirmed), /readyz stays 200
+// and says degraded, and after the heal the key's day
 // count in Redis holds everything admitted. It may hold more by the requests that were in flight
 // when the path broke (Redis counted them, their replies never came, and the gateway decided them
 // again locally: docs/operations.md, "Failure modes"), never less.
@@ -76,7 +77,9 @@ describe('Redis partitioned from a gateway (no FIN)', () => {
     expect(duringPartition.status).toBe(200);
     expect(duringPartition.body).toMatchObject({ status: 'degraded', degraded: ['redis'] });
     expect(tally.unanswered).toBe(0);
-    expect([...tally.statuses.keys()]).toEqual([200]);
+    // 200, or, in the first second of the partition (before a silent Redis counts as gone: four
+    // command timeouts without an answer), 503 gateway_overloaded for a request whose call timed out.
+    expect([...tally.statuses.keys()].filter((status) => status !== 200 && status !== 503)).toEqual([]);
     expect(tally.degraded.get('quota-local') ?? 0).toBeGreaterThan(0);
     // The degraded admissions reach Redis once the gateway is back on it (degraded-ledger.ts).
     await expect.poll(dayCount, { timeout: 30_000, interval: 200 }).toBeGreaterThanOrEqual(admitted);

@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { LoopLag } from '../../src/observability/loop-lag.js';
-import { StoreHealth, timeoutBehindStall } from '../../src/store/store-health.js';
+import { StoreHealth, timeoutNotOutage } from '../../src/store/store-health.js';
 
 // A busy gateway is not a dead Redis: a command timeout while the process's own event loop
 // stalled does not trip the breaker (the reply may have been sitting in the socket).
@@ -35,19 +35,19 @@ describe('event loop lag', () => {
     const lag = new LoopLag(10);
     const logger = pino({ level: 'silent' });
     try {
-      const health = new StoreHealth('redis', logger, 500, Date.now, timeoutBehindStall(lag, 100));
+      const health = new StoreHealth('redis', logger, 500, Date.now, timeoutNotOutage(lag, 100));
       block(200);
       expect(health.failed(timeout())).toBe(false);
       expect(health.isDown()).toBe(false);
       // A connection error is Redis's, stall or not.
-      const other = new StoreHealth('redis', logger, 500, Date.now, timeoutBehindStall(lag, 100));
+      const other = new StoreHealth('redis', logger, 500, Date.now, timeoutNotOutage(lag, 100));
       expect(other.failed(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }))).toBe(true);
       // Long after the stall, a timeout is Redis's too. (The loop ticks freely meanwhile: the
       // window looked back on is 4 × 100 ms.)
       const fresh = new LoopLag(10);
       try {
         await tick(450);
-        const later = new StoreHealth('redis', logger, 500, Date.now, timeoutBehindStall(fresh, 100));
+        const later = new StoreHealth('redis', logger, 500, Date.now, timeoutNotOutage(fresh, 100));
         if (fresh.worstWithinMs(400) < 50) expect(later.failed(timeout())).toBe(true);
       } finally {
         fresh.close();

@@ -78,21 +78,26 @@ export function enforceQuota(deps: QuotaDeps): Policy {
         if (span) endSpan(span, { 'tollgate.quota.verdict': outcome.verdict, 'tollgate.quota.cost': cost });
         metrics.redisSeconds.observe({ operation: 'quota' }, (performance.now() - startedMs) / 1000);
         health.succeeded();
+        // A ban begins at the request that earned it; the requests decided after it in the same
+        // script call (turn-batches.ts) report the same ban, which this replica knows by then.
+        const newBan =
+          outcome.verdict === 'banned' &&
+          outcome.bannedUntilMs - outcome.nowMs === plans.ban.duration * 1000 &&
+          local.answer(subject)?.bannedUntilMs !== outcome.bannedUntilMs;
         local.remember(subject, outcome);
         deps.degraded.heard(subject, outcome);
         if (outcome.verdict !== 'allowed') deps.leases?.refused(subject);
-        if (outcome.verdict === 'banned' && outcome.bannedUntilMs - outcome.nowMs === plans.ban.duration * 1000) {
-          metrics.bans.inc({ plan: key.plan });
-        }
+        if (newBan) metrics.bans.inc({ plan: key.plan });
         return judge(ctx, deps, quota, outcome, 'store');
       },
       (err: unknown) => {
         pending--;
         endSpan(span, { 'tollgate.quota.cost': cost }, 'store_unavailable');
         metrics.redisErrors.inc({ operation: 'quota' });
-        // A timeout behind our own stalled event loop (store-health.ts) says nothing of Redis: the
-        // script may well have counted this request. Local counting would admit past the limit.
-        if (!health.failed(err)) return shed(deps, 'loop_stalled');
+        // A timeout that is no outage (our own stalled event loop, or a Redis still answering,
+        // late: store-health.ts): the script may well have counted this request, and local
+        // counting would admit past the limit. Shed it; the next request asks Redis again.
+        if (!health.failed(err)) return shed(deps, 'timeout');
         return degrade(ctx, deps, quota, plans.ban, subject, cost);
       },
     );
@@ -123,7 +128,7 @@ function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: Quot
 }
 
 /** 503 with Retry-After: this replica cannot decide in time now, and will not guess. */
-function shed(deps: QuotaDeps, reason: 'pending' | 'loop_stalled'): Decision {
+function shed(deps: QuotaDeps, reason: 'pending' | 'timeout'): Decision {
   deps.metrics.quotaShed.inc({ reason });
   return reject('gateway_overloaded', undefined, { 'retry-after': 1 });
 }

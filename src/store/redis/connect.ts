@@ -211,3 +211,14 @@ export function reconnectIfStalled(client: RedisClient): void {
   if (stream?.resetAndDestroy) stream.resetAndDestroy();
   else client.disconnect(true);
 }
+
+/**
+ * The connection a Cluster client's subscriptions live on (one node's; ioredis picks it, and picks
+ * another, subscribing again, when it ends). ioredis does not expose it: its ClusterSubscriber's
+ * `getInstance()` is read here, in one place, so an ioredis upgrade that moves it breaks one
+ * function (and test/integration/redis-subscriptions-cluster.test.ts), not the heartbeat's logic.
+ */
+export function clusterSubscription(cluster: Cluster): Redis | undefined {
+  const subscriber = (cluster as unknown as { subscriber?: { getInstance?(): Redis | null } }).subscriber;
+  return subscriber?.getInstance?.() ?? undefined;
+}
