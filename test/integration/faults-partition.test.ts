@@ -95,3 +95,30 @@ describe('Redis partitioned from a gateway (no FIN)', () => {
     expect(counted - admitted).toBeLessThanOrEqual(LOOPS * losses);
   }, 180_000);
 });
+
+describe('every connection to Redis reset at once (RST), and added latency', () => {
+  it('answers every request and Redis counts every admission after the reconnection', async () => {
+    await awayFromDayEdge(120);
+    const before = await dayCount();
+    const loops = requestLoops([gateway.url], key.key, LOOPS);
+    await sleep(1000);
+    // Latency below the command timeout changes nothing but the wait.
+    proxy.latency(50);
+    await sleep(1000);
+    proxy.latency(0);
+    proxy.reset();
+    await sleep(2000);
+    const tally = await loops.stop();
+    const admitted = tally.statuses.get(200) ?? 0;
+    await expect.poll(dayCount, { timeout: 30_000, interval: 200 }).toBeGreaterThanOrEqual(before + admitted);
+    await sleep(1500);
+    const counted = (await dayCount()) - before;
+    console.log(
+      `reset: ${[...tally.statuses].map(([s, n]) => `${n}×${s}`).join(', ')}; degraded ${JSON.stringify(Object.fromEntries(tally.degraded))}; longest wait ${Math.round(tally.longestMs)} ms; admitted ${admitted}, counted ${counted}`,
+    );
+    expect(tally.unanswered).toBe(0);
+    expect([...tally.statuses.keys()].filter((status) => status !== 200 && status !== 503)).toEqual([]);
+    // A reset loses the replies in flight: those requests may be counted by Redis and again here.
+    expect(counted - admitted).toBeLessThanOrEqual(LOOPS);
+  }, 180_000);
+});
