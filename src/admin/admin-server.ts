@@ -7,8 +7,13 @@ import type { Logger } from '../observability/log.js';
 import type { AdminApi } from './admin-api.js';
 
 export interface AdminChecks {
-  /** Each named dependency's readiness; any false makes /readyz answer 503. */
+  /** Each named dependency's readiness; any false makes /readyz answer 503, unless `degradable` names it. */
   readiness(): Promise<Record<string, boolean>>;
+  /**
+   * Checks whose failure leaves this replica able to serve as configured (Redis under the `local`
+   * or `open` failure mode): /readyz stays 200 and says `degraded`, naming them.
+   */
+  degradable?: readonly string[];
   /**
    * Each upstream service's targets in rotation, shown on /readyz but never part of its status:
    * one dead backend must not take every gateway replica out of its load balancer.
@@ -39,10 +44,14 @@ export function createAdminServer(checks: AdminChecks, adminApi: AdminApi | unde
     if (path === '/readyz') {
       const checksResult = await checks.readiness();
       const draining = checks.draining?.() ?? false;
-      const ready = !draining && Object.values(checksResult).every(Boolean);
+      const failing = Object.keys(checksResult).filter((name) => !checksResult[name]);
+      const degraded = failing.filter((name) => checks.degradable?.includes(name));
+      const ready = !draining && degraded.length === failing.length;
+      const status = draining ? 'draining' : !ready ? 'not ready' : degraded.length > 0 ? 'degraded' : 'ready';
       return sendJson(res, ready ? 200 : 503, {
-        status: draining ? 'draining' : ready ? 'ready' : 'not ready',
+        status,
         checks: checksResult,
+        ...(degraded.length > 0 ? { degraded } : {}),
         services: checks.services?.(),
       });
     }

@@ -178,6 +178,12 @@ export const gatewayFileSchema = z.strictObject({
       /** Gateway replicas sharing the load; in `local` mode each enforces 1/replicas of a limit. */
       replicas: z.number().int().min(1).max(1000).default(1),
       /**
+       * Most quota decisions one replica waits on Redis for at once; beyond it a request is shed
+       * with 503 gateway_overloaded and Retry-After (never decided locally: a busy gateway is not a
+       * dead Redis).
+       */
+      maxPendingDecisions: z.number().int().min(1).max(1_000_000).default(10_000),
+      /**
        * Quota leases (docs/quota-leases.md): a hot key far from its limits reserves blocks of units
        * in Redis and is admitted without a round trip; never more than the limit per window.
        */

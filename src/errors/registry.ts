@@ -91,6 +91,10 @@ export const ERRORS = {
     message: "The identity provider's keys cannot be fetched, so the token cannot be checked; retry after the time in Retry-After.",
   },
   rate_limit_store_unavailable: { status: 503, message: 'The rate-limit store is unavailable; retry shortly.' },
+  gateway_overloaded: {
+    status: 503,
+    message: 'This gateway is too busy to decide the quota in time; retry after the time in Retry-After.',
+  },
   service_unavailable: { status: 503, message: 'The service is shutting down or not ready.' },
   upstream_unavailable: {
     status: 503,

@@ -18,8 +18,10 @@ import { createMetrics } from '../observability/metrics.js';
 import { scraper } from '../observability/scrape.js';
 import { guardProcess } from '../observability/process-guard.js';
 import { tracingFromEnv } from '../tracing/tracing-from-env.js';
-import { StoreHealth } from '../store/store-health.js';
-import { MemoryQuotaStore } from '../store/memory/memory-quota-store.js';
+import { StoreHealth, timeoutNotOutage } from '../store/store-health.js';
+import { LoopLag } from '../observability/loop-lag.js';
+import { reconnectIfStalled } from '../store/redis/connect.js';
+import { DegradedMode } from './degraded-mode.js';
 import { openStores, type Stores } from '../store/open-stores.js';
 import { AssertionSigner } from './assertion-signer.js';
 import type { Policy } from './context.js';
@@ -164,8 +166,16 @@ export async function startGateway(
   guardProcess(logger, () => metrics.uncaughtErrors.inc());
   // One breaker for the shared store: once a command fails, requests stop waiting on Redis and
   // use their fallbacks at once, while one probe every half second finds out when it is back.
-  const health = new StoreHealth('redis', logger);
+  // A Redis command that timed out while this process's own loop stalled does not trip it: the
+  // loop was late, not Redis (store-health.ts); the request is shed instead (enforce-quota.ts).
+  const loopLag = new LoopLag();
+  const loopGauge = setInterval(() => metrics.loopStallSeconds.set(loopLag.worstWithinMs(10_000) / 1000), 5000).unref();
+  const health = new StoreHealth('redis', logger, undefined, undefined, timeoutNotOutage(loopLag, settings.redis.commandTimeoutMs));
   health.onChange((down) => metrics.degraded.set(down ? 1 : 0));
+  const { onRedisFailure } = settings.quota;
+  const degraded = new DegradedMode(onRedisFailure, settings.quota.replicas, ownStores.quotas, logger, settings.keyCache.maxEntries);
+  // Back from an outage: what was admitted without Redis is added to it, once (degraded-ledger.ts).
+  health.onChange((down) => (down ? ownStores.redis && reconnectIfStalled(ownStores.redis) : degraded.recovered()));
 
   const keys = new KeyCache(ownStores.keys, {
     freshMs: settings.keyCache.ttlSeconds * 1000,
@@ -232,7 +242,8 @@ export async function startGateway(
     costs: () => routes.current().costs,
     local: verdicts,
     leases,
-    fallback: { mode: settings.quota.onRedisFailure, store: new MemoryQuotaStore(), replicas: settings.quota.replicas },
+    degraded,
+    maxPending: settings.quota.maxPendingDecisions,
     metrics,
     logger,
   });
@@ -336,6 +347,9 @@ export async function startGateway(
         // A backend refusing our assertions (secret mismatch) makes every proxied request a 502.
         upstreamAcceptsAssertion: proxy.assertionAccepted(),
       }),
+      // Redis unreachable is degraded, not unready, where the failure mode serves without it:
+      // every replica shares that Redis, so 503 would take all of them out of the load balancer.
+      degradable: onRedisFailure === 'closed' ? [] : ['redis'],
       services: () => upstreams.summary(),
       draining: () => drain.active,
     },
@@ -392,6 +406,9 @@ export async function startGateway(
       await closeGracefully(admin, 0);
       upstreams.close();
       await leases?.close();
+      degraded.close();
+      loopLag.close();
+      clearInterval(loopGauge);
       responseCache.close();
       await ownStores.close();
       await tracing?.shutdown();

@@ -108,6 +108,22 @@ export function createMetrics() {
       help: '1 while the shared store is unavailable and the gateway runs in its configured failure mode.',
       registers: [registry],
     }),
+    quotaShed: new Counter({
+      name: 'tollgate_quota_shed_total',
+      help: "Requests answered 503 gateway_overloaded instead of a quota decision: too many waiting on Redis (pending), or a Redis timeout that was no outage: behind this process's own stalled event loop, or while Redis still answered (timeout).",
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    loopStallSeconds: new Gauge({
+      name: 'tollgate_event_loop_stall_seconds',
+      help: 'The longest the event loop stalled within the last 10 seconds (the measure that tells a busy gateway from a slow Redis).',
+      registers: [registry],
+    }),
+    degradedUnitsReconciled: new Counter({
+      name: 'tollgate_degraded_units_reconciled_total',
+      help: 'Units admitted without Redis (local or open mode) and added to Redis once it was back.',
+      registers: [registry],
+    }),
     upstreamErrors: new Counter({
       name: 'tollgate_upstream_errors_total',
       help: 'Upstream failures by kind (bad_gateway, gateway_timeout, aborted_mid_response, after_response, assertion_rejected).',

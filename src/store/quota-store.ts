@@ -37,6 +37,12 @@ export interface QuotaStore {
    * of it may be out, in the store's order; `gap` when some may have been missed. With `reserve`.
    */
   notices?(apply: (notice: QuotaNotice) => void, gap: () => void): void;
+  /**
+   * Adds what a replica admitted (and banned) on its own while the store was unreachable
+   * (gateway/degraded-ledger.ts): to the windows of the batch that have not rolled yet, once per
+   * (replica, batch sequence) whatever the retries. Only a store shared by replicas has it.
+   */
+  reconcile?(subject: string, replicaId: string, batch: DegradedAdmissions): Promise<void>;
   /** Ends what the store holds open for itself (the notices' subscription). */
   close?(): Promise<void>;
 }
@@ -121,4 +127,16 @@ export interface QuotaNotice {
   leasedUntilMs?: number;
   /** A request did not fit while leases were out: their holders give their unused units back now. */
   recall?: boolean;
+}
+
+/** One subject's admissions of one replica while the shared store was away (reconcile). */
+export interface DegradedAdmissions {
+  /** This replica's sequence number of the batch: with its id, what makes applying it idempotent. */
+  seq: number;
+  minuteStartMs: number;
+  minuteUnits: number;
+  dayStartMs: number;
+  dayUnits: number;
+  /** A ban earned meanwhile (the end, on the replica's clock), or 0. */
+  bannedUntilMs: number;
 }

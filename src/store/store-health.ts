@@ -1,10 +1,16 @@
 import type { Logger } from '../observability/log.js';
+import type { LoopLag } from '../observability/loop-lag.js';
 
 /**
  * A small circuit breaker in front of the shared store. After a failure the store counts as down:
  * callers skip it (using their fallback at once instead of each waiting for a command timeout),
  * except one probe per `probeIntervalMs`, whose success brings everything back. Each transition is
  * logged once, not per request.
+ *
+ * A timeout that is no outage (`ownDelay`: one behind this process's own stalled event loop, or
+ * while other calls are being answered) leaves the store up, and the caller sheds that request
+ * instead of using its fallback (a busy gateway is not a dead Redis; docs/operations.md,
+ * "Failure modes").
  */
 export class StoreHealth {
   private down = false;
@@ -16,7 +22,11 @@ export class StoreHealth {
     private readonly logger: Logger,
     private readonly probeIntervalMs = 500,
     private readonly now: () => number = Date.now,
+    private readonly ownDelay: (err: unknown, sinceSuccessMs: number) => boolean = () => false,
   ) {}
+
+  /** When a call last succeeded (this.now()): Redis was answering then. */
+  private lastSuccessAtMs = -Infinity;
 
   /** Whether to ask the store now: always when up; while down, only as the periodic probe. */
   shouldTry(): boolean {
@@ -32,16 +42,20 @@ export class StoreHealth {
     return this.down;
   }
 
-  failed(err: unknown): void {
+  /** A failed call: true when it counts against the store (now down), false when it was our own delay. */
+  failed(err: unknown): boolean {
+    if (!this.down && this.ownDelay(err, this.now() - this.lastSuccessAtMs)) return false;
     this.nextProbeAtMs = this.now() + this.probeIntervalMs;
-    if (this.down) return;
+    if (this.down) return true;
     this.down = true;
     const e = err as { code?: string; message?: string };
     this.logger.error({ store: this.name, err: { code: e?.code, message: e?.message } }, `${this.name} unavailable: degraded mode`);
     for (const listener of this.listeners) listener(true);
+    return true;
   }
 
   succeeded(): void {
+    this.lastSuccessAtMs = this.now();
     if (!this.down) return;
     this.down = false;
     this.logger.info({ store: this.name }, `${this.name} available again: normal mode`);
@@ -51,4 +65,19 @@ export class StoreHealth {
   onChange(listener: (down: boolean) => void): void {
     this.listeners.push(listener);
   }
+}
+
+/**
+ * `ownDelay` for a store reached with a command timeout of `commandTimeoutMs`. A timeout is not an
+ * outage when this process's own loop stalled for half of it or more within the command's life (a
+ * reply is read at the latest one loop turn after it arrives, so a healthy Redis only "times out"
+ * behind a stall that long), nor while Redis answered any call within the last four timeouts (a
+ * CPU-starved Redis is slow, not gone). A silent Redis is an outage once nothing was answered for
+ * that long; a connection error is one at once. Either way local counting, which would admit past
+ * the limit and count requests Redis may have counted too, waits for a real outage.
+ */
+export function timeoutNotOutage(lag: LoopLag, commandTimeoutMs: number): (err: unknown, sinceSuccessMs: number) => boolean {
+  return (err, sinceSuccessMs) =>
+    (err as Error | undefined)?.message === 'Command timed out' &&
+    (sinceSuccessMs < commandTimeoutMs * 4 || lag.stalledWithin(commandTimeoutMs * 4, commandTimeoutMs / 2));
 }

@@ -1,6 +1,7 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { StoreHealth } from '../../src/store/store-health.js';
+import { LoopLag } from '../../src/observability/loop-lag.js';
+import { StoreHealth, timeoutNotOutage } from '../../src/store/store-health.js';
 
 describe('store health breaker', () => {
   const logger = pino({ level: 'silent' });
@@ -26,5 +27,23 @@ describe('store health breaker', () => {
     health.succeeded();
     expect(changes).toEqual([true, false]);
     expect(health.shouldTry()).toBe(true);
+  });
+
+  it('takes a timeout while other calls are answered for a slow Redis, not a dead one', () => {
+    let now = 1000;
+    const lag = new LoopLag(10_000); // never ticks within this test: no stall seen
+    try {
+      const health = new StoreHealth('redis', logger, 500, () => now, timeoutNotOutage(lag, 250));
+      health.succeeded();
+      now += 100;
+      expect(health.failed(new Error('Command timed out'))).toBe(false);
+      expect(health.isDown()).toBe(false);
+      // Nothing answered for four timeouts: an outage.
+      now += 900;
+      expect(health.failed(new Error('Command timed out'))).toBe(true);
+      expect(health.isDown()).toBe(true);
+    } finally {
+      lag.close();
+    }
   });
 });

@@ -10,11 +10,10 @@ import type { QuotaStore, RecallWait } from '../../store/quota-store.js';
 import type { StoreHealth } from '../../store/store-health.js';
 import { endSpan } from '../../tracing/gateway-trace.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
+import type { DegradedMode } from '../degraded-mode.js';
 import type { LocalVerdicts } from '../local-verdicts.js';
 import type { RouteCosts } from '../route-costs.js';
 import { pathOf } from '../route-rules.js';
-
-export type StoreFailureMode = 'local' | 'open' | 'closed';
 
 export interface QuotaDeps {
   store: QuotaStore;
@@ -25,8 +24,13 @@ export interface QuotaDeps {
   local: LocalVerdicts;
   /** Quota leases (gateway.yaml quota.leases): hot keys far from their limits admitted here, exactly. */
   leases?: QuotaLeases;
-  /** Used while the shared store is unreachable, in `local` mode (per-replica share of limits). */
-  fallback: { mode: StoreFailureMode; store: QuotaStore; replicas: number };
+  /** Used while the shared store is unreachable (gateway.yaml quota.onRedisFailure). */
+  degraded: DegradedMode;
+  /**
+   * Most decisions this replica waits on the store for at once (gateway.yaml
+   * quota.maxPendingDecisions); one more is shed with 503 and Retry-After, not counted locally.
+   */
+  maxPending: number;
   metrics: Metrics;
   logger: Logger;
 }
@@ -40,6 +44,7 @@ type Source = 'store' | 'local_cache' | 'lease' | 'fallback';
  */
 export function enforceQuota(deps: QuotaDeps): Policy {
   const { health, local, leases, metrics } = deps;
+  const pending = { count: 0 };
   // With leases, a request that does not fit while units are out on them waits for their recall.
   const recall: RecallWait | undefined =
     leases &&
@@ -69,11 +74,11 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     const leased = deps.leases?.admit(subject, quota, plans.ban, cost);
     if (leased instanceof Promise) {
       return leased.then((outcome) =>
-        outcome ? judge(ctx, deps, quota, outcome, 'lease') : fromStore(ctx, deps, quota, plans.ban, subject, cost, recall),
+        outcome ? judge(ctx, deps, quota, outcome, 'lease') : fromStore(ctx, deps, quota, plans.ban, subject, cost, recall, pending),
       );
     }
     if (leased) return judge(ctx, deps, quota, leased, 'lease');
-    return fromStore(ctx, deps, quota, plans.ban, subject, cost, recall);
+    return fromStore(ctx, deps, quota, plans.ban, subject, cost, recall, pending);
   };
 }
 
@@ -86,29 +91,43 @@ function fromStore(
   subject: string,
   cost: number,
   recall: RecallWait | undefined,
-): Promise<Decision> {
+  pending: { count: number },
+): Decision | Promise<Decision> {
   const { store, health, local, metrics } = deps;
   const key = ctx.consumer!;
+  // A replica too busy to hear Redis in time answers less, not inexactly: shed, keep the promise.
+  if (pending.count >= deps.maxPending) return shed(deps, 'pending');
+  pending.count++;
   const startedMs = performance.now();
   const span = ctx.trace?.storeCall('tollgate quota decision', key.id);
   const batched = span && ((requests: number) => span.setAttribute('tollgate.quota.batch_size', requests));
   return store.consume(subject, quota, ban, cost, batched, recall).then(
     (outcome) => {
+      pending.count--;
       // Guarded here too: the attributes object is not made for a request nobody traces.
       if (span) endSpan(span, { 'tollgate.quota.verdict': outcome.verdict, 'tollgate.quota.cost': cost });
       metrics.redisSeconds.observe({ operation: 'quota' }, (performance.now() - startedMs) / 1000);
       health.succeeded();
+      // A ban begins at the request that earned it; the requests decided after it in the same
+      // script call (turn-batches.ts) report the same ban, which this replica knows by then.
+      const newBan =
+        outcome.verdict === 'banned' &&
+        outcome.bannedUntilMs - outcome.nowMs === ban.duration * 1000 &&
+        local.answer(subject)?.bannedUntilMs !== outcome.bannedUntilMs;
       local.remember(subject, outcome);
+      deps.degraded.heard(subject, outcome);
       if (outcome.verdict !== 'allowed') deps.leases?.refused(subject);
-      if (outcome.verdict === 'banned' && outcome.bannedUntilMs - outcome.nowMs === ban.duration * 1000) {
-        metrics.bans.inc({ plan: key.plan });
-      }
+      if (newBan) metrics.bans.inc({ plan: key.plan });
       return judge(ctx, deps, quota, outcome, 'store');
     },
     (err: unknown) => {
+      pending.count--;
       endSpan(span, { 'tollgate.quota.cost': cost }, 'store_unavailable');
       metrics.redisErrors.inc({ operation: 'quota' });
-      health.failed(err);
+      // A timeout that is no outage (our own stalled event loop, or a Redis still answering,
+      // late: store-health.ts): the script may well have counted this request, and local
+      // counting would admit past the limit. Shed it; the next request asks Redis again.
+      if (!health.failed(err)) return shed(deps, 'timeout');
       return degrade(ctx, deps, quota, ban, subject, cost);
     },
   );
@@ -137,6 +156,12 @@ function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: Quot
   return reject(code, undefined, { 'retry-after': retryAfterSeconds(quota, outcome) });
 }
 
+/** 503 with Retry-After: this replica cannot decide in time now, and will not guess. */
+function shed(deps: QuotaDeps, reason: 'pending' | 'timeout'): Decision {
+  deps.metrics.quotaShed.inc({ reason });
+  return reject('gateway_overloaded', undefined, { 'retry-after': 1 });
+}
+
 /** The configured failure mode, while the shared store cannot be asked. */
 async function degrade(
   ctx: RequestContext,
@@ -146,17 +171,15 @@ async function degrade(
   subject: string,
   cost: number,
 ): Promise<Decision> {
-  const { mode, store, replicas } = deps.fallback;
+  const { mode } = deps.degraded;
   if (mode === 'closed') return reject('rate_limit_store_unavailable', undefined, { 'retry-after': 1 });
   ctx.degraded = true;
   ctx.res.setHeader('x-tollgate-degraded', mode === 'open' ? 'quota-open' : 'quota-local');
-  if (mode === 'open') return CONTINUE;
-  // Each replica enforces its share, so the replicas together stay near the real limit.
-  const share: Quota = {
-    ...quota,
-    perMinute: Math.max(1, Math.floor(quota.perMinute / replicas)),
-    perDay: Math.max(1, Math.floor(quota.perDay / replicas)),
-    ...(quota.perMonth !== undefined && { perMonth: Math.max(1, Math.floor(quota.perMonth / replicas)) }),
-  };
-  return judge(ctx, deps, share, await store.consume(subject, share, ban, cost), 'fallback');
+  if (mode === 'open') {
+    deps.degraded.admittedOpen(subject, cost);
+    return CONTINUE;
+  }
+  // This replica's share of what was left when it last heard from Redis (local-share.ts).
+  const decided = await deps.degraded.decide(subject, quota, ban, cost);
+  return judge(ctx, deps, decided.quota, decided.outcome, 'fallback');
 }

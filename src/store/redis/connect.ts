@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { Logger } from '../../observability/log.js';
 import { asTarget, describeRedis, parseNodeList, topologyOf, type RedisTarget } from '../../config/redis-target.js';
@@ -194,3 +195,30 @@ export function watchConnection(redis: RedisClient, where: string, logger: Logge
 }
 
 export { describeRedis };
+
+/**
+ * Redis just counted as unreachable while its connection still looks open (commands timed out: a
+ * partition without FIN, a hung server): drop that connection and open a new one. Commands still
+ * queued in the old one's path (kernel buffers on either side of a partition) would otherwise
+ * reach Redis after the heal and count requests the gateway had already decided without it. A
+ * Cluster keeps its connections: a node lost is found by its slot refresh and MOVED replies.
+ */
+export function reconnectIfStalled(client: RedisClient): void {
+  if (client instanceof Cluster || client.status !== 'ready') return;
+  // A reset, not a FIN: a graceful close would have the kernel keep retransmitting the queued
+  // commands after the heal. ioredis takes the reset as a lost connection and reconnects.
+  const stream = client.stream as Socket | undefined;
+  if (stream?.resetAndDestroy) stream.resetAndDestroy();
+  else client.disconnect(true);
+}
+
+/**
+ * The connection a Cluster client's subscriptions live on (one node's; ioredis picks it, and picks
+ * another, subscribing again, when it ends). ioredis does not expose it: its ClusterSubscriber's
+ * `getInstance()` is read here, in one place, so an ioredis upgrade that moves it breaks one
+ * function (and test/integration/redis-subscriptions-cluster.test.ts), not the heartbeat's logic.
+ */
+export function clusterSubscription(cluster: Cluster): Redis | undefined {
+  const subscriber = (cluster as unknown as { subscriber?: { getInstance?(): Redis | null } }).subscriber;
+  return subscriber?.getInstance?.() ?? undefined;
+}

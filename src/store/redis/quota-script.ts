@@ -14,7 +14,7 @@ import { QUOTA_NOTICE_CHANNEL } from './redis-keys.js';
 // injected clock there to run the script and the memory store on the same time
 // (test/integration/quota-stores-differential.test.ts).
 
-const CLOCK = `
+export const CLOCK = `
 local MINUTE_MS, DAY_MS = ${MINUTE_MS}, ${DAY_MS}
 local function clock(nowArg)
   if nowArg ~= nil and nowArg ~= '' then return tonumber(nowArg) end

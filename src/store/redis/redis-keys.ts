@@ -19,3 +19,8 @@ export function quotaSubject(redisKey: string): string | undefined {
 }
 /** A WebSocket ticket waiting for its handshake, by the ticket's hash (src/keys/ws-ticket.ts). */
 export const wsTicketKey = (ticketHash: string) => `tg:wsticket:{${ticketHash}}`;
+/**
+ * Marks one replica's batch of degraded-mode admissions as applied (reconcile-script.ts): in the
+ * subject's hash tag, so the script touches one slot.
+ */
+export const reconciledKey = (id: string, replicaId: string, seq: number) => `tg:reconciled:{${id}}:${replicaId}:${seq}`;

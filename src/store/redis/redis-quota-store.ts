@@ -3,9 +3,10 @@ import type { RedisClient } from './connect.js';
 import { subscriptionsOf } from './subscriptions.js';
 import type { BanPolicy, Quota } from '../../config/plans-schema.js';
 import type { QuotaOutcome, Verdict } from '../../quota/quota-state.js';
-import type { LeaseGrant, LeaseRequest, QuotaNotice, QuotaStore, Recall, RecallWait } from '../quota-store.js';
+import type { DegradedAdmissions, LeaseGrant, LeaseRequest, QuotaNotice, QuotaStore, Recall, RecallWait } from '../quota-store.js';
 import { LEASE_SCRIPT, QUOTA_REPLY_LENGTH, QUOTA_SCRIPT, UNBAN_SCRIPT, USAGE_SCRIPT } from './quota-script.js';
-import { QUOTA_NOTICE_CHANNEL, leaseHoldersKey, quotaKey, quotaSubject } from './redis-keys.js';
+import { QUOTA_NOTICE_CHANNEL, leaseHoldersKey, quotaKey, quotaSubject, reconciledKey } from './redis-keys.js';
+import { RECONCILE_SCRIPT, RECONCILED_MARKER_MS } from './reconcile-script.js';
 import { TurnBatches } from './turn-batches.js';
 import { gcraMinute } from '../../quota/gcra.js';
 import { periodsAt, type Periods } from '../../quota/calendar.js';
@@ -17,6 +18,7 @@ interface QuotaCommands {
   tgQuotaUsage(key: string, nowMs: string | number, ...edges: number[]): Promise<number[]>;
   tgUnban(key: string, nowMs: string | number): Promise<number>;
   tgLease(key: string, holders: string, ...args: Array<string | number>): Promise<number[]>;
+  tgReconcile(key: string, marker: string, ...args: Array<string | number>): Promise<number>;
 }
 
 /** The quota script on a pipeline: queued, answered through its callback. */
@@ -69,6 +71,7 @@ export class RedisQuotaStore implements QuotaStore {
     redis.defineCommand('tgQuotaUsage', { numberOfKeys: 1, lua: USAGE_SCRIPT });
     redis.defineCommand('tgUnban', { numberOfKeys: 1, lua: UNBAN_SCRIPT });
     redis.defineCommand('tgLease', { numberOfKeys: 2, lua: LEASE_SCRIPT });
+    redis.defineCommand('tgReconcile', { numberOfKeys: 2, lua: RECONCILE_SCRIPT });
     this.commands = redis as unknown as QuotaCommands;
   }
 
@@ -190,6 +193,20 @@ export class RedisQuotaStore implements QuotaStore {
       request.giveBackMonthStartMs ?? 0,
     );
     return named(GRANT_FIELDS, reply.map(Number));
+  }
+
+  async reconcile(subject: string, replicaId: string, batch: DegradedAdmissions): Promise<void> {
+    await this.commands.tgReconcile(
+      quotaKey(subject),
+      reconciledKey(subject, replicaId, batch.seq),
+      batch.minuteStartMs,
+      batch.minuteUnits,
+      batch.dayStartMs,
+      batch.dayUnits,
+      batch.bannedUntilMs,
+      RECONCILED_MARKER_MS,
+      this.nowArg(),
+    );
   }
 
   notices(apply: (notice: QuotaNotice) => void, gap: () => void): void {

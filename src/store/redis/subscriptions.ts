@@ -1,5 +1,6 @@
 import { Cluster } from 'ioredis';
-import { onSubscriptionGap, subscriberFor, type RedisClient } from './connect.js';
+import type { Redis } from 'ioredis';
+import { clusterSubscription, onSubscriptionGap, subscriberFor, type RedisClient } from './connect.js';
 
 /** A listener's place on a channel: `ready` once its subscription has taken effect. */
 export interface Subscription {
@@ -17,7 +18,9 @@ export interface ChannelListener {
  * A connection that dropped without a word (a middlebox's idle timeout, a peer gone without a FIN)
  * looks open to ioredis for as long as the kernel keeps it, and receives nothing: the subscriber
  * PINGs every `heartbeatMs` and, when a PING is still unanswered two beats later, reconnects,
- * which subscribes again and reports a gap.
+ * which subscribes again and reports a gap. On a Cluster the PING goes to the node the subscriptions
+ * live on (a node that hangs without closing sends no node event), and a silent one is dropped:
+ * ioredis then subscribes on another node, and the gap is reported.
  */
 const HEARTBEAT_MS = 5_000;
 
@@ -34,6 +37,8 @@ export class Subscriptions {
   private heartbeat?: NodeJS.Timeout;
   private unanswered = 0;
   private pinging = false;
+  /** The connection the outstanding PING went to. */
+  private pinged?: RedisClient;
 
   constructor(
     private readonly main: RedisClient,
@@ -72,17 +77,35 @@ export class Subscriptions {
 
   /** One PING per beat; a PING still unanswered at the next beat (or failed) counts as missed. */
   private beat(subscriber: RedisClient): void {
-    if (subscriber.status !== 'ready') return;
+    const connection = subscriber instanceof Cluster ? clusterSubscription(subscriber) : subscriber;
+    if (!connection) return;
+    // A new connection (a Cluster's subscriptions moved) starts with no PING outstanding.
+    if (connection !== this.pinged) {
+      this.pinged = connection;
+      this.pinging = false;
+      this.unanswered = 0;
+    }
+    if (connection.status !== 'ready') {
+      // ioredis reconnects a server's subscriber itself, but a Cluster's subscription connection
+      // may have been opened on a hung node, whose ready check is never answered: move it on.
+      if (subscriber instanceof Cluster && ++this.unanswered >= 2) {
+        this.unanswered = 0;
+        this.dropClusterSubscription(connection);
+      }
+      return;
+    }
     if (this.pinging) {
       if (++this.unanswered < 2) return;
       this.unanswered = 0;
       this.pinging = false;
-      subscriber.disconnect(true);
+      if (subscriber instanceof Cluster) this.dropClusterSubscription(connection);
+      else subscriber.disconnect(true);
       return;
     }
     this.pinging = true;
-    subscriber.ping().then(
+    connection.ping().then(
       () => {
+        if (this.pinged !== connection) return;
         this.pinging = false;
         this.unanswered = 0;
       },
@@ -90,6 +113,18 @@ export class Subscriptions {
         // Failed rather than late (a command timeout, a closed connection): the next beat counts it.
       },
     );
+  }
+
+  /**
+   * Destroyed, not closed: a FIN to a hung node is never answered, so the connection would not end
+   * and ioredis would not move the subscriptions. Messages published meanwhile were missed: a gap
+   * now, and once more a second later (after the new node's SUBSCRIBE, as onSubscriptionGap does).
+   */
+  private dropClusterSubscription(connection: Redis): void {
+    connection.stream?.destroy();
+    const gap = () => this.channels.forEach(({ listeners }) => listeners.forEach((l) => l.gap()));
+    gap();
+    setTimeout(gap, 1000).unref();
   }
 
   private connection(): RedisClient {
@@ -103,11 +138,8 @@ export class Subscriptions {
       this.channels.get(channel)?.listeners.forEach((l) => l.message(message)),
     );
     onSubscriptionGap(subscriber, this.main, () => this.channels.forEach(({ listeners }) => listeners.forEach((l) => l.gap())));
-    // A Cluster's PING goes to any node, not the subscription's: it has node events instead.
-    if (!(subscriber instanceof Cluster)) {
-      this.heartbeat = setInterval(() => this.beat(subscriber), this.heartbeatMs);
-      this.heartbeat.unref();
-    }
+    this.heartbeat = setInterval(() => this.beat(subscriber), this.heartbeatMs);
+    this.heartbeat.unref();
     return subscriber;
   }
 }

@@ -1,0 +1,99 @@
+import { randomUUID } from 'node:crypto';
+import type { Logger } from '../observability/log.js';
+import type { QuotaOutcome } from '../quota/quota-state.js';
+import { DAY_MS, MINUTE_MS, windowStartMs } from '../quota/windows.js';
+import type { DegradedAdmissions, QuotaStore } from '../store/quota-store.js';
+
+/** Retries of a flush that failed (a second outage) come this often while any is left. */
+const RETRY_MS = 1000;
+
+/**
+ * What this replica admitted (and banned) on its own while Redis was unreachable, per subject, to
+ * be added to Redis once it is back: each batch carries this process's id and its own sequence
+ * number, and the store applies a batch once whatever happens (`QuotaStore.reconcile`: a second
+ * outage cutting the flush, a retry, Redis restarted), so a batch is never counted twice. A batch
+ * holds the windows it was admitted in; the store adds only to those that have not rolled yet.
+ * A replica killed before its flush loses its batches: at most its local share of each window
+ * (local-share.ts), documented in docs/operations.md ("Failure modes").
+ */
+export class DegradedLedger {
+  readonly replicaId = randomUUID();
+  private seq = 0;
+  /** Admissions still being added to, per subject. */
+  private readonly open = new Map<string, DegradedAdmissions>();
+  /** Batches sealed for a flush (their sequence fixed), until the store has applied them. */
+  private readonly sealed: Array<{ subject: string; batch: DegradedAdmissions }> = [];
+  private flushing?: Promise<boolean>;
+  private retry?: NodeJS.Timeout;
+
+  constructor(
+    private readonly store: QuotaStore,
+    private readonly logger: Logger,
+  ) {}
+
+  /** A decision taken without Redis (`local` mode's store, or `open` mode's admit-all at `nowMs`). */
+  record(subject: string, outcome: Pick<QuotaOutcome, 'verdict' | 'nowMs' | 'cost' | 'bannedUntilMs'>): void {
+    const admitted = outcome.verdict === 'allowed' ? outcome.cost : 0;
+    if (admitted === 0 && outcome.verdict !== 'banned') return;
+    const minuteStartMs = windowStartMs(outcome.nowMs, MINUTE_MS);
+    const dayStartMs = windowStartMs(outcome.nowMs, DAY_MS);
+    let batch = this.open.get(subject);
+    if (!batch) {
+      batch = { seq: 0, minuteStartMs, minuteUnits: 0, dayStartMs, dayUnits: 0, bannedUntilMs: 0 };
+      this.open.set(subject, batch);
+    }
+    // Units of a window that has rolled would be dropped by the store anyway.
+    if (batch.minuteStartMs !== minuteStartMs) Object.assign(batch, { minuteStartMs, minuteUnits: 0 });
+    if (batch.dayStartMs !== dayStartMs) Object.assign(batch, { dayStartMs, dayUnits: 0 });
+    batch.minuteUnits += admitted;
+    batch.dayUnits += admitted;
+    batch.bannedUntilMs = Math.max(batch.bannedUntilMs, outcome.bannedUntilMs);
+  }
+
+  /** Nothing left to add to Redis. */
+  get empty(): boolean {
+    return this.open.size === 0 && this.sealed.length === 0;
+  }
+
+  /**
+   * Adds everything recorded so far to Redis; resolves true once all of it is applied. A batch
+   * that fails stays sealed, with its sequence number, and is tried again (every second, and at
+   * the next call) until Redis has it.
+   */
+  flush(): Promise<boolean> {
+    this.flushing ??= this.flushOnce().finally(() => (this.flushing = undefined));
+    return this.flushing;
+  }
+
+  private async flushOnce(): Promise<boolean> {
+    for (const [subject, batch] of this.open) this.sealed.push({ subject, batch: { ...batch, seq: ++this.seq } });
+    this.open.clear();
+    const results = await Promise.all(
+      this.sealed.map(({ subject, batch }) =>
+        this.store.reconcile!(subject, this.replicaId, batch).then(
+          () => true,
+          () => false,
+        ),
+      ),
+    );
+    const applied = this.sealed.filter((_, i) => results[i]);
+    const left = this.sealed.filter((_, i) => !results[i]);
+    this.sealed.splice(0, this.sealed.length, ...left);
+    if (applied.length > 0) {
+      const units = applied.reduce((sum, { batch }) => sum + batch.dayUnits, 0);
+      this.logger.info({ subjects: applied.length, units }, 'degraded-mode admissions added to redis');
+    }
+    if (left.length > 0 && !this.retry) {
+      this.retry = setTimeout(() => {
+        this.retry = undefined;
+        void this.flush();
+      }, RETRY_MS);
+      this.retry.unref();
+    }
+    return left.length === 0 && this.open.size === 0;
+  }
+
+  close(): void {
+    clearTimeout(this.retry);
+  }
+}

@@ -1,0 +1,67 @@
+import type { BanPolicy, Quota } from '../config/plans-schema.js';
+import type { Logger } from '../observability/log.js';
+import type { QuotaOutcome } from '../quota/quota-state.js';
+import { MemoryQuotaStore } from '../store/memory/memory-quota-store.js';
+import type { QuotaStore } from '../store/quota-store.js';
+import { DegradedLedger } from './degraded-ledger.js';
+import { inWholeTerms, LocalShare } from './local-share.js';
+
+export type StoreFailureMode = 'local' | 'open' | 'closed';
+
+/**
+ * Quotas while the shared store is unreachable, in the configured mode, and the way back:
+ * `local` decides on this replica's share of what was left (local-share.ts) in memory; `local` and
+ * `open` record what they admit (degraded-ledger.ts), and once Redis answers again it gets all of
+ * it, once. The in-memory counts start afresh only after everything was added to Redis (until
+ * then they stay, which can only make the next outage stricter).
+ */
+export class DegradedMode {
+  private readonly share: LocalShare;
+  private readonly ledger?: DegradedLedger;
+  private store = new MemoryQuotaStore();
+
+  constructor(
+    readonly mode: StoreFailureMode,
+    replicas: number,
+    shared: QuotaStore,
+    logger: Logger,
+    maxSubjects: number,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.share = new LocalShare(maxSubjects, replicas);
+    if (shared.reconcile && mode !== 'closed') this.ledger = new DegradedLedger(shared, logger);
+  }
+
+  /** Every decision of the shared store: the counts a later share is taken from. */
+  heard(subject: string, outcome: QuotaOutcome): void {
+    this.share.remember(subject, outcome);
+  }
+
+  /**
+   * `local` mode's decision for one request, told in the whole quota's terms (the headers show the
+   * plan's limit, and as remaining what this replica may still admit alone).
+   */
+  async decide(subject: string, quota: Quota, ban: BanPolicy, cost: number): Promise<{ outcome: QuotaOutcome; quota: Quota }> {
+    const share = this.share.shareOf(subject, quota, this.now());
+    const outcome = await this.store.consume(subject, share, ban, cost);
+    this.ledger?.record(subject, outcome);
+    return { outcome: inWholeTerms(quota, share, outcome), quota: { ...share, perMinute: quota.perMinute, perDay: quota.perDay } };
+  }
+
+  /** `open` mode admitted a request unmetered: Redis still gets its units when it is back. */
+  admittedOpen(subject: string, cost: number): void {
+    this.ledger?.record(subject, { verdict: 'allowed', nowMs: this.now(), cost, bannedUntilMs: 0 });
+  }
+
+  /** The shared store answers again: add what was admitted meanwhile. */
+  recovered(): void {
+    if (!this.ledger || this.ledger.empty) return;
+    void this.ledger.flush().then((all) => {
+      if (all) this.store = new MemoryQuotaStore();
+    });
+  }
+
+  close(): void {
+    this.ledger?.close();
+  }
+}

@@ -1,0 +1,51 @@
+import { CLOCK } from './quota-script.js';
+
+// Adds one replica's batch of admissions made without Redis (gateway/degraded-ledger.ts) to the
+// subject's quota hash, once. The marker (SET NX, kept two days: longer than any window a batch
+// can add to) makes a retried batch, or one whose first try was cut by a second outage after
+// Redis ran it, a no-op. Units go only to the windows that are still current on Redis's clock
+// (current() moves a rolled window on, so a batch's window start no longer matches it); a ban
+// earned meanwhile is applied if it is still running and ends later than Redis's.
+// Redis restarted empty before the flush: the batch lands on an empty state, as the first
+// admissions of the day.
+//
+// KEYS[1]  tg:quota:{id}
+// KEYS[2]  tg:reconciled:{id}:<replica>:<seq>
+// ARGV     minuteStartMs, minuteUnits, dayStartMs, dayUnits, bannedUntilMs, markerTtlMs,
+//          nowMs ('' = Redis TIME)
+// Reply    1 applied now, 0 applied before
+export const RECONCILE_SCRIPT = `${CLOCK}
+if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[6]) then return 0 end
+local now = clock(ARGV[7])
+local s = current(now)
+local changed = false
+local minuteUnits, dayUnits, bannedUntil = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
+if tonumber(ARGV[1]) == s.ms and minuteUnits > 0 then s.mc = s.mc + minuteUnits; changed = true end
+if tonumber(ARGV[3]) == s.ds and dayUnits > 0 then s.dc = s.dc + dayUnits; changed = true end
+if bannedUntil > now and bannedUntil > s.bu then
+  s.bu = bannedUntil
+  s.rc = 0
+  s.rs = 0
+  changed = true
+end
+if not changed then return 1 end
+-- The expiry as the quota script computes it; a live 'ex' already covers the refusals' ban window.
+local oldEx = tonumber(redis.call('HGET', KEYS[1], 'ex')) or 0
+if oldEx <= now then oldEx = 0 end
+local ex = math.max(oldEx, s.ds + DAY_MS, s.bu, math.ceil(s.mt / 1000))
+-- Every field, as QUOTA_SCRIPT writes them: a hash past its 'ex' reads as empty, and must not come
+-- back to life with its old refusals or ban once 'ex' moves on.
+redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc,
+  'bu', string.format('%.0f', s.bu), 'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt))
+redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS))
+-- Leases of this subject out on other replicas hear of the new counts, as of any other change.
+if s.le > now then
+  local seq = nextSeq(s, now)
+  redis.call('HSET', KEYS[1], 'sq', string.format('%.0f', seq))
+  notify(seq, s, now)
+end
+return 1
+`;
+
+/** How long a batch's marker is kept: longer than the longest window a batch adds to (the day). */
+export const RECONCILED_MARKER_MS = 2 * 86_400_000;

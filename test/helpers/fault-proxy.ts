@@ -1,0 +1,118 @@
+import { createServer, connect, type Server, type Socket } from 'node:net';
+
+interface Pair {
+  client: Socket;
+  upstream?: Socket;
+  /** Bytes each way held back by a partition, delivered at the heal (as TCP retransmits them). */
+  held: { toUpstream: Buffer[]; toClient: Buffer[] };
+  clientGone: boolean;
+}
+
+/**
+ * A TCP proxy of the test's own between a gateway and its Redis, to break the path the ways a
+ * network does: added latency, a partition without FIN (nothing passes either way, nobody is told;
+ * what was sent meanwhile arrives at the heal, unless its sender reset the connection meanwhile,
+ * as a reset discards what the kernel still held), and a reset of every connection.
+ */
+export class FaultProxy {
+  private readonly pairs = new Set<Pair>();
+  private partitioned = false;
+  private latencyMs = 0;
+
+  private constructor(
+    private readonly server: Server,
+    readonly port: number,
+    private readonly targetPort: number,
+  ) {}
+
+  static async start(targetPort: number): Promise<FaultProxy> {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const proxy = new FaultProxy(server, (server.address() as { port: number }).port, targetPort);
+    server.on('connection', (client) => proxy.accept(client));
+    return proxy;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  /** Every byte from now on waits `ms` more, each way. */
+  latency(ms: number): void {
+    this.latencyMs = ms;
+  }
+
+  partition(): void {
+    this.partitioned = true;
+  }
+
+  heal(): void {
+    this.partitioned = false;
+    for (const pair of this.pairs) {
+      if (pair.clientGone) {
+        this.drop(pair);
+        continue;
+      }
+      if (!pair.upstream) this.open(pair);
+      for (const chunk of pair.held.toUpstream.splice(0)) pair.upstream!.write(chunk);
+      for (const chunk of pair.held.toClient.splice(0)) pair.client.write(chunk);
+    }
+  }
+
+  /** Resets every connection at once (RST both ways), as a crashed middlebox would. */
+  reset(): void {
+    for (const pair of this.pairs) {
+      pair.client.resetAndDestroy();
+      pair.upstream?.resetAndDestroy();
+    }
+    this.pairs.clear();
+  }
+
+  async stop(): Promise<void> {
+    this.reset();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private accept(client: Socket): void {
+    const pair: Pair = { client, held: { toUpstream: [], toClient: [] }, clientGone: false };
+    this.pairs.add(pair);
+    client.on('data', (chunk) => this.pass(chunk, pair, 'toUpstream'));
+    const gone = () => {
+      pair.clientGone = true;
+      // Its own end or reset reaches Redis only once the path is back.
+      if (!this.partitioned) this.drop(pair);
+    };
+    client.on('close', gone);
+    client.on('error', gone);
+    // A connection opened during a partition hangs in its handshake's place until the heal.
+    if (!this.partitioned) this.open(pair);
+  }
+
+  private open(pair: Pair): void {
+    const upstream = connect(this.targetPort, '127.0.0.1');
+    pair.upstream = upstream;
+    upstream.on('data', (chunk) => this.pass(chunk, pair, 'toClient'));
+    upstream.on('close', () => {
+      if (this.partitioned) return;
+      pair.client.destroy();
+      this.pairs.delete(pair);
+    });
+    upstream.on('error', () => pair.client.destroy());
+  }
+
+  private pass(chunk: Buffer, pair: Pair, way: 'toUpstream' | 'toClient'): void {
+    const send = () => {
+      if (this.partitioned || (way === 'toUpstream' && !pair.upstream)) pair.held[way].push(chunk);
+      else if (way === 'toUpstream') pair.upstream!.write(chunk);
+      else pair.client.write(chunk);
+    };
+    if (this.latencyMs > 0) setTimeout(send, this.latencyMs);
+    else send();
+  }
+
+  private drop(pair: Pair): void {
+    pair.upstream?.destroy();
+    pair.client.destroy();
+    this.pairs.delete(pair);
+  }
+}
