@@ -1,3 +1,4 @@
+import type { Calendar } from '../config/calendar-fields.js';
 import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import type { QuotaOutcome } from '../quota/quota-state.js';
 
@@ -137,6 +138,11 @@ export interface DegradedAdmissions {
   minuteUnits: number;
   dayStartMs: number;
   dayUnits: number;
+  /** The month the units were admitted in (0 under a quota without one; calendar.ts) and its units. */
+  monthStartMs: number;
+  monthUnits: number;
+  /** The quota's calendar: the day and month edges the store reads its own windows by. */
+  calendar?: Calendar;
   /** A ban earned meanwhile (the end, on the replica's clock), or 0. */
   bannedUntilMs: number;
 }

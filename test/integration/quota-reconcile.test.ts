@@ -2,6 +2,7 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import { DegradedLedger } from '../../src/gateway/degraded-ledger.js';
+import { periodsAt, pick } from '../../src/quota/calendar.js';
 import { DAY_MS, MINUTE_MS, windowStartMs } from '../../src/quota/windows.js';
 import type { DegradedAdmissions } from '../../src/store/quota-store.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
@@ -24,6 +25,8 @@ function batch(seq: number, units: number, nowMs = T0, bannedUntilMs = 0): Degra
     minuteUnits: units,
     dayStartMs: windowStartMs(nowMs, DAY_MS),
     dayUnits: units,
+    monthStartMs: Date.UTC(new Date(nowMs).getUTCFullYear(), new Date(nowMs).getUTCMonth(), 1),
+    monthUnits: units,
     bannedUntilMs,
   };
 }
@@ -47,6 +50,28 @@ describe('reconciling degraded admissions', () => {
     clock.nowMs = T0 + DAY_MS;
     await store.reconcile('rolled', 'replica-a', batch(2, 4, T0));
     expect(await store.usage('rolled')).toMatchObject({ minuteCount: 0, dayCount: 0 });
+  });
+
+  it("adds to the month and to a day of the quota's zone, never resetting the counts Redis holds there", async () => {
+    // 23:30 in Berlin on the 31st of January: the Berlin day began an hour before the UTC one ended.
+    const nowMs = Date.UTC(2026, 0, 31, 22, 30, 0);
+    const calendar = { timeZone: 'Europe/Berlin' };
+    const monthly: Quota = { perMinute: 100, perDay: 1000, perMonth: 5000, calendar };
+    const clock = { nowMs };
+    const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
+    await store.consume('zoned', monthly, ban, 6);
+    const ledger = new DegradedLedger(store, logger);
+    for (let i = 0; i < 4; i++) ledger.record('zoned', { verdict: 'allowed', nowMs, cost: 1, bannedUntilMs: 0 }, calendar);
+    expect(await ledger.flush()).toBe(true);
+    expect(await store.usage('zoned', monthly)).toMatchObject({ minuteCount: 10, dayCount: 10, monthCount: 10 });
+    // The Berlin month has ended at 23:00 UTC: a late batch of January adds to no window of February.
+    clock.nowMs = nowMs + 45 * MINUTE_MS;
+    const periods = periodsAt(clock.nowMs, calendar);
+    expect(pick(periods.month, clock.nowMs)[0]).toBe(Date.UTC(2026, 0, 31, 23, 0, 0));
+    ledger.record('zoned', { verdict: 'allowed', nowMs, cost: 3, bannedUntilMs: 0 }, calendar);
+    expect(await ledger.flush()).toBe(true);
+    expect(await store.usage('zoned', monthly)).toMatchObject({ dayCount: 0, monthCount: 0 });
+    ledger.close();
   });
 
   it('applies a ban earned while Redis was away', async () => {

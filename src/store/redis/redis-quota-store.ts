@@ -206,6 +206,9 @@ export class RedisQuotaStore implements QuotaStore {
       batch.bannedUntilMs,
       RECONCILED_MARKER_MS,
       this.nowArg(),
+      batch.monthStartMs,
+      batch.monthUnits,
+      ...reconcileEdges(this.clockMs(), batch),
     );
   }
 
@@ -246,6 +249,12 @@ export class RedisQuotaStore implements QuotaStore {
     if (args?.[0] !== perMonth) monthArgs.set(periods, (args = [perMonth, ...periods.day, ...periods.month]));
     return args;
   }
+}
+
+/** The day's and the month's edges around this replica's clock, in the batch's calendar (calendar.ts). */
+function reconcileEdges(nowMs: number, batch: DegradedAdmissions): number[] {
+  const { day, month } = periodsAt(nowMs, batch.calendar);
+  return [...day, ...month];
 }
 
 /** The script's month arguments per memoized periods (calendar.ts), for the perMonth last used with them. */
