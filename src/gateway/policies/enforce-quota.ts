@@ -37,6 +37,17 @@ export interface QuotaDeps {
 
 type Source = 'store' | 'local_cache' | 'lease' | 'fallback';
 
+/** One request's quota step: what every way of deciding it needs. */
+interface QuotaStep {
+  ctx: RequestContext;
+  quota: Quota;
+  ban: BanPolicy;
+  /** The key, or its owner under a `scope: owner` plan (quota-subject.ts). */
+  subject: string;
+  /** Units asked for: the route's cost and what the configured policies added. */
+  cost: number;
+}
+
 /**
  * Both quota windows of the authenticated key, in one atomic store decision for the route's cost
  * in units. Sets the rate-limit headers on the response whatever happens next (proxied 2xx,
@@ -68,31 +79,27 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     if (cached) return judge(ctx, deps, quota, cached, 'local_cache');
     // The route's cost, and what the configured policies added (user-policies/phases.ts).
     const cost = deps.costs().costOf(ctx.req.method ?? 'GET', pathOf(ctx.req.url)) + (ctx.addedCost ?? 0);
-    if (!health.shouldTry()) return degrade(ctx, deps, quota, plans.ban, subject, cost);
+    const step: QuotaStep = { ctx, quota, ban: plans.ban, subject, cost };
+    if (!health.shouldTry()) return degrade(step, deps);
     // Units this replica reserved in Redis for a hot key (quota-leases.ts): no round trip; or,
     // while its own ask for them is on its way, its answer (rule 11).
     const leased = deps.leases?.admit(subject, quota, plans.ban, cost);
     if (leased instanceof Promise) {
-      return leased.then((outcome) =>
-        outcome ? judge(ctx, deps, quota, outcome, 'lease') : fromStore(ctx, deps, quota, plans.ban, subject, cost, recall, pending),
-      );
+      return leased.then((outcome) => (outcome ? judge(ctx, deps, quota, outcome, 'lease') : fromStore(step, deps, recall, pending)));
     }
     if (leased) return judge(ctx, deps, quota, leased, 'lease');
-    return fromStore(ctx, deps, quota, plans.ban, subject, cost, recall, pending);
+    return fromStore(step, deps, recall, pending);
   };
 }
 
 /** The shared store decides (one round trip), after the recall of leased units when `recall` is given and they are what the request lacks. */
 function fromStore(
-  ctx: RequestContext,
+  step: QuotaStep,
   deps: QuotaDeps,
-  quota: Quota,
-  ban: BanPolicy,
-  subject: string,
-  cost: number,
   recall: RecallWait | undefined,
   pending: { count: number },
 ): Decision | Promise<Decision> {
+  const { ctx, quota, ban, subject, cost } = step;
   const { store, health, local, metrics } = deps;
   const key = ctx.consumer!;
   // A replica too busy to hear Redis in time answers less, not inexactly: shed, keep the promise.
@@ -128,7 +135,7 @@ function fromStore(
       // late: store-health.ts): the script may well have counted this request, and local
       // counting would admit past the limit. Shed it; the next request asks Redis again.
       if (!health.failed(err)) return shed(deps, 'timeout');
-      return degrade(ctx, deps, quota, ban, subject, cost);
+      return degrade(step, deps);
     },
   );
 }
@@ -163,14 +170,8 @@ function shed(deps: QuotaDeps, reason: 'pending' | 'timeout'): Decision {
 }
 
 /** The configured failure mode, while the shared store cannot be asked. */
-async function degrade(
-  ctx: RequestContext,
-  deps: QuotaDeps,
-  quota: Quota,
-  ban: BanPolicy,
-  subject: string,
-  cost: number,
-): Promise<Decision> {
+async function degrade(step: QuotaStep, deps: QuotaDeps): Promise<Decision> {
+  const { ctx, quota, ban, subject, cost } = step;
   const { mode } = deps.degraded;
   if (mode === 'closed') return reject('rate_limit_store_unavailable', undefined, { 'retry-after': 1 });
   ctx.degraded = true;
