@@ -22,6 +22,10 @@ export interface PolicyConsumer {
   readonly plan: string;
   /** The customer the key belongs to, when it has one. */
   readonly owner?: string;
+  /** What the key or token may do (its scopes; empty when it has none). */
+  readonly scopes: readonly string[];
+  /** A caller without a credential, admitted per client address on an anonymous route (`id` is `anon:…`). */
+  readonly anonymous: boolean;
 }
 
 /** A small key-value store, namespaced per policy name: Redis when the gateway has one (shared by replicas), else memory. */

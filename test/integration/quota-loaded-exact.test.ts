@@ -51,7 +51,7 @@ function loadedRun(leases: boolean) {
     configDir = configCopy({
       'plans.yaml': () => PLANS,
       'gateway.yaml': (y) =>
-        y.replace(/replicas: 1\b/, 'replicas: 3').replace('leases: { enabled: false }', `leases: { enabled: ${leases} }`),
+        y.replace(/replicas: 1\b/, 'replicas: 3').replace(/leases: \{ enabled: (true|false) \}/, `leases: { enabled: ${leases} }`),
     });
     gateways = await startGateways(3, { redisUrl: redis.url, upstreamUrl: upstream.url, configDir });
   }, 200_000);

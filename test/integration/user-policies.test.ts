@@ -19,7 +19,11 @@ const policies = (value: string, extra = '') => `policies:
   - use: ${FIXTURES}/faulty.js
     budgetMs: 300
 ${extra}`;
-const withPolicies = (value: string, extra?: string) => (yaml: string) => yaml.replace(/^policies: \[\][^\n]*\n/m, policies(value, extra));
+// Leases off: these tests read X-RateLimit-Remaining to the unit after each request, which is the
+// no-lease path's promise; with a lease out, a Redis-decided answer under-reports by its units
+// (docs/quota-leases.md), and whether the key turns hot depends on the machine's speed.
+const withPolicies = (value: string, extra?: string) => (yaml: string) =>
+  yaml.replace(/^policies: \[\][^\n]*\n/m, policies(value, extra)).replace(/leases: \{ enabled: true \}/, 'leases: { enabled: false }');
 
 describe('user policies, one per phase', () => {
   let stack: EdgeRulesStack;
@@ -66,14 +70,14 @@ describe('user policies, one per phase', () => {
   });
 
   it('changes request fields before the forward and response fields on the relayed head, never seeing the credential', async () => {
-    const created = await key();
+    const created = await stack.key(['--plan', 'enterprise', '--scope', 'categories:read', '--scope', 'categories:write']);
     const reply = await call(`${stack.gateway.url}/v1/categories`, {
       headers: { ...bearer(created.key), 'x-drop-me': '1', cookie: 'a=b' },
     });
     expect(reply.status).toBe(200);
     const seen = reply.json.headers;
     expect(seen['x-policy-value']).toBe('v1');
-    expect(seen['x-policy-consumer']).toBe(`${created.id}/enterprise/default`);
+    expect(seen['x-policy-consumer']).toBe(`${created.id}/enterprise/default/categories:read+categories:write/false`);
     expect(seen['x-drop-me']).toBeUndefined();
     const visible: string[] = seen['x-policy-saw'].split(',');
     expect(visible).toContain('x-request-id');

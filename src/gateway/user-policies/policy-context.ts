@@ -72,9 +72,13 @@ export class PolicyRequestView {
     const consumer = this.ctx.consumer;
     if (!consumer) return undefined;
     if (this.consumerSeen?.id !== consumer.id)
-      this.consumerSeen = consumer.owner
-        ? { id: consumer.id, plan: consumer.plan, owner: consumer.owner }
-        : { id: consumer.id, plan: consumer.plan };
+      this.consumerSeen = {
+        id: consumer.id,
+        plan: consumer.plan,
+        ...(consumer.owner && { owner: consumer.owner }),
+        scopes: Object.freeze([...(consumer.scopes ?? [])]),
+        anonymous: consumer.anonymous === true,
+      };
     return this.consumerSeen;
   }
 

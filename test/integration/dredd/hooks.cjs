@@ -10,7 +10,9 @@
 //   document says;
 // - it wants Content-Type to equal the documented media type exactly, so `application/json;
 //   charset=utf-8` fails: the hooks compare the media type instead (RFC 9110 §8.3.1: parameters
-//   are not part of it).
+//   are not part of it);
+// - it builds the expected body from an example holding every property the schema lists, and then
+//   wants each of them: the hooks keep only the properties the schema marks required.
 const { readFileSync } = require('node:fs');
 const hooks = require('hooks');
 const { parse } = require('yaml');
@@ -70,6 +72,14 @@ hooks.beforeEach((transaction) => {
     if (!required.has(name.toLowerCase())) delete transaction.expected.headers[name];
   }
   transaction.documentedMediaTypes = Object.keys(response.content ?? {});
+
+  // Keep only the body properties the document marks required.
+  const schema = resolve(response.content?.['application/json']?.schema);
+  if (schema?.type === 'object' && Array.isArray(schema.required) && transaction.expected.body) {
+    const body = JSON.parse(transaction.expected.body);
+    for (const name of Object.keys(body)) if (!schema.required.includes(name)) delete body[name];
+    transaction.expected.body = JSON.stringify(body);
+  }
 });
 
 hooks.afterEach((transaction) => {
