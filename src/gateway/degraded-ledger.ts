@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../observability/log.js';
 import type { QuotaOutcome } from '../quota/quota-state.js';
-import { DAY_MS, MINUTE_MS, windowStartMs } from '../quota/windows.js';
+import type { Quota } from '../config/plans-schema.js';
+import { periodsAt, pick } from '../quota/calendar.js';
+import { MINUTE_MS, windowStartMs } from '../quota/windows.js';
 import type { DegradedAdmissions, QuotaStore } from '../store/quota-store.js';
 
 /** Retries of a flush that failed (a second outage) come this often while any is left. */
@@ -31,22 +33,32 @@ export class DegradedLedger {
     private readonly logger: Logger,
   ) {}
 
-  /** A decision taken without Redis (`local` mode's store, or `open` mode's admit-all at `nowMs`). */
-  record(subject: string, outcome: Pick<QuotaOutcome, 'verdict' | 'nowMs' | 'cost' | 'bannedUntilMs'>): void {
+  /**
+   * A decision taken without Redis (`local` mode's store, or `open` mode's admit-all at `nowMs`),
+   * in the windows of `quota`'s calendar (its zone's day, its month: the ones the store counts in).
+   */
+  record(subject: string, outcome: Pick<QuotaOutcome, 'verdict' | 'nowMs' | 'cost' | 'bannedUntilMs'>, quota?: Quota): void {
     const admitted = outcome.verdict === 'allowed' ? outcome.cost : 0;
     if (admitted === 0 && outcome.verdict !== 'banned') return;
+    const periods = periodsAt(outcome.nowMs, quota?.calendar);
     const minuteStartMs = windowStartMs(outcome.nowMs, MINUTE_MS);
-    const dayStartMs = windowStartMs(outcome.nowMs, DAY_MS);
+    const dayStartMs = pick(periods.day, outcome.nowMs)[0];
+    const monthStartMs = pick(periods.month, outcome.nowMs)[0];
+    const calendar = quota?.calendar;
     let batch = this.open.get(subject);
     if (!batch) {
-      batch = { seq: 0, minuteStartMs, minuteUnits: 0, dayStartMs, dayUnits: 0, bannedUntilMs: 0 };
+      batch = { seq: 0, minuteStartMs, minuteUnits: 0, dayStartMs, dayUnits: 0, monthStartMs, monthUnits: 0, calendar, bannedUntilMs: 0 };
       this.open.set(subject, batch);
     }
     // Units of a window that has rolled would be dropped by the store anyway.
     if (batch.minuteStartMs !== minuteStartMs) Object.assign(batch, { minuteStartMs, minuteUnits: 0 });
     if (batch.dayStartMs !== dayStartMs) Object.assign(batch, { dayStartMs, dayUnits: 0 });
+    if (batch.monthStartMs !== monthStartMs) Object.assign(batch, { monthStartMs, monthUnits: 0 });
+    batch.calendar = calendar;
     batch.minuteUnits += admitted;
     batch.dayUnits += admitted;
+    // Only a quota with a month counts one (as the quota script).
+    if (quota?.perMonth !== undefined) batch.monthUnits = (batch.monthUnits ?? 0) + admitted;
     batch.bannedUntilMs = Math.max(batch.bannedUntilMs, outcome.bannedUntilMs);
   }
 

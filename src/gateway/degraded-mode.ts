@@ -44,13 +44,13 @@ export class DegradedMode {
   async decide(subject: string, quota: Quota, ban: BanPolicy, cost: number): Promise<{ outcome: QuotaOutcome; quota: Quota }> {
     const share = this.share.shareOf(subject, quota, this.now());
     const outcome = await this.store.consume(subject, share, ban, cost);
-    this.ledger?.record(subject, outcome);
+    this.ledger?.record(subject, outcome, quota);
     return { outcome: inWholeTerms(quota, share, outcome), quota: { ...share, perMinute: quota.perMinute, perDay: quota.perDay } };
   }
 
   /** `open` mode admitted a request unmetered: Redis still gets its units when it is back. */
-  admittedOpen(subject: string, cost: number): void {
-    this.ledger?.record(subject, { verdict: 'allowed', nowMs: this.now(), cost, bannedUntilMs: 0 });
+  admittedOpen(subject: string, cost: number, quota?: Quota): void {
+    this.ledger?.record(subject, { verdict: 'allowed', nowMs: this.now(), cost, bannedUntilMs: 0 }, quota);
   }
 
   /** The shared store answers again: add what was admitted meanwhile. */

@@ -1,3 +1,4 @@
+import type { Calendar } from '../config/calendar-fields.js';
 import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import type { QuotaOutcome } from '../quota/quota-state.js';
 
@@ -137,6 +138,11 @@ export interface DegradedAdmissions {
   minuteUnits: number;
   dayStartMs: number;
   dayUnits: number;
+  /** The month the month units were admitted in (absent, with them: none counted, the quota has no month). */
+  monthStartMs?: number;
+  monthUnits?: number;
+  /** The zone and anchor the batch's day and month follow (calendar.ts); absent: UTC days, calendar months. */
+  calendar?: Calendar;
   /** A ban earned meanwhile (the end, on the replica's clock), or 0. */
   bannedUntilMs: number;
 }

@@ -176,7 +176,7 @@ async function degrade(
   ctx.degraded = true;
   ctx.res.setHeader('x-tollgate-degraded', mode === 'open' ? 'quota-open' : 'quota-local');
   if (mode === 'open') {
-    deps.degraded.admittedOpen(subject, cost);
+    deps.degraded.admittedOpen(subject, cost, quota);
     return CONTINUE;
   }
   // This replica's share of what was left when it last heard from Redis (local-share.ts).

@@ -12,16 +12,19 @@ import { CLOCK } from './quota-script.js';
 // KEYS[1]  tg:quota:{id}
 // KEYS[2]  tg:reconciled:{id}:<replica>:<seq>
 // ARGV     minuteStartMs, minuteUnits, dayStartMs, dayUnits, bannedUntilMs, markerTtlMs,
-//          nowMs ('' = Redis TIME)
+//          nowMs ('' = Redis TIME), monthStartMs, monthUnits, the day's four edges and the month's
+//          (calendar.ts, of the batch's calendar: the day and month the quota script counts in)
 // Reply    1 applied now, 0 applied before
 export const RECONCILE_SCRIPT = `${CLOCK}
 if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[6]) then return 0 end
 local now = clock(ARGV[7])
-local s = current(now)
+local s = current(now, 10)
 local changed = false
 local minuteUnits, dayUnits, bannedUntil = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local monthUnits = tonumber(ARGV[9])
 if tonumber(ARGV[1]) == s.ms and minuteUnits > 0 then s.mc = s.mc + minuteUnits; changed = true end
 if tonumber(ARGV[3]) == s.ds and dayUnits > 0 then s.dc = s.dc + dayUnits; changed = true end
+if tonumber(ARGV[8]) == s.ys and monthUnits > 0 then s.yc = s.yc + monthUnits; changed = true end
 if bannedUntil > now and bannedUntil > s.bu then
   s.bu = bannedUntil
   s.rc = 0
@@ -32,17 +35,19 @@ if not changed then return 1 end
 -- The expiry as the quota script computes it; a live 'ex' already covers the refusals' ban window.
 local oldEx = tonumber(redis.call('HGET', KEYS[1], 'ex')) or 0
 if oldEx <= now then oldEx = 0 end
-local ex = math.max(oldEx, s.ds + DAY_MS, s.bu, math.ceil(s.mt / 1000))
+local monthEnd = 0
+if s.yc > 0 then monthEnd = s.ye end
+local ex = math.max(oldEx, s.de, monthEnd, s.bu, math.ceil(s.mt / 1000))
 -- Every field, as QUOTA_SCRIPT writes them: a hash past its 'ex' reads as empty, and must not come
 -- back to life with its old refusals or ban once 'ex' moves on.
 redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc,
-  'bu', string.format('%.0f', s.bu), 'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt))
+  'bu', string.format('%.0f', s.bu), 'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt), 'ys', s.ys, 'yc', s.yc)
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS))
 -- Leases of this subject out on other replicas hear of the new counts, as of any other change.
 if s.le > now then
   local seq = nextSeq(s, now)
   redis.call('HSET', KEYS[1], 'sq', string.format('%.0f', seq))
-  notify(seq, s, now)
+  notify(seq, s, now, 0)
 end
 return 1
 `;

@@ -196,6 +196,8 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   async reconcile(subject: string, replicaId: string, batch: DegradedAdmissions): Promise<void> {
+    // The batch's calendar decides which day and month are current, as in the quota script.
+    const { day, month } = periodsAt(this.clockMs(), batch.calendar);
     await this.commands.tgReconcile(
       quotaKey(subject),
       reconciledKey(subject, replicaId, batch.seq),
@@ -206,6 +208,10 @@ export class RedisQuotaStore implements QuotaStore {
       batch.bannedUntilMs,
       RECONCILED_MARKER_MS,
       this.nowArg(),
+      batch.monthStartMs ?? 0,
+      batch.monthUnits ?? 0,
+      ...day,
+      ...month,
     );
   }
 
