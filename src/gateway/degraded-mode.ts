@@ -45,7 +45,14 @@ export class DegradedMode {
     const share = this.share.shareOf(subject, quota, this.now());
     const outcome = await this.store.consume(subject, share, ban, cost);
     this.ledger?.record(subject, outcome, quota);
-    return { outcome: inWholeTerms(quota, share, outcome), quota: { ...share, perMinute: quota.perMinute, perDay: quota.perDay } };
+    // The whole quota's limits, the month's too: inWholeTerms counts the month in them.
+    const whole = {
+      ...share,
+      perMinute: quota.perMinute,
+      perDay: quota.perDay,
+      ...(quota.perMonth !== undefined && { perMonth: quota.perMonth }),
+    };
+    return { outcome: inWholeTerms(quota, share, outcome), quota: whole };
   }
 
   /** `open` mode admitted a request unmetered: Redis still gets its units when it is back. */
