@@ -1,5 +1,5 @@
 import { createHmac, hkdfSync } from 'node:crypto';
-import { addressOf } from '../policies/ip-rules/cidr.js';
+import { clientOf } from '../http/client-address.js';
 import type { Consumer } from './consumer.js';
 
 /** Characters of the digest kept in an id: 132 bits of base64url, no collision among any number of addresses. */
@@ -25,16 +25,4 @@ export class AnonymousConsumers {
     const digest = createHmac('sha256', this.key).update(clientOf(address)).digest('base64url').slice(0, DIGEST_CHARS);
     return { id: `anon:${digest}`, plan, anonymous: true };
   }
-}
-
-/**
- * Who one anonymous client is: an IPv4 address (an IPv4-mapped IPv6 one as the IPv4 it carries),
- * or an IPv6 /64. A single host is usually given a whole /64 (RFC 6177) and may pick any address
- * in it, so counting per IPv6 address would give it 2⁶⁴ windows.
- */
-function clientOf(address: string): string {
-  const parsed = addressOf(address);
-  if (!parsed) return address;
-  if (parsed.kind() === 'ipv4') return parsed.toString();
-  return `${parsed.toNormalizedString().split(':').slice(0, 4).join(':')}::/64`;
 }

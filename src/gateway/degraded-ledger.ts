@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../observability/log.js';
 import type { QuotaOutcome } from '../quota/quota-state.js';
-import type { Calendar } from '../config/calendar-fields.js';
+import type { Quota } from '../config/plans-schema.js';
 import { periodsAt, pick } from '../quota/calendar.js';
 import { MINUTE_MS, windowStartMs } from '../quota/windows.js';
 import type { DegradedAdmissions, QuotaStore } from '../store/quota-store.js';
@@ -33,15 +33,18 @@ export class DegradedLedger {
     private readonly logger: Logger,
   ) {}
 
-  /** A decision taken without Redis (`local` mode's store, or `open` mode's admit-all at `nowMs`). */
-  record(subject: string, outcome: Pick<QuotaOutcome, 'verdict' | 'nowMs' | 'cost' | 'bannedUntilMs'>, calendar?: Calendar): void {
+  /**
+   * A decision taken without Redis (`local` mode's store, or `open` mode's admit-all at `nowMs`),
+   * in the windows of `quota`'s calendar (its zone's day, its month: the ones the store counts in).
+   */
+  record(subject: string, outcome: Pick<QuotaOutcome, 'verdict' | 'nowMs' | 'cost' | 'bannedUntilMs'>, quota?: Quota): void {
     const admitted = outcome.verdict === 'allowed' ? outcome.cost : 0;
     if (admitted === 0 && outcome.verdict !== 'banned') return;
+    const periods = periodsAt(outcome.nowMs, quota?.calendar);
     const minuteStartMs = windowStartMs(outcome.nowMs, MINUTE_MS);
-    // The day and month of the quota's calendar (its zone, its billing anchor), as the script reads them.
-    const periods = periodsAt(outcome.nowMs, calendar);
     const dayStartMs = pick(periods.day, outcome.nowMs)[0];
     const monthStartMs = pick(periods.month, outcome.nowMs)[0];
+    const calendar = quota?.calendar;
     let batch = this.open.get(subject);
     if (!batch) {
       batch = { seq: 0, minuteStartMs, minuteUnits: 0, dayStartMs, dayUnits: 0, monthStartMs, monthUnits: 0, calendar, bannedUntilMs: 0 };
@@ -54,7 +57,8 @@ export class DegradedLedger {
     batch.calendar = calendar;
     batch.minuteUnits += admitted;
     batch.dayUnits += admitted;
-    batch.monthUnits += admitted;
+    // Only a quota with a month counts one (as the quota script).
+    if (quota?.perMonth !== undefined) batch.monthUnits = (batch.monthUnits ?? 0) + admitted;
     batch.bannedUntilMs = Math.max(batch.bannedUntilMs, outcome.bannedUntilMs);
   }
 

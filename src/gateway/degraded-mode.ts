@@ -1,4 +1,3 @@
-import type { Calendar } from '../config/calendar-fields.js';
 import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import type { Logger } from '../observability/log.js';
 import type { QuotaOutcome } from '../quota/quota-state.js';
@@ -45,13 +44,20 @@ export class DegradedMode {
   async decide(subject: string, quota: Quota, ban: BanPolicy, cost: number): Promise<{ outcome: QuotaOutcome; quota: Quota }> {
     const share = this.share.shareOf(subject, quota, this.now());
     const outcome = await this.store.consume(subject, share, ban, cost);
-    this.ledger?.record(subject, outcome, quota.calendar);
-    return { outcome: inWholeTerms(quota, share, outcome), quota: { ...share, perMinute: quota.perMinute, perDay: quota.perDay } };
+    this.ledger?.record(subject, outcome, quota);
+    // The whole quota's limits, the month's too: inWholeTerms counts the month in them.
+    const whole = {
+      ...share,
+      perMinute: quota.perMinute,
+      perDay: quota.perDay,
+      ...(quota.perMonth !== undefined && { perMonth: quota.perMonth }),
+    };
+    return { outcome: inWholeTerms(quota, share, outcome), quota: whole };
   }
 
   /** `open` mode admitted a request unmetered: Redis still gets its units when it is back. */
-  admittedOpen(subject: string, cost: number, calendar?: Calendar): void {
-    this.ledger?.record(subject, { verdict: 'allowed', nowMs: this.now(), cost, bannedUntilMs: 0 }, calendar);
+  admittedOpen(subject: string, cost: number, quota?: Quota): void {
+    this.ledger?.record(subject, { verdict: 'allowed', nowMs: this.now(), cost, bannedUntilMs: 0 }, quota);
   }
 
   /** The shared store answers again: add what was admitted meanwhile. */

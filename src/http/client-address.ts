@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { addressOf } from '../policies/ip-rules/cidr.js';
 import type { ProxyTrust } from './proxy-trust.js';
 
 /**
@@ -8,4 +9,17 @@ import type { ProxyTrust } from './proxy-trust.js';
  */
 export function clientAddressOf(req: IncomingMessage, trust: ProxyTrust): string {
   return trust.chain(req).client;
+}
+
+/**
+ * Who one client is, for what is counted per client (the anonymous consumer, the failed-authentication
+ * limit): an IPv4 address (an IPv4-mapped IPv6 one as the IPv4 it carries), or an IPv6 /64. A
+ * single host is usually given a whole /64 (RFC 6177) and may pick any address in it, so counting
+ * per IPv6 address would give it 2⁶⁴ windows.
+ */
+export function clientOf(address: string): string {
+  const parsed = addressOf(address);
+  if (!parsed) return address;
+  if (parsed.kind() === 'ipv4') return parsed.toString();
+  return `${parsed.toNormalizedString().split(':').slice(0, 4).join(':')}::/64`;
 }

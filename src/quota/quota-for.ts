@@ -22,13 +22,26 @@ export function quotaFor(key: Consumer, plans: PlansConfig): Quota | undefined {
  * stores and the headers can recognise instead of comparing fields on every request.
  */
 const derived = new WeakMap<Consumer, { plans: PlansConfig; quota: Quota | undefined }>();
+/** Per plans: each plan's quota in the plans' zone, for consumers with nothing of their own. */
+const inZone = new WeakMap<PlansConfig, Map<string, Quota>>();
 
 function derive(key: Consumer, plans: PlansConfig): Quota | undefined {
   const plan = plans.plans[key.plan];
   const own = key.perMinute !== undefined && key.perDay !== undefined;
   const anchorDay = key.billingAnchor === undefined ? undefined : anchorDayOf(key.billingAnchor);
   const zoned = plans.timeZone !== undefined || anchorDay !== undefined;
-  if (!own && key.shadow === undefined && key.perMonth === undefined && !zoned) return plan;
+  const plain = !own && key.shadow === undefined && key.perMonth === undefined && anchorDay === undefined;
+  if (plain && !zoned) return plan;
+  // A consumer with nothing of its own has its plan's quota in the plans' zone: one object per plan
+  // and plans, whatever the consumer object (an anonymous caller is a new one on every request, and
+  // a lease is held for one quota object: quota-leases.ts).
+  if (plain && plan) {
+    let zonedPlans = inZone.get(plans);
+    if (!zonedPlans) inZone.set(plans, (zonedPlans = new Map()));
+    let quota = zonedPlans.get(key.plan);
+    if (!quota) zonedPlans.set(key.plan, (quota = { ...plan, calendar: { timeZone: plans.timeZone ?? 'UTC' } }));
+    return quota;
+  }
   const windows = own ? { perMinute: key.perMinute, perDay: key.perDay } : plan;
   if (!windows) return undefined;
   return {

@@ -138,10 +138,10 @@ export interface DegradedAdmissions {
   minuteUnits: number;
   dayStartMs: number;
   dayUnits: number;
-  /** The month the units were admitted in (0 under a quota without one; calendar.ts) and its units. */
-  monthStartMs: number;
-  monthUnits: number;
-  /** The quota's calendar: the day and month edges the store reads its own windows by. */
+  /** The month the month units were admitted in (absent, with them: none counted, the quota has no month). */
+  monthStartMs?: number;
+  monthUnits?: number;
+  /** The zone and anchor the batch's day and month follow (calendar.ts); absent: UTC days, calendar months. */
   calendar?: Calendar;
   /** A ban earned meanwhile (the end, on the replica's clock), or 0. */
   bannedUntilMs: number;

@@ -61,14 +61,14 @@ describe('reconciling degraded admissions', () => {
     const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
     await store.consume('zoned', monthly, ban, 6);
     const ledger = new DegradedLedger(store, logger);
-    for (let i = 0; i < 4; i++) ledger.record('zoned', { verdict: 'allowed', nowMs, cost: 1, bannedUntilMs: 0 }, calendar);
+    for (let i = 0; i < 4; i++) ledger.record('zoned', { verdict: 'allowed', nowMs, cost: 1, bannedUntilMs: 0 }, monthly);
     expect(await ledger.flush()).toBe(true);
     expect(await store.usage('zoned', monthly)).toMatchObject({ minuteCount: 10, dayCount: 10, monthCount: 10 });
     // The Berlin month has ended at 23:00 UTC: a late batch of January adds to no window of February.
     clock.nowMs = nowMs + 45 * MINUTE_MS;
     const periods = periodsAt(clock.nowMs, calendar);
     expect(pick(periods.month, clock.nowMs)[0]).toBe(Date.UTC(2026, 0, 31, 23, 0, 0));
-    ledger.record('zoned', { verdict: 'allowed', nowMs, cost: 3, bannedUntilMs: 0 }, calendar);
+    ledger.record('zoned', { verdict: 'allowed', nowMs, cost: 3, bannedUntilMs: 0 }, monthly);
     expect(await ledger.flush()).toBe(true);
     expect(await store.usage('zoned', monthly)).toMatchObject({ dayCount: 0, monthCount: 0 });
     ledger.close();

@@ -177,7 +177,7 @@ async function degrade(step: QuotaStep, deps: QuotaDeps): Promise<Decision> {
   ctx.degraded = true;
   ctx.res.setHeader('x-tollgate-degraded', mode === 'open' ? 'quota-open' : 'quota-local');
   if (mode === 'open') {
-    deps.degraded.admittedOpen(subject, cost, quota.calendar);
+    deps.degraded.admittedOpen(subject, cost, quota);
     return CONTINUE;
   }
   // This replica's share of what was left when it last heard from Redis (local-share.ts).

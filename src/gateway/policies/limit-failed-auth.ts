@@ -1,7 +1,7 @@
 import { statusOf } from '../../errors/registry.js';
 import type { ProxyTrust } from '../../http/proxy-trust.js';
 import { LRUCache } from 'lru-cache';
-import { clientAddressOf } from '../../http/client-address.js';
+import { clientAddressOf, clientOf } from '../../http/client-address.js';
 import type { RedisClient } from '../../store/redis/connect.js';
 import type { Decision, Policy, RequestContext } from '../context.js';
 import { isAnswer, reject } from '../context.js';
@@ -38,13 +38,14 @@ export function failedAuthLimiter(
   }
 
   const blockedSeconds = (ctx: RequestContext) => {
-    const untilMs = blockedUntilMs.get(clientAddress(ctx, proxyTrust)) ?? 0;
+    const untilMs = blockedUntilMs.get(clientOf(clientAddress(ctx, proxyTrust))) ?? 0;
     return untilMs > Date.now() ? Math.ceil((untilMs - Date.now()) / 1000) : 0;
   };
 
   /** One failure counted: the seconds the address must now wait (0: under its limit, or both stores failed). */
   async function count(ctx: RequestContext): Promise<number> {
-    const address = clientAddress(ctx, proxyTrust);
+    // Per client as the anonymous tier counts one: an IPv6 /64, an IPv4-mapped address as its IPv4.
+    const address = clientOf(clientAddress(ctx, proxyTrust));
     const counted = await window(address, perMinute);
     if (!counted) return 0; // both stores failed: answer plainly
     setLimitHeaders(ctx, counted.remaining, counted.resetSeconds);

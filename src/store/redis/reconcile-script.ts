@@ -12,8 +12,8 @@ import { CLOCK } from './quota-script.js';
 // KEYS[1]  tg:quota:{id}
 // KEYS[2]  tg:reconciled:{id}:<replica>:<seq>
 // ARGV     minuteStartMs, minuteUnits, dayStartMs, dayUnits, bannedUntilMs, markerTtlMs,
-//          nowMs ('' = Redis TIME), monthStartMs, monthUnits, then the day's four edges and the
-//          month's (calendar.ts, in the quota's zone and billing anchor, as QUOTA_SCRIPT gets them)
+//          nowMs ('' = Redis TIME), monthStartMs, monthUnits, the day's four edges and the month's
+//          (calendar.ts, of the batch's calendar: the day and month the quota script counts in)
 // Reply    1 applied now, 0 applied before
 export const RECONCILE_SCRIPT = `${CLOCK}
 if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[6]) then return 0 end
@@ -21,9 +21,9 @@ local now = clock(ARGV[7])
 local s = current(now, 10)
 local changed = false
 local minuteUnits, dayUnits, bannedUntil = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local monthUnits = tonumber(ARGV[9])
 if tonumber(ARGV[1]) == s.ms and minuteUnits > 0 then s.mc = s.mc + minuteUnits; changed = true end
 if tonumber(ARGV[3]) == s.ds and dayUnits > 0 then s.dc = s.dc + dayUnits; changed = true end
-local monthUnits = tonumber(ARGV[9])
 if tonumber(ARGV[8]) == s.ys and monthUnits > 0 then s.yc = s.yc + monthUnits; changed = true end
 if bannedUntil > now and bannedUntil > s.bu then
   s.bu = bannedUntil

@@ -196,6 +196,8 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   async reconcile(subject: string, replicaId: string, batch: DegradedAdmissions): Promise<void> {
+    // The batch's calendar decides which day and month are current, as in the quota script.
+    const { day, month } = periodsAt(this.clockMs(), batch.calendar);
     await this.commands.tgReconcile(
       quotaKey(subject),
       reconciledKey(subject, replicaId, batch.seq),
@@ -206,9 +208,10 @@ export class RedisQuotaStore implements QuotaStore {
       batch.bannedUntilMs,
       RECONCILED_MARKER_MS,
       this.nowArg(),
-      batch.monthStartMs,
-      batch.monthUnits,
-      ...reconcileEdges(this.clockMs(), batch),
+      batch.monthStartMs ?? 0,
+      batch.monthUnits ?? 0,
+      ...day,
+      ...month,
     );
   }
 
@@ -249,12 +252,6 @@ export class RedisQuotaStore implements QuotaStore {
     if (args?.[0] !== perMonth) monthArgs.set(periods, (args = [perMonth, ...periods.day, ...periods.month]));
     return args;
   }
-}
-
-/** The day's and the month's edges around this replica's clock, in the batch's calendar (calendar.ts). */
-function reconcileEdges(nowMs: number, batch: DegradedAdmissions): number[] {
-  const { day, month } = periodsAt(nowMs, batch.calendar);
-  return [...day, ...month];
 }
 
 /** The script's month arguments per memoized periods (calendar.ts), for the perMonth last used with them. */
