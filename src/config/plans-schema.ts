@@ -33,6 +33,12 @@ const planFields = {
     .enum(['key', 'owner'], { error: 'scope must be "key" or "owner"' })
     .optional()
     .describe('owner: all keys of one owner share one set of windows and one ban state (a key without an owner keeps its own)'),
+  credits: z
+    .literal('required', { error: 'credits must be "required" (or left out: no prepaid credits)' })
+    .optional()
+    .describe(
+      'required: each admitted request also spends its cost from the prepaid balance of its key (or owner, under scope: owner); one that the balance cannot cover is refused 402',
+    ),
   burst: count('burst').optional().describe('gcra only: units that may arrive at once (1..perMinute; default 1)'),
   services: z
     .array(z.string({ error: 'services must list service names' }).regex(SERVICE_NAME, 'a service name is 1-32 of a-z 0-9 _ -'), {

@@ -53,6 +53,12 @@ export const ERRORS = {
     status: 403,
     message: "The API key's plan does not include the service this path belongs to; no quota was consumed.",
   },
+  // 402: a plan with prepaid credits, and a balance that cannot pay for this request. Not a 429:
+  // waiting will not help (no Retry-After), a top-up will; it counts towards no ban.
+  insufficient_credits: {
+    status: 402,
+    message: 'The prepaid credit balance cannot cover this request; it was not processed. Add credits to continue.',
+  },
   // 404/405/410/413/415: the resource or representation is wrong
   not_found: { status: 404, message: 'No such resource.' },
   key_not_found: { status: 404, message: 'No API key has this id.' },

@@ -28,7 +28,7 @@ export function createMetrics() {
     }),
     quotaDecisions: new DeferredCounter({
       name: 'tollgate_quota_decisions_total',
-      help: 'Quota decisions by plan and result (allowed, limited, banned, shadow_limited: refused by a shadow plan and admitted), and where they were taken.',
+      help: 'Quota decisions by plan and result (allowed, limited, banned, unfunded: refused 402 for credits, shadow_limited: refused by a shadow plan and admitted), and where they were taken.',
       labelNames: ['plan', 'decision', 'source'] as const,
       registers: [registry],
     }),

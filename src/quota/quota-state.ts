@@ -29,9 +29,15 @@ export interface QuotaState {
   bannedUntilMs: number;
   /** gcra plans: the minute's theoretical arrival time, in µs (gcra.ts); else kept as it was. */
   minuteTatUs: number;
+  /**
+   * The prepaid credit balance (changed by operators, spent under a `credits: required` quota).
+   * Never expires with the windows: the stores keep it when the rest of the state reads as empty.
+   */
+  creditBalance: number;
 }
 
-export type Verdict = 'allowed' | 'limited' | 'banned';
+/** `unfunded`: the windows had room, the credit balance did not (402; nothing spent or counted). */
+export type Verdict = 'allowed' | 'limited' | 'banned' | 'unfunded';
 
 export interface QuotaOutcome {
   verdict: Verdict;
@@ -50,6 +56,8 @@ export interface QuotaOutcome {
   cost: number;
   /** The state's minute theoretical arrival time (gcra plans; µs). */
   minuteTatUs: number;
+  /** The credit balance after this request (absent: 0). */
+  creditBalance?: number;
 }
 
 export const EMPTY_STATE: QuotaState = Object.freeze({
@@ -65,6 +73,7 @@ export const EMPTY_STATE: QuotaState = Object.freeze({
   rejections: 0,
   bannedUntilMs: 0,
   minuteTatUs: 0,
+  creditBalance: 0,
 });
 
 /**
@@ -97,6 +106,7 @@ function outcomeOf(state: QuotaState, nowMs: number, verdict: Verdict, cost: num
     cost,
     minuteTatUs: state.minuteTatUs,
     monthCount: state.monthCount,
+    creditBalance: state.creditBalance,
   };
 }
 
@@ -116,7 +126,9 @@ export function peek(previous: QuotaState, nowMs: number, calendar?: Calendar): 
  * refusal within `window` seconds of the first is answered `banned`, and the ban lasts `duration`
  * seconds. A shadow quota (`shadow: true`) decides the same way but counts no refusal: the gateway
  * admits its refusals, and a client never told 429 cannot be expected to back off (README,
- * "Shadow plans").
+ * "Shadow plans"). Under `credits: required` an admitted request also spends its cost from the
+ * credit balance, and a request the balance cannot cover is `unfunded` (after a ban, before any
+ * window): it changes nothing.
  */
 export function decide(
   previous: QuotaState,
@@ -129,6 +141,10 @@ export function decide(
   // A ban in force changes nothing (the script writes nothing): the state stays as it was, which
   // matters once a reload moves the day or month to another calendar.
   if (state.bannedUntilMs > nowMs) return { state: previous, outcome: outcomeOf(state, nowMs, 'banned', cost) };
+  // A balance that cannot pay is refused before any window: waiting would not help, a top-up
+  // will, so it consumes nothing and counts towards no ban; the state stays as it was.
+  const credits = quota.credits === 'required';
+  if (credits && state.creditBalance < cost) return { state: previous, outcome: outcomeOf(state, nowMs, 'unfunded', cost) };
   const dayFits = state.dayCount + cost <= quota.perDay;
   const monthFits = quota.perMonth === undefined || state.monthCount + cost <= quota.perMonth;
   let minuteFits: boolean;
@@ -144,6 +160,7 @@ export function decide(
     state.dayCount += cost;
     if (quota.perMonth !== undefined) state.monthCount += cost;
     if (minuteTatUs !== null) state.minuteTatUs = minuteTatUs;
+    if (credits) state.creditBalance -= cost;
     return { state, outcome: outcomeOf(state, nowMs, 'allowed', cost) };
   }
   if (quota.shadow) return { state, outcome: outcomeOf(state, nowMs, 'limited', cost) };

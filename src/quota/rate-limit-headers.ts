@@ -104,17 +104,23 @@ export function reportedWindow(quota: Quota, outcome: QuotaOutcome): WindowRepor
  *   month is `"month";q=…;w=2592000` (30 days: the draft's `w` is seconds, a month's vary).
  *   (A day in a zone that changes its clocks lasts 23 or 25 hours; its `w` stays 86400.)
  * While banned, Remaining is 0 and Reset is the end of the ban: no request can succeed before.
+ * Under a quota with `credits: required`, also Tollgate-Credits-Remaining: the balance after it.
  */
 export function rateLimitHeaders(quota: Quota, outcome: QuotaOutcome): Record<string, string> {
   const window = reportedWindow(quota, outcome);
-  return {
+  const headers: Record<string, string> = {
     'x-ratelimit-limit': String(window.limit),
     'x-ratelimit-remaining': String(window.remaining),
     'x-ratelimit-reset': String(Math.ceil(window.resetAtMs / 1000)),
     'ratelimit-policy': policyOf(quota),
     ratelimit: `"${window.name}";r=${window.remaining};t=${secondsUntil(window.resetAtMs, outcome.nowMs)}`,
   };
+  if (quota.credits === 'required') headers[CREDITS_HEADER] = String(outcome.creditBalance ?? 0);
+  return headers;
 }
+
+/** The credit balance after the request, on every answer under a quota with `credits: required`. */
+export const CREDITS_HEADER = 'tollgate-credits-remaining';
 
 const policies = new WeakMap<Quota, string>();
 

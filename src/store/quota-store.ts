@@ -26,6 +26,11 @@ export interface QuotaStore {
   ): Promise<QuotaOutcome>;
   /** Current use without consuming anything; the day and month of `quota`'s calendar (UTC without one). */
   usage(keyId: string, quota?: Quota): Promise<QuotaOutcome>;
+  /**
+   * Changes a subject's prepaid credit balance atomically (beside its windows): adds `add` (may be
+   * negative) or sets `set`; `{}` only reads. A result below zero is not applied.
+   */
+  changeCredits(keyId: string, change: CreditChange): Promise<CreditResult>;
   /** Lifts a ban and forgets counted rejections; false if the key was not banned. */
   unban(keyId: string): Promise<boolean>;
   /**
@@ -145,4 +150,17 @@ export interface DegradedAdmissions {
   calendar?: Calendar;
   /** A ban earned meanwhile (the end, on the replica's clock), or 0. */
   bannedUntilMs: number;
+}
+
+/** An operator's change of a credit balance: one of `add` or `set`; neither reads it. */
+export interface CreditChange {
+  add?: number;
+  set?: number;
+}
+
+/** The balance before and after; `applied` false when the change would have taken it below zero. */
+export interface CreditResult {
+  before: number;
+  after: number;
+  applied: boolean;
 }

@@ -12,7 +12,9 @@ export type Step =
   /** The next edge of the window (the day and month of the plans' calendar), and `offsetMs` from it. */
   | { kind: 'toEdge'; window: 'minute' | 'day' | 'month'; offsetMs: number }
   | { kind: 'reloadPlans'; quota: Quota; ban: BanPolicy }
-  | { kind: 'setQuota'; key: number; quota: Quota | null };
+  | { kind: 'setQuota'; key: number; quota: Quota | null }
+  /** An operator's change of a credit balance: add (may be negative) or set; neither: show. */
+  | { kind: 'credits'; key: number; add?: number; set?: number };
 
 const key = fc.integer({ min: 0, max: 2 });
 const quota = fc
@@ -21,6 +23,8 @@ const quota = fc
     // Days spent within a few requests, and days of many minutes' worth.
     extraPerDay: fc.oneof(fc.integer({ min: 0, max: 6 }), fc.integer({ min: 7, max: 60 })),
     shadow: fc.boolean(),
+    // Prepaid credits: balances spent within a few requests (steps of kind 'credits' top them up).
+    credits: fc.boolean(),
     // gcra with a burst up to perMinute (clamped, as a per-key quota below the plan's burst is).
     gcraBurst: fc.option(fc.integer({ min: 1, max: 5 }), { nil: undefined }),
     // A month window a few days' worth (spent across days), and the calendar its day and month
@@ -30,10 +34,11 @@ const quota = fc
     timeZone: fc.constantFrom('UTC', 'Europe/Berlin', 'America/Santiago', 'Australia/Lord_Howe'),
     anchorDay: fc.option(fc.constantFrom(1, 15, 28, 29, 30, 31), { nil: undefined }),
   })
-  .map(({ perMinute, extraPerDay, shadow, gcraBurst, extraPerMonth, timeZone, anchorDay }): Quota => ({
+  .map(({ perMinute, extraPerDay, shadow, credits, gcraBurst, extraPerMonth, timeZone, anchorDay }): Quota => ({
     perMinute,
     perDay: perMinute + extraPerDay,
     ...(shadow && { shadow }),
+    ...(credits && { credits: 'required' as const }),
     ...(gcraBurst !== undefined && { algorithm: 'gcra' as const, burst: gcraBurst }),
     ...(extraPerMonth !== undefined && { perMonth: perMinute + extraPerDay + extraPerMonth }),
     ...((timeZone !== 'UTC' || anchorDay !== undefined) && { calendar: { timeZone, ...(anchorDay !== undefined && { anchorDay }) } }),
@@ -87,6 +92,16 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   },
   { weight: 1, arbitrary: fc.record({ quota, ban }).map((plans) => ({ kind: 'reloadPlans' as const, ...plans })) },
   {
+    weight: 2,
+    arbitrary: fc
+      .oneof(
+        fc.record({ key, add: fc.integer({ min: -8, max: 12 }) }),
+        fc.record({ key, set: fc.integer({ min: 0, max: 12 }) }),
+        fc.record({ key }),
+      )
+      .map((change) => ({ kind: 'credits' as const, ...change })),
+  },
+  {
     weight: 1,
     arbitrary: fc.record({ key, quota: fc.option(quota, { nil: null }) }).map((o) => ({ kind: 'setQuota' as const, ...o })),
   },
@@ -116,6 +131,57 @@ const tiny = (window: number): Step => ({
  * shared (memory store and script of commit e65dbf2), each replayed as found.
  */
 export const REGRESSIONS: Regression[] = [
+  {
+    // The day ledger once missed the windows a refusal that began a ban wrote (here the UTC day's,
+    // between two Berlin days): the stores agreed, the ledger expected the older count.
+    name: 'a ban begun under another calendar, then its own again',
+    startMs: Date.UTC(2026, 0, 1),
+    steps: [
+      {
+        kind: 'reloadPlans',
+        quota: { perMinute: 1, perDay: 1, calendar: { timeZone: 'Europe/Berlin' } },
+        ban: { afterRejections: 1, window: 1, duration: 1 },
+      },
+      { kind: 'request', key: 0 },
+      { kind: 'reloadPlans', quota: { perMinute: 1, perDay: 1 }, ban: { afterRejections: 1, window: 1, duration: 1 } },
+      { kind: 'request', key: 0 },
+      {
+        kind: 'reloadPlans',
+        quota: { perMinute: 1, perDay: 8, calendar: { timeZone: 'Europe/Berlin' } },
+        ban: { afterRejections: 1, window: 1, duration: 1 },
+      },
+      { kind: 'drip', key: 0, count: 2, everyMs: 20_000 },
+    ],
+  },
+  {
+    name: 'credits spent, refused without a window or a ban, topped up, set, and kept past the day',
+    startMs: Date.UTC(2026, 0, 1, 12),
+    steps: [
+      {
+        kind: 'reloadPlans',
+        quota: { perMinute: 5, perDay: 20, credits: 'required' },
+        ban: { afterRejections: 1, window: 60, duration: 60 },
+      },
+      { kind: 'credits', key: 0, add: 3 },
+      {
+        kind: 'burst',
+        requests: [
+          { key: 0, cost: 2 },
+          { key: 0, cost: 2 },
+          { key: 0, cost: 1 },
+        ],
+      },
+      { kind: 'request', key: 0 },
+      { kind: 'credits', key: 0, add: -5 },
+      { kind: 'credits', key: 0, set: 4 },
+      { kind: 'toEdge', window: 'day', offsetMs: 1 },
+      { kind: 'advance', ms: 2 * 86_400_000 },
+      { kind: 'usage', key: 0 },
+      { kind: 'request', key: 0, cost: 4 },
+      { kind: 'request', key: 0 },
+      { kind: 'credits', key: 0 },
+    ],
+  },
   {
     // fast-check seed 2: memory kept the refusal counted before an unban of a key that was not
     // banned (and banned on the next refusal); the script deleted it.

@@ -25,6 +25,8 @@ import { quotaHistory, REGRESSIONS, type Step } from './quota-stores-differentia
 // (Issue 21: gcra once spread the day over 24 h, refusing with the day far from spent.) Quotas with
 // a month window and a calendar (a zone, a billing anchor) are in the histories too: the ledger
 // counts the month's units the same way, by the calendar's periods (src/quota/calendar.ts).
+// Credit balances (operators' changes, spent under `credits: required`) are held to a ledger of
+// their own: every balance answered is the last change minus the units admitted since, never below 0.
 
 /** The [start, end) of the quota's day or month at nowMs. */
 function periodOf(quota: Quota, nowMs: number, window: 'day' | 'month'): [number, number] {
@@ -37,9 +39,13 @@ const redis = redisForFile();
 class DayLedger {
   private readonly used = new Map<string, { startMs: number; endMs: number; units: number }>();
 
-  check(key: number, quota: Quota, outcome: QuotaOutcome): void {
+  check(key: number, quota: Quota, ban: BanPolicy, outcome: QuotaOutcome): void {
+    // A refusal that began a ban wrote the state (its windows as of now); one in a ban in force, or
+    // for credits, did not.
+    const began = outcome.verdict === 'banned' && outcome.bannedUntilMs - outcome.nowMs === ban.duration * 1000;
+    const wrote = began || (outcome.verdict !== 'banned' && outcome.verdict !== 'unfunded');
     const admitted = outcome.verdict === 'allowed' ? outcome.cost : 0;
-    const dayBefore = this.before(`${key} day`, periodOf(quota, outcome.nowMs, 'day'), outcome.dayCount, admitted, outcome);
+    const dayBefore = this.before(`${key} day`, periodOf(quota, outcome.nowMs, 'day'), outcome.dayCount, admitted, outcome, wrote);
     // The month counts only under a quota with perMonth (as the stores do), but its window moves all the same.
     const monthly = quota.perMonth !== undefined;
     const monthAdmitted = monthly ? admitted : 0;
@@ -49,12 +55,13 @@ class DayLedger {
       outcome.monthCount ?? 0,
       monthAdmitted,
       outcome,
+      wrote,
     );
     expect(outcome.dayCount, 'the day counts the units admitted this day').toBe(dayBefore + admitted);
     if (monthly) expect(outcome.monthCount, 'the month counts the units admitted this month').toBe(monthBefore + admitted);
     if (outcome.verdict === 'allowed') expect(dayBefore + admitted).toBeLessThanOrEqual(quota.perDay);
     if (outcome.verdict === 'allowed' && monthly) expect(monthBefore + admitted).toBeLessThanOrEqual(quota.perMonth!);
-    // A refusal while banned says nothing about the windows; a gcra cost above the burst never fits.
+    // A refusal while banned or for credits says nothing about the windows; a gcra cost above the burst never fits.
     if (outcome.verdict !== 'limited') return;
     if (quota.algorithm === 'gcra' && outcome.cost > gcraMinute(quota).burst) return;
     const [binding] = windowsOf(quota, outcome);
@@ -74,13 +81,21 @@ class DayLedger {
    * The window's units before this answer, and records them after it. A new window starts at 0.
    * A reload to another calendar while the old window runs (another zone or anchor: another
    * start, the old end still ahead) keeps the old count or starts at 0 depending on whether the
-   * stores wrote meanwhile (a refusal for a ban in force writes nothing): either is taken.
+   * stores wrote meanwhile (a refusal for a ban in force or for credits writes nothing): either is taken. What
+   * they wrote is recorded, a refusal that began a ban's included (it moved the windows on).
    */
-  private before(name: string, [startMs, endMs]: [number, number], count: number, admitted: number, outcome: QuotaOutcome): number {
+  private before(
+    name: string,
+    [startMs, endMs]: [number, number],
+    count: number,
+    admitted: number,
+    outcome: QuotaOutcome,
+    wrote: boolean,
+  ): number {
     const known = this.used.get(name);
     let before = known?.startMs === startMs ? known.units : 0;
     if (known && known.startMs !== startMs && outcome.nowMs < known.endMs && count - admitted === known.units) before = known.units;
-    if (outcome.verdict !== 'banned') this.used.set(name, { startMs, endMs, units: before + admitted });
+    if (wrote) this.used.set(name, { startMs, endMs, units: before + admitted });
     return before;
   }
 }
@@ -100,6 +115,7 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
   };
   const overrides = new Map<number, Quota>();
   const ledger = new DayLedger();
+  const balances = new Map<number, number>();
   const transcripts: [string[], string[]] = [[], []];
   for (const step of steps) {
     switch (step.kind) {
@@ -133,7 +149,15 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
     const request = async (store: QuotaStore, key: number, cost?: number) => {
       const quota = overrides.get(key) ?? plans.quota;
       const outcome = await store.consume(`${prefix}-k${key}`, quota, plans.ban, cost);
-      if (store === memory) ledger.check(key, quota, outcome);
+      if (store === memory) {
+        ledger.check(key, quota, plans.ban, outcome);
+        const before = balances.get(key) ?? 0;
+        const spent = quota.credits === 'required' && outcome.verdict === 'allowed' ? outcome.cost : 0;
+        if (outcome.verdict === 'unfunded') expect(before).toBeLessThan(outcome.cost);
+        expect(outcome.creditBalance, 'the balance is the last change minus what was admitted since').toBe(before - spent);
+        expect(outcome.creditBalance).toBeGreaterThanOrEqual(0);
+        balances.set(key, before - spent);
+      }
       const retryAfter = outcome.verdict === 'allowed' ? null : retryAfterSeconds(quota, outcome);
       return JSON.stringify({ outcome, headers: rateLimitHeaders(quota, outcome), retryAfter });
     };
@@ -157,6 +181,11 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
     const act = async (store: QuotaStore) => {
       if (step.kind === 'request') return request(store, step.key, step.cost);
       if (step.kind === 'usage') return JSON.stringify(await store.usage(id, overrides.get(step.key) ?? plans.quota));
+      if (step.kind === 'credits') {
+        const result = await store.changeCredits(id, { add: step.add, set: step.set });
+        if (store === memory && result.applied) balances.set(step.key, result.after);
+        return JSON.stringify(result);
+      }
       return `unban ${await store.unban(id)}`;
     };
     transcripts[0].push(`${step.kind} k${step.key}: ${await act(memory)}`);

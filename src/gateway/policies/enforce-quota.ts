@@ -82,8 +82,9 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     const step: QuotaStep = { ctx, quota, ban: plans.ban, subject, cost };
     if (!health.shouldTry()) return degrade(step, deps);
     // Units this replica reserved in Redis for a hot key (quota-leases.ts): no round trip; or,
-    // while its own ask for them is on its way, its answer (rule 11).
-    const leased = deps.leases?.admit(subject, quota, plans.ban, cost);
+    // while its own ask for them is on its way, its answer (rule 11). A quota with credits takes
+    // no lease: each request spends its balance in the store's one atomic step.
+    const leased = quota.credits === 'required' ? undefined : deps.leases?.admit(subject, quota, plans.ban, cost);
     if (leased instanceof Promise) {
       return leased.then((outcome) => (outcome ? judge(ctx, deps, quota, outcome, 'lease') : fromStore(step, deps, recall, pending)));
     }
@@ -148,6 +149,12 @@ function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: Quot
     deps.metrics.quotaDecisions.inc({ plan, decision: 'allowed', source });
     return CONTINUE;
   }
+  // Even under a shadow plan: the balance is money, never spent past zero. No Retry-After: time
+  // does not help, a top-up does.
+  if (outcome.verdict === 'unfunded') {
+    deps.metrics.quotaDecisions.inc({ plan, decision: 'unfunded', source });
+    return reject('insufficient_credits');
+  }
   const code = outcome.verdict === 'banned' ? 'api_key_banned' : 'rate_limit_exceeded';
   if (quota.shadow) {
     // A shadow plan refuses nobody: the would-be refusal is counted, logged and told, then admitted.
@@ -173,7 +180,8 @@ function shed(deps: QuotaDeps, reason: 'pending' | 'timeout'): Decision {
 async function degrade(step: QuotaStep, deps: QuotaDeps): Promise<Decision> {
   const { ctx, quota, ban, subject, cost } = step;
   const { mode } = deps.degraded;
-  if (mode === 'closed') return reject('rate_limit_store_unavailable', undefined, { 'retry-after': 1 });
+  // A balance cannot be spent safely without the store that holds it: closed, whatever the mode.
+  if (mode === 'closed' || quota.credits === 'required') return reject('rate_limit_store_unavailable', undefined, { 'retry-after': 1 });
   ctx.degraded = true;
   ctx.res.setHeader('x-tollgate-degraded', mode === 'open' ? 'quota-open' : 'quota-local');
   if (mode === 'open') {

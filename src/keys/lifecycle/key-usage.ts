@@ -15,6 +15,8 @@ export interface UsageReport {
   day: WindowUsage;
   /** Under a quota with `perMonth`: the month of the key's calendar (quota.timeZone, billing anchor). */
   month?: WindowUsage;
+  /** Under a plan with `credits: required`: the prepaid balance left (the owner's under scope: owner). */
+  credits?: number;
   /** ISO time the ban ends, or null. */
   bannedUntil: string | null;
   /** ISO time the key expires, or null. */
@@ -50,6 +52,7 @@ export function usageReport(record: Consumer, quota: Quota, outcome: QuotaOutcom
     minute: of('minute'),
     day: of('day'),
     ...(quota.perMonth !== undefined && { month: of('month') }),
+    ...(quota.credits === 'required' && { credits: outcome.creditBalance ?? 0 }),
     bannedUntil: outcome.verdict === 'banned' ? new Date(outcome.bannedUntilMs).toISOString() : null,
     expiresAt: record.expiresAt ?? null,
   };

@@ -1,7 +1,7 @@
 import type { BanPolicy, Quota } from '../../config/plans-schema.js';
 import { decide, EMPTY_STATE, expiresAtMs, lift, peek, type QuotaOutcome, type QuotaState } from '../../quota/quota-state.js';
 import { MINUTE_MS } from '../../quota/windows.js';
-import type { QuotaStore } from '../quota-store.js';
+import type { CreditChange, CreditResult, QuotaStore } from '../quota-store.js';
 
 interface Stored {
   state: QuotaState;
@@ -16,6 +16,8 @@ interface Stored {
  */
 export class MemoryQuotaStore implements QuotaStore {
   private readonly states = new Map<string, Stored>();
+  /** Credit balances, apart from the windows: they never expire with them. */
+  private readonly balances = new Map<string, number>();
   private sweepAtMs = 0;
 
   constructor(private readonly now: () => number = Date.now) {}
@@ -23,8 +25,14 @@ export class MemoryQuotaStore implements QuotaStore {
   async consume(keyId: string, quota: Quota, ban: BanPolicy, cost = 1): Promise<QuotaOutcome> {
     const nowMs = this.now();
     this.sweep(nowMs);
-    const { state, outcome } = decide(this.read(keyId, nowMs), nowMs, quota, ban, cost);
+    const previous = this.read(keyId, nowMs);
+    const { state, outcome } = decide(previous, nowMs, quota, ban, cost);
+    // A decision that changed nothing (a ban in force, a balance that cannot pay) stores nothing,
+    // as the script writes nothing: its expiry stays the one computed when it was written.
+    if (state === previous) return outcome;
     this.states.set(keyId, { state, expiresAtMs: expiresAtMs(state, ban) });
+    if (state.creditBalance > 0) this.balances.set(keyId, state.creditBalance);
+    else this.balances.delete(keyId);
     return outcome;
   }
 
@@ -42,9 +50,20 @@ export class MemoryQuotaStore implements QuotaStore {
     return wasBanned;
   }
 
+  async changeCredits(keyId: string, change: CreditChange): Promise<CreditResult> {
+    const before = this.balances.get(keyId) ?? 0;
+    const after = change.set ?? before + (change.add ?? 0);
+    if (after < 0) return { before, after: before, applied: false };
+    if (after > 0) this.balances.set(keyId, after);
+    else this.balances.delete(keyId);
+    return { before, after, applied: true };
+  }
+
   private read(keyId: string, nowMs: number): QuotaState {
     const stored = this.states.get(keyId);
-    return stored && stored.expiresAtMs > nowMs ? stored.state : EMPTY_STATE;
+    const state = stored && stored.expiresAtMs > nowMs ? stored.state : EMPTY_STATE;
+    const creditBalance = this.balances.get(keyId) ?? 0;
+    return state.creditBalance === creditBalance ? state : { ...state, creditBalance };
   }
 
   /** Drops expired states once a minute, so memory follows the active keys only. */

@@ -36,7 +36,7 @@ end
 -- before 'ex' existed have none: Redis's own expiry still covers them. A 'dt', the day's TAT of a
 -- gcra plan before its day became the UTC-day budget, is no longer read: expiry collects it.)
 local function current(now, at)
-  local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex', 'mt', 'le', 'sq', 'ys', 'yc')
+  local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex', 'mt', 'le', 'sq', 'ys', 'yc', 'cb')
   local s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0, ys = 0, yc = 0 }
   local ex = tonumber(h[8])
   if ex == nil or ex > now then
@@ -59,6 +59,9 @@ local function current(now, at)
   if s.mt <= now * 1000 then s.mt = 0 end
   -- Lease notices (below): kept whatever the state's expiry, so their numbers never go back.
   s.le, s.sq = tonumber(h[10]) or 0, tonumber(h[11]) or 0
+  -- The credit balance ('cb', CREDITS_SCRIPT): never part of the expiring state. A hash that holds
+  -- one is never given a TTL (CREDITS_SCRIPT made it persistent), so the balance outlives the windows.
+  s.cb, s.keep = tonumber(h[14]) or 0, h[14] ~= false
   -- The expiry as stored: a step that leaves it unchanged need not set the key's TTL again.
   s.storedEx = h[8]
   return s
@@ -66,7 +69,7 @@ end
 local function reply(verdict, s, now, cost)
   local bannedUntil = 0
   if verdict == 2 then bannedUntil = s.bu end
-  return { verdict, s.mc, s.dc, s.rc, now, bannedUntil, cost, s.mt, s.yc }
+  return { verdict, s.mc, s.dc, s.rc, now, bannedUntil, cost, s.mt, s.yc, s.cb }
 end
 -- gcra.ts admitUs(): the TAT after admitting cost units, or nil when they do not fit.
 local function admit(tat, nowUs, cost, intervalUs, burst)
@@ -116,7 +119,7 @@ end
 local function write(s, now, ex, fields)
   redis.call('HSET', KEYS[1], unpack(fields))
   local exArg = string.format('%.0f', ex)
-  if exArg ~= s.storedEx then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS)) end
+  if exArg ~= s.storedEx and not s.keep then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS)) end
 end
 `;
 
@@ -125,11 +128,12 @@ end
 //          gcra (1 or 0), minute intervalUs, minute burst (gcra.ts gcraMinute(), computed once in
 //          TS), nowMs ('' = Redis TIME), recall (1: a refusal while a lease of the key may be out
 //          is a recall, below; 0: final), perMonth (0: no month window), the day's four edges and
-//          the month's (calendar.ts), then the cost of each request to decide, one or more, in the
+//          the month's (calendar.ts), credits (1: the quota requires credits: an admitted request
+//          spends its cost from 'cb', one 'cb' cannot cover is answered 4), then the cost of each request to decide, one or more, in the
 //          order they arrived
 // Reply    per request, QUOTA_REPLY_LENGTH numbers in a row: { verdict (0 allowed, 1 limited,
-//            2 banned, 3 recalled), minuteCount, dayCount, rejections, nowMs, bannedUntilMs, cost,
-//            minuteTatUs, monthCount, seq, leasedUntilMs } (seq and leasedUntilMs: this step's
+//            2 banned, 3 recalled, 4 unfunded), minuteCount, dayCount, rejections, nowMs, bannedUntilMs,
+//            cost, minuteTatUs, monthCount, creditBalance, seq, leasedUntilMs } (seq and leasedUntilMs: this step's
 //            notice number and 'le', for a recalled request to wait on; 0 when no lease may be out)
 // Several requests of one key in one call (redis-quota-store.ts merges those of one event-loop
 // turn) are decided one after another on the state each left, at one `now`: exactly as the same
@@ -141,25 +145,28 @@ end
 // Numbers that may grow large (TATs in microseconds, expiries) are written with %.0f,
 // exact for every integer a double holds: Redis passes a Lua number on in its shortest form, which
 // for large round values is exponent notation ('8.64e+17'), which PEXPIRE refuses.
-export const QUOTA_ARGS_BEFORE_COSTS = 20;
-export const QUOTA_REPLY_LENGTH = 11;
+export const QUOTA_ARGS_BEFORE_COSTS = 21;
+export const QUOTA_REPLY_LENGTH = 12;
 export const QUOTA_SCRIPT = `${CLOCK}
 local now = clock(ARGV[10])
 local perMinute, perDay = tonumber(ARGV[1]), tonumber(ARGV[2])
 local banAfter, banWindowMs, banDurationMs = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local shadow, gcra = ARGV[6] == '1', ARGV[7] == '1'
 local perMonth = tonumber(ARGV[12])
+local credits = ARGV[21] == '1'
 local s = current(now, 13)
 local leased = s.le > now
 local mayRecall = leased and ARGV[11] == '1' and not shadow
 -- The number a notice of this step carries, if it publishes one (only while a lease may be out).
 local seq = 0
 if leased then seq = nextSeq(s, now) end
-local changed, admitted, recalled = false, false, false
+local changed, admitted, recalled, spent = false, false, false, false
 
 -- decide(): one request of cost units on s, which it updates; the verdict.
 local function decide(cost)
   if s.bu > now then return 2 end
+  -- quota-state.ts: a balance that cannot pay changes nothing (no window, no ban count).
+  if credits and s.cb < cost then return 4 end
   changed = true
   local dayFits = s.dc + cost <= perDay
   local monthFits = perMonth == 0 or s.yc + cost <= perMonth
@@ -176,6 +183,7 @@ local function decide(cost)
     s.dc = s.dc + cost
     if perMonth > 0 then s.yc = s.yc + cost end
     if minuteTat ~= nil then s.mt = minuteTat end
+    if credits then s.cb = s.cb - cost; spent = true end
     admitted = true
     return 0
   end
@@ -221,12 +229,17 @@ if not published then
     redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg,
       'ys', s.ys, 'yc', s.yc)
   end
-  if exArg ~= s.storedEx then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS)) end
+  if spent then redis.call('HSET', KEYS[1], 'cb', s.cb) end
+  if exArg ~= s.storedEx and not s.keep then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS)) end
   return replies
 end
 local fields = stateFields(s, ex)
 fields[#fields + 1] = 'sq'
 fields[#fields + 1] = string.format('%.0f', seq)
+if spent then
+  fields[#fields + 1] = 'cb'
+  fields[#fields + 1] = s.cb
+end
 if recalled then
   fields[#fields + 1] = 'rq'
   fields[#fields + 1] = string.format('%.0f', s.le)
@@ -377,4 +390,21 @@ if changed then
   if published then notify(seq, s, now, 0) end
 end
 return { granted, s.ms, s.ds, now, s.mc, s.dc, s.mt, seq, s.ys, s.yc }
+`;
+
+// An operator's change of the credit balance ('cb', beside the windows: one hash, one slot).
+// ARGV  mode ('add', 'set' or 'show'), amount. A result below zero is not applied. The hash is made
+// persistent: the balance must outlive the windows' expiry (QUOTA_SCRIPT then sets no TTL on it).
+// Reply { applied (1 or 0), before, after }
+export const CREDITS_SCRIPT = `
+local before = tonumber(redis.call('HGET', KEYS[1], 'cb')) or 0
+local mode, amount = ARGV[1], tonumber(ARGV[2])
+local after = before
+if mode == 'add' then after = before + amount elseif mode == 'set' then after = amount end
+if after < 0 then return { 0, before, before } end
+if mode ~= 'show' then
+  redis.call('HSET', KEYS[1], 'cb', after)
+  redis.call('PERSIST', KEYS[1])
+end
+return { 1, before, after }
 `;

@@ -42,7 +42,7 @@ local ex = math.max(oldEx, s.de, monthEnd, s.bu, math.ceil(s.mt / 1000))
 -- back to life with its old refusals or ban once 'ex' moves on.
 redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc,
   'bu', string.format('%.0f', s.bu), 'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt), 'ys', s.ys, 'yc', s.yc)
-redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS))
+if not s.keep then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS)) end
 -- Leases of this subject out on other replicas hear of the new counts, as of any other change.
 if s.le > now then
   local seq = nextSeq(s, now)

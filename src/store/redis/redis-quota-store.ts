@@ -3,15 +3,26 @@ import type { RedisClient } from './connect.js';
 import { subscriptionsOf } from './subscriptions.js';
 import type { BanPolicy, Quota } from '../../config/plans-schema.js';
 import type { QuotaOutcome, Verdict } from '../../quota/quota-state.js';
-import type { DegradedAdmissions, LeaseGrant, LeaseRequest, QuotaNotice, QuotaStore, Recall, RecallWait } from '../quota-store.js';
-import { LEASE_SCRIPT, QUOTA_REPLY_LENGTH, QUOTA_SCRIPT, UNBAN_SCRIPT, USAGE_SCRIPT } from './quota-script.js';
+import type {
+  CreditChange,
+  CreditResult,
+  DegradedAdmissions,
+  LeaseGrant,
+  LeaseRequest,
+  QuotaNotice,
+  QuotaStore,
+  Recall,
+  RecallWait,
+} from '../quota-store.js';
+import { CREDITS_SCRIPT, LEASE_SCRIPT, QUOTA_REPLY_LENGTH, QUOTA_SCRIPT, UNBAN_SCRIPT, USAGE_SCRIPT } from './quota-script.js';
 import { QUOTA_NOTICE_CHANNEL, leaseHoldersKey, quotaKey, quotaSubject, reconciledKey } from './redis-keys.js';
 import { RECONCILE_SCRIPT, RECONCILED_MARKER_MS } from './reconcile-script.js';
 import { TurnBatches } from './turn-batches.js';
 import { gcraMinute } from '../../quota/gcra.js';
 import { periodsAt, type Periods } from '../../quota/calendar.js';
 
-const VERDICTS: Verdict[] = ['allowed', 'limited', 'banned'];
+/** The script's verdicts by number (3, recalled, is an answer of its own: toAnswer). */
+const VERDICTS: Record<number, Verdict> = { 0: 'allowed', 1: 'limited', 2: 'banned', 4: 'unfunded' };
 
 interface QuotaCommands {
   tgQuota(key: string, ...args: Array<string | number>): Promise<number[]>;
@@ -19,6 +30,7 @@ interface QuotaCommands {
   tgUnban(key: string, nowMs: string | number): Promise<number>;
   tgLease(key: string, holders: string, ...args: Array<string | number>): Promise<number[]>;
   tgReconcile(key: string, marker: string, ...args: Array<string | number>): Promise<number>;
+  tgCredits(key: string, mode: string, amount: number): Promise<number[]>;
 }
 
 /** The quota script on a pipeline: queued, answered through its callback. */
@@ -72,6 +84,7 @@ export class RedisQuotaStore implements QuotaStore {
     redis.defineCommand('tgUnban', { numberOfKeys: 1, lua: UNBAN_SCRIPT });
     redis.defineCommand('tgLease', { numberOfKeys: 2, lua: LEASE_SCRIPT });
     redis.defineCommand('tgReconcile', { numberOfKeys: 2, lua: RECONCILE_SCRIPT });
+    redis.defineCommand('tgCredits', { numberOfKeys: 1, lua: CREDITS_SCRIPT });
     this.commands = redis as unknown as QuotaCommands;
   }
 
@@ -127,6 +140,7 @@ export class RedisQuotaStore implements QuotaStore {
       this.nowArg(),
       recall ? 1 : 0,
       ...this.monthArgs(quota),
+      quota.credits === 'required' ? 1 : 0,
       ...costs,
     );
     return costs.map((_, i) => toAnswer(reply, i * QUOTA_REPLY_LENGTH));
@@ -163,6 +177,12 @@ export class RedisQuotaStore implements QuotaStore {
   async usage(keyId: string, quota?: Quota): Promise<QuotaOutcome> {
     const { day, month } = periodsAt(this.clockMs(), quota?.calendar);
     return toOutcome(await this.commands.tgQuotaUsage(quotaKey(keyId), this.nowArg(), ...day, ...month));
+  }
+
+  async changeCredits(keyId: string, change: CreditChange): Promise<CreditResult> {
+    const [mode, amount] = change.set !== undefined ? ['set', change.set] : change.add !== undefined ? ['add', change.add] : ['show', 0];
+    const [applied, before, after] = (await this.commands.tgCredits(quotaKey(keyId), mode, amount)).map(Number);
+    return { before: before ?? 0, after: after ?? 0, applied: applied === 1 };
   }
 
   async unban(keyId: string): Promise<boolean> {
@@ -269,6 +289,7 @@ function sameLimits(a: Request, b: Request): boolean {
     q.calendar?.timeZone === r.calendar?.timeZone &&
     q.calendar?.anchorDay === r.calendar?.anchorDay &&
     !q.shadow === !r.shadow &&
+    q.credits === r.credits &&
     q.algorithm === r.algorithm &&
     q.burst === r.burst &&
     a.ban.afterRejections === b.ban.afterRejections &&
@@ -287,7 +308,7 @@ function gcraArgs(quota: Quota): number[] {
 /** One request's answer: the script's reply from `at` on (QUOTA_REPLY_LENGTH numbers; verdict 3: recalled). */
 function toAnswer(reply: number[], at: number): Answer {
   if (Number(reply[at]) !== 3) return toOutcome(reply, at);
-  return { recalled: { seq: Number(reply[at + 9]), leasedUntilMs: Number(reply[at + 10]), nowMs: Number(reply[at + 4]) } };
+  return { recalled: { seq: Number(reply[at + 10]), leasedUntilMs: Number(reply[at + 11]), nowMs: Number(reply[at + 4]) } };
 }
 
 /** The outcome of one request: the script's reply from `at` on (QUOTA_REPLY_LENGTH numbers). */
@@ -303,6 +324,7 @@ function toOutcome(reply: number[], at = 0): QuotaOutcome {
     cost: field(6, 1),
     minuteTatUs: field(7, 0),
     monthCount: field(8, 0),
+    creditBalance: field(9, 0),
   };
 }
 
