@@ -7,6 +7,7 @@ import { revokeKey, updateKey } from '../keys/lifecycle/change-key.js';
 import { createKey } from '../keys/lifecycle/create-key.js';
 import type { Caller, LifecycleDeps } from '../keys/lifecycle/deps.js';
 import { findKey } from '../keys/lifecycle/find-key.js';
+import { changeKeyCredits, keyCredits, type CreditsReport } from '../keys/lifecycle/key-credits.js';
 import { keyUsage } from '../keys/lifecycle/key-usage.js';
 import { LifecycleError } from '../keys/lifecycle/lifecycle-error.js';
 import { listAudit } from '../keys/lifecycle/list-audit.js';
@@ -38,6 +39,7 @@ const KEY_ACTIONS = [
   'unban',
   'usage',
   'audit',
+  'credits',
 ];
 
 /** Fields named as the options that set them, so a refusal points at what to retype. */
@@ -57,6 +59,9 @@ const OPTION_NAMES: Record<string, string> = {
   owner: '--owner',
   allowedCidrs: '--allow-cidr',
   scopes: '--scope',
+  reason: '--reason',
+  add: 'the amount to add',
+  set: 'the balance to set',
 };
 // A list's item (`allowedCidrs.1`) is named by its option too.
 // The CLI holds the store's own credentials: nothing limits it, so it acts as admin.
@@ -68,7 +73,7 @@ interface Io {
 
 export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io): Promise<void> {
   const { values, positionals } = parseArgs({
-    args: argv,
+    args: negativesLast(argv),
     allowPositionals: true,
     strict: true,
     options: {
@@ -88,6 +93,7 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
       owner: { type: 'string' },
       'allow-cidr': { type: 'string', multiple: true },
       scope: { type: 'string', multiple: true },
+      reason: { type: 'string' },
       json: { type: 'boolean' },
     },
   });
@@ -129,6 +135,22 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
       if (Boolean(values.clear) === given.length > 0) throw new CliError(`give either one or more ${items} or --clear`);
       const label = (name: string) => (name.startsWith(field) ? itemLabel : CLI.label(name));
       return updateKey(deps, keyId, { [field]: values.clear ? null : given }, { ...CLI, label });
+    };
+
+    /** `credits show ID` / `credits add ID N --reason R` / `credits set ID N --reason R`. */
+    const credits = async () => {
+      const [verb, keyId, amount] = args;
+      if (verb === 'show') {
+        const report = await keyCredits(deps, requireId(keyId));
+        return print(report, describeCredits(report));
+      }
+      if (verb !== 'add' && verb !== 'set')
+        throw new CliError('give credits show ID, credits add ID N --reason R or credits set ID N --reason R', 2);
+      if (amount === undefined || !/^-?\d{1,16}$/.test(amount))
+        throw new CliError(`give the amount to ${verb} as a whole number, got ${JSON.stringify(amount ?? '')}`);
+      if (values.reason === undefined) throw new CliError('give --reason R: why the balance changes (kept in the audit)');
+      const report = await changeKeyCredits(deps, requireId(keyId), { [verb]: Number(amount), reason: values.reason }, CLI);
+      return print(report, describeCredits(report));
     };
 
     await lifecycleErrorsAsCliErrors(async () => {
@@ -212,6 +234,8 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
           const report = await keyUsage(deps, id());
           return print(report, describeUsage(report));
         }
+        case 'credits':
+          return credits();
         case 'audit': {
           const page = await listAudit(deps, withoutUndefined({ limit: values.limit, cursor: values.cursor }), CLI.label);
           return print(page, describeAudit(page));
@@ -221,6 +245,23 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
   } finally {
     redis.disconnect();
   }
+}
+
+/**
+ * A negative number (`credits add ID -5`) would read as an option: such words go after a `--`, as
+ * the last positionals (the amount is the last one), unless the caller wrote a `--` already.
+ */
+function negativesLast(argv: string[]): string[] {
+  if (argv.includes('--')) return argv;
+  const negative = (word: string) => /^-\d+$/.test(word);
+  const negatives = argv.filter(negative);
+  return negatives.length === 0 ? argv : [...argv.filter((word) => !negative(word)), '--', ...negatives];
+}
+
+function describeCredits(report: CreditsReport): string {
+  const whose = report.subject === report.id ? '' : ` (the balance of ${report.subject}, shared by its keys)`;
+  const spent = report.required ? '' : '; its plan does not require credits, so none are spent';
+  return `${report.id}: ${report.credits} credits${whose}${spent}`;
 }
 
 function requireId(id: string | undefined): string {

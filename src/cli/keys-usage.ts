@@ -24,6 +24,9 @@ export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL,
                                                             the old one keeps working S more seconds
   unban ID                                                  lift a ban at once, on every replica
   usage ID                                                  every window: used, limit, remaining, reset
+  credits show ID                                           the prepaid credit balance (the owner's under scope: owner)
+  credits add ID N --reason R                               add N credits (N < 0 takes them away); audited
+  credits set ID N --reason R                               set the balance to N; audited; never below zero
   audit [--limit N] [--cursor C]                            admin changes, newest first (API and CLI)
 
   --json   one JSON document on stdout, for scripts`;

@@ -64,6 +64,7 @@ export const ERRORS = {
   key_not_found: { status: 404, message: 'No API key has this id.' },
   method_not_allowed: { status: 405, message: 'The method is not allowed on this resource.' },
   key_revoked: { status: 409, message: 'The API key is revoked; a revoked key cannot be changed this way.' },
+  credits_below_zero: { status: 409, message: 'The change would take the credit balance below zero; nothing was changed.' },
   route_sunset: { status: 410, message: 'This operation has passed its sunset date and is gone.' },
   request_timeout: { status: 408, message: 'The request was not received in time.' },
   payload_too_large: { status: 413, message: 'The request body is too large.' },

@@ -4,7 +4,7 @@ export interface FieldChange {
   after: unknown;
 }
 
-export type AuditAction = 'key.create' | 'key.update' | 'key.revoke' | 'key.rotate' | 'key.unban';
+export type AuditAction = 'key.create' | 'key.update' | 'key.revoke' | 'key.rotate' | 'key.unban' | 'key.credits';
 
 /** One admin change, by the API or the CLI. */
 export interface AuditEntry {
@@ -22,6 +22,8 @@ export interface AuditEntry {
   owner?: string;
   action: AuditAction;
   keyId: string;
+  /** Why, as the actor gave it (required for credit changes). */
+  reason?: string;
   changes: Record<string, FieldChange>;
 }
 

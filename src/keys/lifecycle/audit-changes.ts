@@ -26,6 +26,7 @@ export async function audit(
   keyId: string,
   changes: Record<string, FieldChange>,
   owner: string | undefined,
+  reason?: string,
 ): Promise<void> {
   await deps.audit.append({
     at: new Date(deps.now()).toISOString(),
@@ -33,6 +34,7 @@ export async function audit(
     role: caller.role,
     ...(caller.email !== undefined && { email: caller.email }),
     ...(owner !== undefined && { owner }),
+    ...(reason !== undefined && { reason }),
     action,
     keyId,
     changes,

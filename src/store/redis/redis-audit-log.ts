@@ -55,11 +55,12 @@ function toEntry(id: string, fields: string[]): AuditEntry {
     ...(map.role !== undefined && { role: map.role }),
     ...(map.email !== undefined && { email: map.email }),
     ...(map.owner !== undefined && { owner: map.owner }),
+    ...(map.reason !== undefined && { reason: map.reason }),
   };
 }
 
 function optionalFields(entry: Omit<AuditEntry, 'id'>): string[] {
   const fields: string[] = [];
-  for (const name of ['role', 'email', 'owner'] as const) if (entry[name] !== undefined) fields.push(name, entry[name]);
+  for (const name of ['role', 'email', 'owner', 'reason'] as const) if (entry[name] !== undefined) fields.push(name, entry[name]);
   return fields;
 }

@@ -1,0 +1,126 @@
+import { describe, expect, it } from 'vitest';
+import { threeGateways } from '../helpers/quota-stack.js';
+import { configCopy, keysCli, slackRedisTimeout } from '../helpers/stack.js';
+
+// Prepaid credits (plans.yaml `credits: required`) on three real gateways sharing one real
+// redis-server, gateway.yaml as shipped, so quota leases are on: each admitted request spends its
+// cost from the balance in the quota script's one atomic step, a request the balance cannot cover
+// is refused 402 and spends nothing, and the balance never goes below zero. Balances change only
+// through the CLI here (audited with the actor and the reason).
+
+const PLANS = `
+plans:
+  prepaid:      { perMinute: 100000, perDay: 100000000, credits: required }
+  prepaidowner: { perMinute: 100000, perDay: 100000000, credits: required, scope: owner }
+  plain:        { perMinute: 100000, perDay: 100000000 }
+ban:
+  afterRejections: 20
+  window: 60
+  duration: 60
+`;
+
+const stack = threeGateways(() => configCopy({ 'plans.yaml': () => PLANS, 'gateway.yaml': slackRedisTimeout }));
+const cli = async (args: string[]) => {
+  const result = await keysCli(stack.redis(), [...args, '--json'], stack.configDir());
+  return { ...result, json: result.code === 0 ? (JSON.parse(result.stdout) as Record<string, unknown>) : undefined };
+};
+
+interface Answer {
+  status: number;
+  code?: string;
+  credits: string | null;
+  retryAfter: string | null;
+}
+
+async function answerOf(res: Response): Promise<Answer> {
+  const body = await res.text();
+  const code = res.status === 200 ? undefined : (JSON.parse(body) as { code?: string }).code;
+  return { status: res.status, code, credits: res.headers.get('tollgate-credits-remaining'), retryAfter: res.headers.get('retry-after') };
+}
+
+/** `perGateway` loops on each of the three gateways, each sending `key`'s requests one after another until its first refusal. */
+async function loops(key: string, perGateway: number): Promise<Answer[]> {
+  const answers: Answer[] = [];
+  await Promise.all(
+    Array.from({ length: 3 * perGateway }, async (_, loop) => {
+      for (;;) {
+        const answer = await answerOf(await stack.send(key, loop % 3));
+        answers.push(answer);
+        if (answer.status !== 200) return;
+      }
+    }),
+  );
+  return answers;
+}
+
+describe('prepaid credits with leases on, over three gateways', { timeout: 300_000 }, () => {
+  it('admits exactly the balance under 3 × 30 concurrent loops, never below zero, then 402 insufficient_credits', async () => {
+    const key = await stack.newKey(['--plan', 'prepaid']);
+    const added = await cli(['credits', 'add', key.id, '500', '--reason', 'order 1001 paid']);
+    expect(added.json).toMatchObject({ id: key.id, credits: 500, required: true });
+
+    const answers = await loops(key.key, 30);
+    const admitted = answers.filter((a) => a.status === 200);
+    const refused = answers.filter((a) => a.status !== 200);
+    expect(admitted).toHaveLength(500);
+    // Each admitted request spent one unit: the balances told after them are 499 … 0, each once.
+    expect(admitted.map((a) => Number(a.credits)).sort((a, b) => a - b)).toEqual(Array.from({ length: 500 }, (_, i) => i));
+    // Every loop ended on a 402 (none on a 429: a refusal for credits counts towards no ban).
+    expect(refused).toHaveLength(90);
+    for (const answer of refused) expect(answer).toEqual({ status: 402, code: 'insufficient_credits', credits: '0', retryAfter: null });
+
+    // The spent total equals the balance change, and the windows counted the same units.
+    expect((await cli(['credits', 'show', key.id])).json).toMatchObject({ credits: 0 });
+    const usage = await cli(['usage', key.id]);
+    expect(usage.json).toMatchObject({ credits: 0, minute: expect.anything(), day: { used: 500 } });
+
+    // A top-up lets requests through again.
+    await cli(['credits', 'add', key.id, '2', '--reason', 'goodwill']);
+    expect((await answerOf(await stack.send(key.key, 1))).credits).toBe('1');
+  });
+
+  it('set, add and show through the CLI, audited with actor and reason; a change below zero is refused whole', async () => {
+    const key = await stack.newKey(['--plan', 'prepaid']);
+    expect((await cli(['credits', 'set', key.id, '7', '--reason', 'migrated balance'])).json).toMatchObject({ credits: 7 });
+    expect((await cli(['credits', 'add', key.id, '-3', '--reason', 'refund reversed'])).json).toMatchObject({ credits: 4 });
+    const below = await cli(['credits', 'add', key.id, '-5', '--reason', 'too much']);
+    expect(below.code).not.toBe(0);
+    expect(below.stderr).toMatch(/below zero/);
+    const noReason = await cli(['credits', 'add', key.id, '5']);
+    expect(noReason.code).not.toBe(0);
+    expect(noReason.stderr).toMatch(/--reason/);
+    expect((await cli(['credits', 'show', key.id])).json).toMatchObject({ credits: 4 });
+
+    const audit = (await cli(['audit', '--limit', '20'])).json as { entries: Array<Record<string, unknown>> };
+    const mine = audit.entries.filter((e) => e.keyId === key.id && e.action === 'key.credits');
+    expect(mine.map((e) => [e.actor, e.reason, e.changes])).toEqual([
+      ['cli', 'refund reversed', { credits: { before: 7, after: 4 } }],
+      ['cli', 'migrated balance', { credits: { before: 0, after: 7 } }],
+    ]);
+
+    // The balance on every answer and in the key's own usage.
+    const res = await stack.send(key.key, 0);
+    expect(res.headers.get('tollgate-credits-remaining')).toBe('3');
+    const usage = (await (await stack.send(key.key, 2, '/v1/usage')).json()) as { credits: number };
+    expect(usage.credits).toBe(3);
+  });
+
+  it('an owner-scoped plan spends the owner’s one balance from all of its keys; a plan without credits shows none', async () => {
+    const owner = `acme-${Date.now()}`;
+    const first = await stack.newKey(['--plan', 'prepaidowner', '--owner', owner]);
+    const second = await stack.newKey(['--plan', 'prepaidowner', '--owner', owner]);
+    expect((await cli(['credits', 'add', first.id, '3', '--reason', 'owner top-up'])).json).toMatchObject({ subject: `owner:${owner}` });
+    const answers = [];
+    for (const key of [first, second, second, first]) answers.push(await answerOf(await stack.send(key.key, answers.length)));
+    expect(answers.map((a) => [a.status, a.credits])).toEqual([
+      [200, '2'],
+      [200, '1'],
+      [200, '0'],
+      [402, '0'],
+    ]);
+    const plain = await stack.newKey(['--plan', 'plain']);
+    const res = await stack.send(plain.key, 0);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('tollgate-credits-remaining')).toBeNull();
+  });
+});
