@@ -50,6 +50,8 @@ const TABLE: Record<string, { role: Role; touches: Touches }> = {
   rotateKey: { role: 'operator', touches: 'key' },
   unbanKey: { role: 'operator', touches: 'key' },
   getKeyUsage: { role: 'viewer', touches: 'key' },
+  getKeyCredits: { role: 'viewer', touches: 'key' },
+  changeKeyCredits: { role: 'operator', touches: 'key' },
   listPlans: { role: 'viewer', touches: 'nothing' },
   listServices: { role: 'viewer', touches: 'everything' },
   purgeServiceCache: { role: 'admin', touches: 'everything' },
@@ -116,7 +118,13 @@ async function requestFor(operation: Operation, owner: string): Promise<{ path: 
   if (touches !== 'key') return { path: operation.path };
   const keyId = await keyOf(owner);
   const body =
-    operation.id === 'updateKey' ? { name: 'renamed in the table' } : operation.id === 'rotateKey' ? { graceSeconds: 0 } : undefined;
+    operation.id === 'updateKey'
+      ? { name: 'renamed in the table' }
+      : operation.id === 'rotateKey'
+        ? { graceSeconds: 0 }
+        : operation.id === 'changeKeyCredits'
+          ? { add: 5, reason: 'made in the table' }
+          : undefined;
   return { path: operation.path.replace('{id}', keyId), body, keyId };
 }
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { admin, ADMIN_TOKENS, OPS_TOKEN } from '../helpers/admin-client.js';
 import { threeGateways } from '../helpers/quota-stack.js';
 import { configCopy, keysCli, slackRedisTimeout } from '../helpers/stack.js';
 
@@ -19,7 +20,10 @@ ban:
   duration: 60
 `;
 
-const stack = threeGateways(() => configCopy({ 'plans.yaml': () => PLANS, 'gateway.yaml': slackRedisTimeout }));
+const VIEWER = `viewer:viewer:${'viewer-token-0123456789abcdefghijklmnopqr'}`;
+const stack = threeGateways(() => configCopy({ 'plans.yaml': () => PLANS, 'gateway.yaml': slackRedisTimeout }), {
+  TOLLGATE_ADMIN_TOKENS: `${ADMIN_TOKENS},${VIEWER}`,
+});
 const cli = async (args: string[]) => {
   const result = await keysCli(stack.redis(), [...args, '--json'], stack.configDir());
   return { ...result, json: result.code === 0 ? (JSON.parse(result.stdout) as Record<string, unknown>) : undefined };
@@ -122,5 +126,32 @@ describe('prepaid credits with leases on, over three gateways', { timeout: 300_0
     const res = await stack.send(plain.key, 0);
     expect(res.status).toBe(200);
     expect(res.headers.get('tollgate-credits-remaining')).toBeNull();
+  });
+
+  it('the admin API reads and changes the balance: an operator (or admin) may change it, a viewer only read it', async () => {
+    const key = await stack.newKey(['--plan', 'prepaid']);
+    const adminUrl = stack.gateways()[1]!.adminUrl;
+    const viewer = VIEWER.split(':')[2]!;
+    const changed = await admin(adminUrl, 'POST', `/keys/${key.id}/credits`, {
+      token: OPS_TOKEN,
+      body: { add: 2, reason: 'api top-up' },
+    });
+    expect([changed.status, changed.body]).toEqual([200, { id: key.id, subject: key.id, credits: 2, required: true }]);
+    const refused = await admin(adminUrl, 'POST', `/keys/${key.id}/credits`, { token: viewer, body: { add: 2, reason: 'no' } });
+    expect(refused.status).toBe(403);
+    const below = await admin(adminUrl, 'POST', `/keys/${key.id}/credits`, {
+      token: OPS_TOKEN,
+      body: { add: -3, reason: 'too much' },
+    });
+    expect([below.status, below.body.code]).toEqual([409, 'credits_below_zero']);
+    const noReason = await admin(adminUrl, 'POST', `/keys/${key.id}/credits`, { token: OPS_TOKEN, body: { set: 1 } });
+    expect([noReason.status, noReason.body.code]).toEqual([400, 'invalid_body']);
+    // Spent through another replica: every replica reads the one balance.
+    expect((await stack.send(key.key, 0)).headers.get('tollgate-credits-remaining')).toBe('1');
+    const read = await admin(adminUrl, 'GET', `/keys/${key.id}/credits`, { token: viewer });
+    expect([read.status, read.body.credits]).toEqual([200, 1]);
+    const audit = await admin(adminUrl, 'GET', '/audit?limit=50', { token: OPS_TOKEN });
+    const entry = (audit.body.entries as Array<Record<string, unknown>>).find((e) => e.keyId === key.id && e.action === 'key.credits');
+    expect(entry).toMatchObject({ actor: 'ops', reason: 'api top-up', changes: { credits: { before: 0, after: 2 } } });
   });
 });

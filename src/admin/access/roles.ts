@@ -46,6 +46,7 @@ export const ACTIONS = {
   'keys.rotate': { role: 'operator', owner: 'key' },
   'keys.revoke': { role: 'operator', owner: 'key' },
   'keys.unban': { role: 'operator', owner: 'key' },
+  'keys.credits': { role: 'operator', owner: 'key' },
   'cache.purge': { role: 'admin', owner: 'global' },
 } as const satisfies Record<string, { role: Role; owner: OwnerRule }>;
 export type Action = keyof typeof ACTIONS;

@@ -2,6 +2,7 @@ import { KEY_ID_PATTERN } from '../../keys/format.js';
 import { revokeKey, updateKey } from '../../keys/lifecycle/change-key.js';
 import { createKey } from '../../keys/lifecycle/create-key.js';
 import { findKey } from '../../keys/lifecycle/find-key.js';
+import { changeKeyCredits, keyCredits } from '../../keys/lifecycle/key-credits.js';
 import { keyUsage } from '../../keys/lifecycle/key-usage.js';
 import { LifecycleError } from '../../keys/lifecycle/lifecycle-error.js';
 import { listKeys } from '../../keys/lifecycle/list-keys.js';
@@ -10,7 +11,7 @@ import { unbanKey } from '../../keys/lifecycle/unban-key.js';
 import { publicView } from '../../keys/record.js';
 import type { AdminDeps, AdminRoute } from '../admin-route.js';
 
-/** Keys: create, list, read, change, revoke, rotate, unban, usage (each change audited by the lifecycle). */
+/** Keys: create, list, read, change, revoke, rotate, unban, usage, credits (each change audited by the lifecycle). */
 export function keysRoutes({ lifecycle }: AdminDeps): AdminRoute[] {
   return [
     {
@@ -66,6 +67,18 @@ export function keysRoutes({ lifecycle }: AdminDeps): AdminRoute[] {
       path: '/keys/{id}/usage',
       action: 'keys.usage',
       handle: async (r) => ({ status: 200, body: await keyUsage(lifecycle, keyId(r.params)) }),
+    },
+    {
+      method: 'GET',
+      path: '/keys/{id}/credits',
+      action: 'keys.usage',
+      handle: async (r) => ({ status: 200, body: await keyCredits(lifecycle, keyId(r.params)) }),
+    },
+    {
+      method: 'POST',
+      path: '/keys/{id}/credits',
+      action: 'keys.credits',
+      handle: async (r) => ({ status: 200, body: await changeKeyCredits(lifecycle, keyId(r.params), await r.body(), r.caller) }),
     },
   ];
 }

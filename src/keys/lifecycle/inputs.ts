@@ -109,7 +109,9 @@ export const auditQuery = z.strictObject({
   actor: z.string().max(256).optional(),
   /** Changes to this owner's keys only. */
   owner: z.string().max(64).optional(),
-  action: z.enum(['key.create', 'key.update', 'key.revoke', 'key.rotate', 'key.unban'], { error: 'must be an audit action' }).optional(),
+  action: z
+    .enum(['key.create', 'key.update', 'key.revoke', 'key.rotate', 'key.unban', 'key.credits'], { error: 'must be an audit action' })
+    .optional(),
 });
 
 /** Validates `input` or throws a LifecycleError naming the first bad field in the caller's terms. */

@@ -1,8 +1,10 @@
+import { z } from 'zod';
 import { quotaFor } from '../../quota/quota-for.js';
 import { quotaSubject } from '../../quota/quota-subject.js';
 import { audit } from './audit-changes.js';
 import type { Caller, LifecycleDeps } from './deps.js';
 import { findKey } from './find-key.js';
+import { parseInput } from './inputs.js';
 import { LifecycleError } from './lifecycle-error.js';
 import type { KeyRecord } from '../record.js';
 
@@ -16,16 +18,27 @@ export interface CreditsReport {
   required: boolean;
 }
 
-/** One operator change: `add` (may be negative) or `set`, with the reason the audit keeps. */
-export interface CreditsChange {
-  add?: number;
-  set?: number;
-  reason: string;
-}
-
 /** Largest balance or change: whole numbers a Lua double and JSON carry exactly. */
 const MAX_CREDITS = 1e15;
 const MAX_REASON = 200;
+
+const amount = (min: number) =>
+  z
+    .number({ error: 'must be a whole number' })
+    .int('must be a whole number')
+    .min(min, `must be at least ${min}`)
+    .max(MAX_CREDITS, `must be at most ${MAX_CREDITS}`);
+
+/** One operator change: `add` (may be negative) or `set`, with the reason the audit keeps. */
+const changeSchema = z.strictObject({
+  add: amount(-MAX_CREDITS).optional(),
+  set: amount(0).optional(),
+  reason: z
+    .string({ error: 'is required: why the balance changes' })
+    .trim()
+    .min(1, 'is required: why the balance changes')
+    .max(MAX_REASON, `must be at most ${MAX_REASON} characters`),
+});
 
 export async function keyCredits(deps: LifecycleDeps, id: string): Promise<CreditsReport> {
   const record = await findKey(deps, id);
@@ -38,29 +51,21 @@ export async function keyCredits(deps: LifecycleDeps, id: string): Promise<Credi
  * Changes the balance atomically beside the windows (never below zero: refused whole), drops any
  * verdict cached for the subject on every replica, and audits it with the actor and the reason.
  */
-export async function changeKeyCredits(deps: LifecycleDeps, id: string, change: CreditsChange, caller: Caller): Promise<CreditsReport> {
-  const reason = change.reason.trim();
-  if (reason === '' || reason.length > MAX_REASON)
-    throw new LifecycleError('invalid_body', `${caller.label('reason')} is required: why the balance changes (1-${MAX_REASON} characters)`);
-  const given = [change.add, change.set].filter((n) => n !== undefined);
-  if (given.length !== 1) throw new LifecycleError('invalid_body', `give exactly one of ${caller.label('add')} or ${caller.label('set')}`);
-  const amount = given[0]!;
-  const min = change.set !== undefined ? 0 : -MAX_CREDITS;
-  if (!Number.isSafeInteger(amount) || amount < min || amount > MAX_CREDITS) {
-    const field = caller.label(change.set !== undefined ? 'set' : 'add');
-    throw new LifecycleError('invalid_body', `${field} must be a whole number from ${min} to ${MAX_CREDITS}`);
-  }
+export async function changeKeyCredits(deps: LifecycleDeps, id: string, input: unknown, caller: Caller): Promise<CreditsReport> {
+  const change = parseInput(changeSchema, input, caller.label);
+  if ((change.add === undefined) === (change.set === undefined))
+    throw new LifecycleError('invalid_body', `give exactly one of ${caller.label('add')} or ${caller.label('set')}`);
   const record = await findKey(deps, id);
   const { subject, required } = creditsOf(deps, record);
-  const result = await deps.quotas.changeCredits(subject, change.set !== undefined ? { set: amount } : { add: amount });
+  const result = await deps.quotas.changeCredits(subject, change.set !== undefined ? { set: change.set } : { add: change.add });
   if (!result.applied)
     throw new LifecycleError(
       'credits_below_zero',
-      `the balance is ${result.before}: adding ${amount} would take it below zero; nothing changed`,
+      `the balance is ${result.before}: adding ${change.add} would take it below zero; nothing changed`,
     );
   await deps.keys.announce(subject); // every replica drops what it cached of the subject
   if (subject !== id) await deps.keys.announce(id);
-  await audit(deps, caller, 'key.credits', id, { credits: { before: result.before, after: result.after } }, record.owner, reason);
+  await audit(deps, caller, 'key.credits', id, { credits: { before: result.before, after: result.after } }, record.owner, change.reason);
   return { id, subject, credits: result.after, required };
 }
 
