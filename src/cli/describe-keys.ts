@@ -1,5 +1,6 @@
 import type { AuditPage } from '../store/audit-log.js';
 import type { PublicKeyRecord } from '../keys/record.js';
+import type { CreditsReport } from '../keys/lifecycle/key-credits.js';
 
 // Human output of `tollgate keys …` (with --json the records are printed as they are).
 
@@ -45,11 +46,17 @@ export function describeAudit(page: AuditPage): string {
   if (page.entries.length === 0) return 'no audit entries';
   const lines: string[] = [];
   for (const entry of page.entries) {
-    lines.push(`${entry.at}  ${entry.actor}  ${entry.action}  ${entry.keyId}`);
+    lines.push(`${entry.at}  ${entry.actor}  ${entry.action}  ${entry.keyId}${entry.reason !== undefined ? `  (${entry.reason})` : ''}`);
     for (const [field, change] of Object.entries(entry.changes)) {
       lines.push(`    ${field}: ${JSON.stringify(change.before)} → ${JSON.stringify(change.after)}`);
     }
   }
   if (page.next) lines.push(`(older entries: --cursor ${page.next})`);
   return lines.join('\n');
+}
+
+export function describeCredits(report: CreditsReport): string {
+  const whose = report.subject === report.id ? '' : ` (the balance of ${report.subject}, shared by its keys)`;
+  const spent = report.required ? '' : '; its plan does not require credits, so none are spent';
+  return `${report.id}: ${report.credits} credits${whose}${spent}`;
 }

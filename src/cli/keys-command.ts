@@ -7,7 +7,7 @@ import { revokeKey, updateKey } from '../keys/lifecycle/change-key.js';
 import { createKey } from '../keys/lifecycle/create-key.js';
 import type { Caller, LifecycleDeps } from '../keys/lifecycle/deps.js';
 import { findKey } from '../keys/lifecycle/find-key.js';
-import { changeKeyCredits, keyCredits, type CreditsReport } from '../keys/lifecycle/key-credits.js';
+import { changeKeyCredits, keyCredits } from '../keys/lifecycle/key-credits.js';
 import { keyUsage } from '../keys/lifecycle/key-usage.js';
 import { LifecycleError } from '../keys/lifecycle/lifecycle-error.js';
 import { listAudit } from '../keys/lifecycle/list-audit.js';
@@ -22,7 +22,7 @@ import { RedisQuotaStore } from '../store/redis/redis-quota-store.js';
 import { describeRedis, topologyOf } from '../config/redis-target.js';
 import { CliError } from './cli-error.js';
 import { KEYS_USAGE } from './keys-usage.js';
-import { describeAudit, describeKey, keyTable } from './describe-keys.js';
+import { describeAudit, describeCredits, describeKey, keyTable } from './describe-keys.js';
 import { describeUsage } from './usage-report.js';
 
 const KEY_ACTIONS = [
@@ -256,12 +256,6 @@ function negativesLast(argv: string[]): string[] {
   const negative = (word: string) => /^-\d+$/.test(word);
   const negatives = argv.filter(negative);
   return negatives.length === 0 ? argv : [...argv.filter((word) => !negative(word)), '--', ...negatives];
-}
-
-function describeCredits(report: CreditsReport): string {
-  const whose = report.subject === report.id ? '' : ` (the balance of ${report.subject}, shared by its keys)`;
-  const spent = report.required ? '' : '; its plan does not require credits, so none are spent';
-  return `${report.id}: ${report.credits} credits${whose}${spent}`;
 }
 
 function requireId(id: string | undefined): string {
