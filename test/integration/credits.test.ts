@@ -1,7 +1,10 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { admin, ADMIN_TOKENS, OPS_TOKEN } from '../helpers/admin-client.js';
+import { pollUntil } from '../helpers/poll.js';
 import { threeGateways } from '../helpers/quota-stack.js';
-import { configCopy, keysCli, slackRedisTimeout } from '../helpers/stack.js';
+import { bearer, configCopy, keysCli, slackRedisTimeout } from '../helpers/stack.js';
 
 // Prepaid credits (plans.yaml `credits: required`) on three real gateways sharing one real
 // redis-server, gateway.yaml as shipped, so quota leases are on: each admitted request spends its
@@ -9,11 +12,12 @@ import { configCopy, keysCli, slackRedisTimeout } from '../helpers/stack.js';
 // is refused 402 and spends nothing, and the balance never goes below zero. Balances change only
 // through the CLI here (audited with the actor and the reason).
 
-const PLANS = `
+const PLANS = (later = '') => `
 plans:
   prepaid:      { perMinute: 100000, perDay: 100000000, credits: required }
   prepaidowner: { perMinute: 100000, perDay: 100000000, credits: required, scope: owner }
   plain:        { perMinute: 100000, perDay: 100000000 }
+  later:        { perMinute: 100000, perDay: 100000000${later} }
 ban:
   afterRejections: 20
   window: 60
@@ -21,7 +25,7 @@ ban:
 `;
 
 const VIEWER = `viewer:viewer:${'viewer-token-0123456789abcdefghijklmnopqr'}`;
-const stack = threeGateways(() => configCopy({ 'plans.yaml': () => PLANS, 'gateway.yaml': slackRedisTimeout }), {
+const stack = threeGateways(() => configCopy({ 'plans.yaml': () => PLANS(), 'gateway.yaml': slackRedisTimeout }), {
   TOLLGATE_ADMIN_TOKENS: `${ADMIN_TOKENS},${VIEWER}`,
 });
 const cli = async (args: string[]) => {
@@ -153,5 +157,31 @@ describe('prepaid credits with leases on, over three gateways', { timeout: 300_0
     const audit = await admin(adminUrl, 'GET', '/audit?limit=50', { token: OPS_TOKEN });
     const entry = (audit.body.entries as Array<Record<string, unknown>>).find((e) => e.keyId === key.id && e.action === 'key.credits');
     expect(entry).toMatchObject({ actor: 'ops', reason: 'api top-up', changes: { credits: { before: 0, after: 2 } } });
+  });
+
+  // Last: it changes plans.yaml under the gateways.
+  it('a plans reload that requires credits takes effect on every gateway without a restart', async () => {
+    const key = await stack.newKey(['--plan', 'later']);
+    await cli(['credits', 'set', key.id, '2', '--reason', 'before the plan needs it']);
+    const before = await stack.send(key.key, 0);
+    expect([before.status, before.headers.get('tollgate-credits-remaining')]).toEqual([200, null]);
+    writeFileSync(join(stack.configDir(), 'plans.yaml'), PLANS(', credits: required'));
+    // A usage read spends nothing: it shows when each gateway has the new plans.
+    const deadline = Date.now() + 60_000;
+    for (const gateway of stack.gateways()) {
+      const told = await pollUntil(
+        async () => (await fetch(`${gateway.url}/v1/usage`, { headers: bearer(key.key) })).headers.get('tollgate-credits-remaining'),
+        (credits) => credits !== null,
+        { deadline },
+      );
+      expect(told).toBe('2');
+    }
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await answerOf(await stack.send(key.key, i)));
+    expect(answers.map((a) => [a.status, a.credits])).toEqual([
+      [200, '1'],
+      [200, '0'],
+      [402, '0'],
+    ]);
   });
 });
