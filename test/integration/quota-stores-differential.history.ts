@@ -154,6 +154,19 @@ export const REGRESSIONS: Regression[] = [
     ],
   },
   {
+    // The ledger once took a refusal in a ban begun the same millisecond for the one that began it.
+    name: 'a ban in force answered in the millisecond it began, under another calendar and back',
+    startMs: Date.UTC(2026, 0, 1),
+    steps: [
+      { kind: 'burst', requests: [1, 1, 1, 1, 1].map((cost) => ({ key: 0, cost })) },
+      { kind: 'request', key: 0 },
+      { kind: 'setQuota', key: 0, quota: { perMinute: 1, perDay: 1, calendar: { timeZone: 'America/Santiago' } } },
+      { kind: 'request', key: 0 },
+      { kind: 'setQuota', key: 0, quota: null },
+      { kind: 'request', key: 0, cost: 1 },
+    ],
+  },
+  {
     name: 'credits spent, refused without a window or a ban, topped up, set, and kept past the day',
     startMs: Date.UTC(2026, 0, 1, 12),
     steps: [

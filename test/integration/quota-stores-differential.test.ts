@@ -38,11 +38,15 @@ const redis = redisForFile();
 /** Units admitted to each key in the current day and month, counted from the answers alone. */
 class DayLedger {
   private readonly used = new Map<string, { startMs: number; endMs: number; units: number }>();
+  /** Each key's last ban end answered: a ban with another end began at this answer. */
+  private readonly bans = new Map<number, number>();
 
-  check(key: number, quota: Quota, ban: BanPolicy, outcome: QuotaOutcome): void {
-    // A refusal that began a ban wrote the state (its windows as of now); one in a ban in force, or
+  check(key: number, quota: Quota, outcome: QuotaOutcome): void {
+    // A refusal that began a ban wrote the state (its windows as of now); one in a ban in force (the
+    // same end as the last one answered, even within the millisecond the ban began), or
     // for credits, did not.
-    const began = outcome.verdict === 'banned' && outcome.bannedUntilMs - outcome.nowMs === ban.duration * 1000;
+    const began = outcome.verdict === 'banned' && this.bans.get(key) !== outcome.bannedUntilMs;
+    if (outcome.verdict === 'banned') this.bans.set(key, outcome.bannedUntilMs);
     const wrote = began || (outcome.verdict !== 'banned' && outcome.verdict !== 'unfunded');
     const admitted = outcome.verdict === 'allowed' ? outcome.cost : 0;
     const dayBefore = this.before(`${key} day`, periodOf(quota, outcome.nowMs, 'day'), outcome.dayCount, admitted, outcome, wrote);
@@ -150,7 +154,7 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
       const quota = overrides.get(key) ?? plans.quota;
       const outcome = await store.consume(`${prefix}-k${key}`, quota, plans.ban, cost);
       if (store === memory) {
-        ledger.check(key, quota, plans.ban, outcome);
+        ledger.check(key, quota, outcome);
         const before = balances.get(key) ?? 0;
         const spent = quota.credits === 'required' && outcome.verdict === 'allowed' ? outcome.cost : 0;
         if (outcome.verdict === 'unfunded') expect(before).toBeLessThan(outcome.cost);
