@@ -44,6 +44,12 @@ hooks.beforeEach((transaction) => {
   // per-address failed-authentication limit answers 429 on it, and provoking that here would
   // block this test's address for the other transactions (admin-api.test.ts covers it).
   // The same holds for /ws-tickets other than POST: a used-up key gets 405 there (nothing to count).
+  // 402 needs a plan that requires credits, which the bundled stack's keys are not on:
+  // credits.test.ts provokes it.
+  if (status === 402) {
+    transaction.skip = true;
+    return;
+  }
   if (FAULT_ONLY.has(status) || (status === 429 && (path === '/usage' || (path === '/ws-tickets' && method !== 'post')))) {
     transaction.skip = true;
     return;
