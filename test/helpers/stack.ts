@@ -30,6 +30,11 @@ export async function keysCli(redis: RedisUnderTest, args: string[], configDir =
 }
 
 /** A copy of the shipped config directory, with files replaced or edited by the test. */
+/** gateway.yaml with quota leases on or off, whatever it shipped with (on by default). */
+export function withLeases(enabled: boolean): (gatewayYaml: string) => string {
+  return (yaml) => yaml.replace(/leases: \{ enabled: (true|false) \}/, `leases: { enabled: ${enabled} }`);
+}
+
 export function configCopy(edits: Record<string, (text: string) => string> = {}): string {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-config-'));
   cpSync(CONFIG_DIR, dir, { recursive: true });

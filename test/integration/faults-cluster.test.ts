@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { TestRedisCluster } from '../helpers/redis-cluster.js';
 import { requestLoops, sleep } from '../helpers/request-loops.js';
-import { configCopy, createKey, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
+import { configCopy, createKey, withLeases, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
 // A Redis Cluster master lost under 16 keep-alive loops on a key in its slots (no replica: the
@@ -23,7 +23,7 @@ beforeAll(async () => {
   // Leases off: a lease granted before the loss keeps admitting units the lost node had counted
   // (docs/quota-leases.md: a Redis that loses its state loses the units out on leases with it),
   // which would blur what this test counts: the admissions decided without Redis, added once.
-  const configDir = configCopy({ 'gateway.yaml': (y) => y.replace(/leases: \{ enabled: true \}/, 'leases: { enabled: false }') });
+  const configDir = configCopy({ 'gateway.yaml': withLeases(false) });
   gateway = await startGateway({ ...cluster.env, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configDir });
   key = await createKey(cluster, ['--plan', 'free', '--per-minute', '1000000', '--per-day', '10000000']);
 }, 180_000);

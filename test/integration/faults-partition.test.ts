@@ -3,7 +3,7 @@ import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { TestRedis } from '../helpers/redis-server.js';
 import { requestLoops, sleep } from '../helpers/request-loops.js';
-import { configCopy, createKey, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
+import { configCopy, createKey, withLeases, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
 // A partition without FIN between a gateway and its Redis (a fault proxy of the test's own), under
@@ -29,7 +29,7 @@ beforeAll(async () => {
   // and given back only if the give-back gets through, so Redis may hold more than was admitted
   // by up to those units (docs/operations.md, "Failure modes"); this test counts the admissions
   // decided without Redis, to the request.
-  const configDir = configCopy({ 'gateway.yaml': (y) => y.replace(/leases: \{ enabled: true \}/, 'leases: { enabled: false }') });
+  const configDir = configCopy({ 'gateway.yaml': withLeases(false) });
   gateway = await startGateway({ REDIS_URL: proxy.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configDir });
   // Limits no run reaches: this test is about counting, not refusing.
   key = await createKey(redis, ['--plan', 'free', '--per-minute', '1000000', '--per-day', '10000000']);

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { TestRedis } from '../helpers/redis-server.js';
 import { requestLoops } from '../helpers/request-loops.js';
-import { configCopy, createKey, startGateways, type GatewayHandle } from '../helpers/stack.js';
+import { configCopy, createKey, startGateways, withLeases, type GatewayHandle } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
 // Exact under load, with the shipped Redis command timeout (250 ms): three gateways on one healthy
@@ -50,8 +50,7 @@ function loadedRun(leases: boolean) {
     upstream = await new EchoUpstream().start();
     configDir = configCopy({
       'plans.yaml': () => PLANS,
-      'gateway.yaml': (y) =>
-        y.replace(/replicas: 1\b/, 'replicas: 3').replace(/leases: \{ enabled: (true|false) \}/, `leases: { enabled: ${leases} }`),
+      'gateway.yaml': (y) => withLeases(leases)(y.replace(/replicas: 1\b/, 'replicas: 3')),
     });
     gateways = await startGateways(3, { redisUrl: redis.url, upstreamUrl: upstream.url, configDir });
   }, 200_000);

@@ -4,7 +4,7 @@ import { REPO_ROOT } from '../harness/tollgate.js';
 import { call, EdgeRulesStack, replacingServices } from '../helpers/edge-rules-stack.js';
 import { pollUntil } from '../helpers/poll.js';
 import { runCli } from '../helpers/processes.js';
-import { bearer, configCopy } from '../helpers/stack.js';
+import { bearer, configCopy, withLeases } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
 // The user's own policies against real processes (docs/plugins.md): one test-only policy per
@@ -23,7 +23,7 @@ ${extra}`;
 // no-lease path's promise; with a lease out, a Redis-decided answer under-reports by its units
 // (docs/quota-leases.md), and whether the key turns hot depends on the machine's speed.
 const withPolicies = (value: string, extra?: string) => (yaml: string) =>
-  yaml.replace(/^policies: \[\][^\n]*\n/m, policies(value, extra)).replace(/leases: \{ enabled: true \}/, 'leases: { enabled: false }');
+  withLeases(false)(yaml.replace(/^policies: \[\][^\n]*\n/m, policies(value, extra)));
 
 describe('user policies, one per phase', () => {
   let stack: EdgeRulesStack;
