@@ -24,10 +24,16 @@ export interface KeyCacheOptions {
   now?: () => number;
 }
 
+/** The last part of an entry's freshness in which a hit also re-reads it, off the request's path. */
+const REFRESH_AHEAD_FRACTION = 0.25;
+
 /**
  * In-process cache of key records in front of the key store. Every store change is pushed
  * (pub/sub), so a revocation takes effect on every replica at once; the TTL only bounds the
- * damage of a missed message. Concurrent misses for one id share one store read.
+ * damage of a missed message. Concurrent misses for one id share one store read. A key in use is
+ * re-read in the background during the last quarter of its freshness, so a key called now and then
+ * (every few seconds, as most customers of an API do) never waits for the store on its request's
+ * path: the TTL's bound is kept, the round trip leaves the critical path.
  */
 export class KeyCache {
   private readonly entries: LRUCache<string, Entry>;
@@ -69,11 +75,21 @@ export class KeyCache {
 
   lookup(id: string): KeyLookup | Promise<KeyLookup> {
     const entry = this.entries.get(id);
-    if (this.isFresh(entry)) return { found: entry.record };
+    if (this.isFresh(entry)) {
+      if (this.dueForRefresh(id, entry)) void this.fetch(id, entry);
+      return { found: entry.record };
+    }
     const pending = this.pending.get(id);
     if (pending) return pending;
     if (this.options.health && !this.options.health.shouldTry()) return this.fallback(entry);
     return this.fetch(id, entry);
+  }
+
+  /** A fresh entry near the end of its freshness, with no read of it under way and a store to ask. */
+  private dueForRefresh(id: string, entry: Entry): boolean {
+    const left = entry.fetchedAtMs + this.options.freshMs - this.now();
+    if (left > this.options.freshMs * REFRESH_AHEAD_FRACTION || this.pending.has(id)) return false;
+    return !this.options.health || this.options.health.shouldTry();
   }
 
   /**
