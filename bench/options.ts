@@ -47,6 +47,10 @@ export const HELP = `npm run bench -- [options]
                         not), one row each beside their one-key rows: what a cold key costs in
                         p50/p90/p99 and Redis commands per request (bench/many-keys.ts). Its run:
                         npm run bench -- --phases latency --targets bare,tollgate,tollgate-leases
+  --wrk-keys N          keys the throughput phase's tollgate-2000-keys target sends in turn, one per
+                        request (default 2000; bench/many-keys-wrk.ts): many warm keys, none hot
+                        enough for a lease, beside tollgate's one key in the same rounds. Its run:
+                        npm run bench -- --phases throughput --targets bare,tollgate,tollgate-2000-keys --upstreams plain
   --keys N              key records written to Redis for the memory and soak runs (default 120000)
   --distinct N          distinct keys the memory run sends, one request each, in 4 steps (default:
                         all of them). The key cache holds keyCache.maxEntries (100000): to see
@@ -121,6 +125,8 @@ export interface Options {
   rate?: number;
   /** Keys of the latency phase's many-keys rows (0: none). */
   manyKeys: number;
+  /** Keys of the throughput phase's tollgate-2000-keys target. */
+  wrkKeys: number;
   keys: number;
   distinct: number;
   soakMinutes: number;
@@ -158,6 +164,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
       'latency-rounds': { type: 'string' },
       rate: { type: 'string' },
       'many-keys': { type: 'string' },
+      'wrk-keys': { type: 'string' },
       keys: { type: 'string' },
       distinct: { type: 'string' },
       'soak-minutes': { type: 'string' },
@@ -227,6 +234,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
     latencyRounds: int(values['latency-rounds'], 2, 'latency-rounds'),
     rate: values.rate === undefined ? undefined : int(values.rate, 0, 'rate'),
     manyKeys: values['many-keys'] === '0' ? 0 : int(values['many-keys'], 10_000, 'many-keys'),
+    wrkKeys: int(values['wrk-keys'], 2000, 'wrk-keys'),
     keys,
     distinct: Math.min(keys, int(values.distinct, keys, 'distinct')),
     soakMinutes: int(values['soak-minutes'], quick ? 1 : 10, 'soak-minutes'),

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { CACHE_TARGET, cacheNote, cacheTargets } from './cache-target.js';
 import { exactnessTable, exactnessTargets } from './exactness-report.js';
 import { manyKeysTargets } from './many-keys.js';
+import { manyKeysWrkTargets } from './many-keys-wrk.js';
 import type { ExactnessResults } from './phases/exactness.js';
 import { POST_TARGET_NAMES, postNote, postTargets } from './post-targets.js';
 import type { ProfileDiff, ProfileSummary } from './profile-summary.js';
@@ -368,6 +369,8 @@ export function targets(r: BenchResults): Target[] {
     });
   }
   list.push(...manyKeysTargets(r), ...exactnessTargets(r.exactness));
+  const wrkKeys = Number(r.options.wrkKeys ?? 2000);
+  list.push(...manyKeysWrkTargets([...(r.throughput?.plainSides ?? []), ...(r.throughput?.sides ?? [])], wrkKeys).map((row) => ({ issue: 42, ...row })));
   if (r.overLimit) {
     const c = r.overLimit.redis.commandsPerRequest;
     const measured = `${per(c)} (${r.overLimit.redis.totalCommands} in ${int(r.overLimit.redis.requests)})`;

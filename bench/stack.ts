@@ -6,10 +6,11 @@ import { freePort } from '../test/harness/free-port.js';
 import { NodeProcess } from '../test/harness/node-process.js';
 import { RedisServer } from '../test/harness/redis-server.js';
 import { CLI, REPO_ROOT, startTollgate } from '../test/harness/tollgate.js';
-import { createKeyWithCli } from './keys.js';
+import { createKeyWithCli, createKeysInBulk } from './keys.js';
 import type { Options } from './options.js';
 import { logFileOf, workDir } from './processes.js';
 import { QUOTA_VARIANT_NAMES, quotaVariantConfig } from './quota-variants.js';
+import { MANY_KEYS_WRK_TARGET } from './many-keys-wrk.js';
 import { JWT_TARGET, jwtConfig, startBenchIssuer, type BenchIssuer } from './jwt-target.js';
 import { EDGE_RULES_TARGET, edgeRulesConfig } from './edge-rules-target.js';
 import { POLICY_TARGET, policyConfig } from './policy-target.js';
@@ -58,6 +59,8 @@ export interface Target {
   via?: Upstream;
   /** Its request when not `GET ${PATH}` (the POST targets, ./post-targets.ts). */
   request?: RequestSpec;
+  /** API keys wrk sends in turn instead of the run's one (./many-keys-wrk.ts). */
+  rotateKeys?: string[];
 }
 
 // Peers and launchers are TypeScript run by tsx, as `npm run bench` runs this file.
@@ -79,6 +82,8 @@ export class Stack {
   private readonly processes: NodeProcess[] = [];
   private readonly stopped = new Set<NodeProcess>();
   readonly admin: Redis;
+  /** The keys of `tollgate-2000-keys`, written once per run (./many-keys-wrk.ts). */
+  private manyKeys?: Promise<string[]>;
   backendUrl = '';
   private backend!: NodeProcess;
   private readonly upstreamList: Upstream[] = [];
@@ -273,6 +278,12 @@ export class Stack {
     for (const name of QUOTA_VARIANT_NAMES) {
       if (want.has(name))
         await addGateway(name, () => this.startGateway(`gateway-${name}${suffix}`, [], CLI, quotaVariantConfig(name), upstreamUrl));
+    }
+    if (want.has(MANY_KEYS_WRK_TARGET)) {
+      await addGateway(MANY_KEYS_WRK_TARGET, () => this.startGateway(`gateway-${MANY_KEYS_WRK_TARGET}${suffix}`, [], CLI, undefined, upstreamUrl));
+      // One set of keys for the run: every table's process sends the same ones.
+      this.manyKeys ??= createKeysInBulk(this.admin, options.wrkKeys, 'enterprise');
+      list.at(-1)!.rotateKeys = await this.manyKeys;
     }
     for (const name of TRACE_TARGET_NAMES) {
       if (!want.has(name)) continue;

@@ -1,5 +1,6 @@
 import { CACHE_TARGET } from './cache-target.js';
 import { JWT_TARGET } from './jwt-target.js';
+import { MANY_KEYS_WRK_TARGET } from './many-keys-wrk.js';
 import { POST_TARGET_NAMES } from './post-targets.js';
 import { QUOTA_VARIANT_NAMES } from './quota-variants.js';
 import { EDGE_RULES_TARGET } from './edge-rules-target.js';
@@ -17,6 +18,7 @@ export const TARGET_NAMES = [
   'tollgate-embedded',
   JWT_TARGET,
   ...QUOTA_VARIANT_NAMES,
+  MANY_KEYS_WRK_TARGET,
   ...TRACE_TARGET_NAMES,
   SPREAD_TARGET,
   POLICY_TARGET,

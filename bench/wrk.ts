@@ -5,6 +5,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { requireExecutable } from './executable.js';
+import { rotatingAuthorizationScript } from './many-keys-wrk.js';
 import { workDir } from './processes.js';
 
 export interface WrkOptions {
@@ -19,6 +20,8 @@ export interface WrkOptions {
   /** Another method than GET, and a body, sent on every request (set in the Lua script: wrk.method, wrk.body). */
   method?: string;
   body?: string;
+  /** API keys sent in turn, one per request (the Authorization header rotates: ./many-keys-wrk.ts). */
+  rotateKeys?: string[];
 }
 
 export interface WrkResult {
@@ -59,9 +62,10 @@ export function hasTaskset(): boolean {
 }
 
 // wrk calls done() once at the end with its summary; the report is one JSON line. os.clock() is
-// the process's CPU time (clock(3): all threads). No request() or response() function: wrk then
-// sends its prebuilt request and does not run Lua per response; a method and body set as
-// wrk.method and wrk.body at the top of the script become part of that prebuilt request.
+// the process's CPU time (clock(3): all threads). No request() or response() function (but for
+// rotating keys, below): wrk then sends its prebuilt request and does not run Lua per response; a
+// method and body set as wrk.method and wrk.body at the top of the script become part of that
+// prebuilt request.
 const REPORT_SCRIPT = `
 done = function(summary, latency, requests)
   local e = summary.errors
@@ -76,13 +80,14 @@ end
 /** A script file per method and body, written once per run. */
 const scripts = new Map<string, string>();
 
-function scriptFor(method = 'GET', body?: string): string {
-  const key = `${method} ${body ?? ''}`;
+function scriptFor(method = 'GET', body?: string, rotateKeys?: string[]): string {
+  const key = `${method} ${body ?? ''} ${rotateKeys?.length ?? 0} ${rotateKeys?.[0] ?? ''}`;
   let path = scripts.get(key);
   if (!path) {
     // A Lua long bracket holds the body as is (no escapes), unless the body contains its closing bracket.
     if (body?.includes(']==]')) throw new Error('wrk: a body containing "]==]" cannot be sent');
-    const head = `wrk.method = "${method}"\n${body === undefined ? '' : `wrk.body = [==[${body}]==]\n`}`;
+    const rotate = rotateKeys ? rotatingAuthorizationScript(rotateKeys) : '';
+    const head = `wrk.method = "${method}"\n${body === undefined ? '' : `wrk.body = [==[${body}]==]\n`}${rotate}`;
     path = join(workDir(), `wrk-${scripts.size}.lua`);
     writeFileSync(path, head + REPORT_SCRIPT);
     scripts.set(key, path);
@@ -93,7 +98,7 @@ function scriptFor(method = 'GET', body?: string): string {
 /** One closed-loop run: every connection sends its next request as soon as the answer is complete. */
 export function runWrk(options: WrkOptions): Promise<WrkResult> {
   const wrk = requireWrk();
-  const scriptPath = scriptFor(options.method, options.body);
+  const scriptPath = scriptFor(options.method, options.body, options.rotateKeys);
   const threads = Math.min(options.threads, options.connections);
   const args = [
     `-t${threads}`,

@@ -83,9 +83,12 @@ export async function throughputPhase(stack: Stack, options: Options): Promise<T
   );
   const plan = cpuPlan(options);
   const load = (transport: Transport, target: Target, durationSeconds: number) => {
+    // A target rotating its keys sets Authorization per request (wrk's -H would send a second one).
+    const credentials = target.rotateKeys ? {} : stack.headersOf(target);
     const run: WrkOptions = {
       url: target.url + PATH,
-      headers: { ...stack.headersOf(target), ...target.request?.headers },
+      headers: { ...credentials, ...target.request?.headers },
+      rotateKeys: target.rotateKeys,
       method: target.request?.method,
       body: target.request?.body,
       connections: options.connections,

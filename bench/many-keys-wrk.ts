@@ -1,0 +1,84 @@
+/**
+ * `tollgate-2000-keys`: the shipped config (leases on) in the throughput phase, called by wrk with
+ * another key on every request, round robin over --wrk-keys keys (2,000 by default; records
+ * written straight into Redis, ./keys.ts, with quotas no load reaches). The realistic mix of an API
+ * with many customers who each call now and then: no key is hot enough for a lease, so each
+ * request is a quota script call of its own. Beside `tollgate` (one key) in the same rounds, it
+ * shows what many warm keys cost: requests per second, p99, Redis commands and Redis CPU per
+ * request. Its run: npm run bench -- --phases throughput --targets bare,tollgate,tollgate-2000-keys --upstreams plain
+ */
+export const MANY_KEYS_WRK_TARGET = 'tollgate-2000-keys';
+
+/**
+ * wrk's per-request Lua: the Authorization header of the next key. Each wrk thread has its own Lua
+ * state; a thread starts at its own offset (setup numbers the threads), so threads do not send
+ * the same key at the same moment.
+ */
+export function rotatingAuthorizationScript(keys: string[]): string {
+  if (keys.some((key) => !/^[\w.~-]+$/.test(key))) throw new Error('wrk: a key with other characters than [A-Za-z0-9_.~-] cannot be rotated');
+  return `
+local keys = { ${keys.map((key) => `"${key}"`).join(', ')} }
+local threads = 0
+setup = function(thread)
+  thread:set("offset", threads * 7919)
+  threads = threads + 1
+end
+local i = nil
+request = function()
+  if i == nil then i = tonumber(offset) or 0 end
+  i = i + 1
+  wrk.headers["Authorization"] = "Bearer " .. keys[(i % #keys) + 1]
+  return wrk.format()
+end
+`;
+}
+
+/** What the many-keys rows are judged against: the targets of many warm keys beside one key. */
+export const MANY_KEYS_WANTED = { throughputRatio: 0.95, commandsPerRequest: 1.05, redisCpuUs: 15 };
+
+interface ManyKeysSide {
+  name: string;
+  upstream?: string;
+  roundsRequestsPerSecond: number[];
+  latency: { p99Ms: number };
+  cpuUsPerRequest: Record<string, number>;
+  redis?: { commandsPerRequest: number };
+}
+
+export interface ManyKeysTarget {
+  what: string;
+  target: string;
+  measured: string;
+  met: boolean;
+}
+
+/**
+ * The throughput phase's many-keys rows, per upstream: requests per second round by round over
+ * `tollgate`'s (one key, same rounds), and Redis commands and Redis CPU per request.
+ */
+export function manyKeysWrkTargets(sides: ManyKeysSide[] | undefined, keys: number): ManyKeysTarget[] {
+  const rows: ManyKeysTarget[] = [];
+  for (const many of sides?.filter((s) => s.name === MANY_KEYS_WRK_TARGET) ?? []) {
+    const one = sides!.find((s) => s.name === 'tollgate' && s.upstream === many.upstream);
+    const where = `${many.upstream ?? 'bundled'} upstream, ${keys.toLocaleString('en-US')} keys round robin`;
+    if (one) {
+      const ratios = many.roundsRequestsPerSecond.map((x, i) => x / one.roundsRequestsPerSecond[i]!).sort((a, b) => a - b);
+      const ratio = ratios[Math.floor(ratios.length / 2)]!;
+      rows.push({
+        what: `${where}: requests/s over one key's (median of rounds)`,
+        target: `≥ ${MANY_KEYS_WANTED.throughputRatio}×`,
+        measured: `${ratio.toFixed(2)}× (p99 ${many.latency.p99Ms.toFixed(1)} vs ${one.latency.p99Ms.toFixed(1)} ms)`,
+        met: ratio >= MANY_KEYS_WANTED.throughputRatio,
+      });
+    }
+    const commands = many.redis?.commandsPerRequest ?? NaN;
+    const cpu = many.cpuUsPerRequest.redis ?? NaN;
+    rows.push({
+      what: `${where}: Redis commands / Redis CPU per request`,
+      target: `≤ ${MANY_KEYS_WANTED.commandsPerRequest} / ≤ ${MANY_KEYS_WANTED.redisCpuUs} µs`,
+      measured: `${commands.toFixed(3)} / ${cpu.toFixed(1)} µs`,
+      met: commands <= MANY_KEYS_WANTED.commandsPerRequest && cpu <= MANY_KEYS_WANTED.redisCpuUs,
+    });
+  }
+  return rows;
+}
