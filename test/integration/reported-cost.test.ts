@@ -1,9 +1,20 @@
-import { get, type IncomingMessage, type ServerResponse } from 'node:http';
+import { get, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { h2Session } from '../helpers/h2-client.js';
+import { TestCerts } from '../helpers/tls-certs.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { pollUntil } from '../helpers/poll.js';
 import { TestRedis } from '../helpers/redis-server.js';
-import { bearer, configCopy, createKey, keysCli, slackRedisTimeout, startGateways, type GatewayHandle } from '../helpers/stack.js';
+import {
+  bearer,
+  configCopy,
+  createKey,
+  keysCli,
+  slackRedisTimeout,
+  startGateway,
+  startGateways,
+  type GatewayHandle,
+} from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
 // A cost the upstream reports (routes.costs `cost: { fromResponseHeader, fromTrailer, reserve, max }`)
@@ -242,6 +253,45 @@ describe('a cost the upstream reports, over three gateways on Redis', { timeout:
     expect(await metricTotal('tollgate_quota_decisions_total{', 'source="lease"')).toBeGreaterThan(leasedBefore);
     // Leased units come back when the leases end: from then on the day holds exactly the settled costs.
     expect(await dayReaches(key.id, reported, 60_000)).toBe(reported);
+  });
+
+  it('settles a streamed answer to an HTTP/2 client by its trailer, and relays the trailer there when forwarded', async () => {
+    await awayFromDayEdge(60);
+    const certs = new TestCerts();
+    const pair = certs.make('gateway');
+    const tls = await startGateway({
+      REDIS_URL: redis.url,
+      UPSTREAM_URL: upstream.url,
+      TOLLGATE_CONFIG_DIR: configDir,
+      GATEWAY_TLS_CERT: pair.cert,
+      GATEWAY_TLS_KEY: pair.key,
+    });
+    const session = await h2Session(tls.url);
+    try {
+      const key = await createKey(redis, ['--plan', 'metered'], configDir);
+      const stream = (path: string) =>
+        new Promise<{ status: number; body: string; trailers: IncomingHttpHeaders }>((resolve, reject) => {
+          const request = session.request({ ':path': path, ...bearer(key.key) });
+          let status = 0;
+          let body = '';
+          let trailers: IncomingHttpHeaders = {};
+          request.on('response', (headers) => (status = Number(headers[':status'])));
+          request.on('trailers', (t) => (trailers = t));
+          request.setEncoding('utf8');
+          request.on('data', (chunk: string) => (body += chunk));
+          request.on('end', () => resolve({ status, body, trailers }));
+          request.on('error', reject);
+        });
+      const stripped = await stream('/v1/metered/trailer?units=2');
+      expect([stripped.status, stripped.body, stripped.trailers['x-usage-final']]).toEqual([200, 'part one, part two', undefined]);
+      const forwarded = await stream('/v1/shown/trailer?units=6');
+      expect([forwarded.status, forwarded.trailers['x-usage-final']]).toEqual([200, '6']);
+      expect(await dayReaches(key.id, 8)).toBe(8);
+    } finally {
+      session.close();
+      await tls.process.stop();
+      certs.remove();
+    }
   });
 
   // Last: it kills a gateway.
