@@ -78,13 +78,18 @@ let upstream: EchoUpstream;
 let configDir = '';
 const gateways: GatewayHandle[] = [];
 beforeAll(async () => {
-  configDir = configCopy({
-    'plans.yaml': () => PLANS,
-    'gateway.yaml': (yaml) => slackRedisTimeout(yaml).replace(/^ {2}costs: \[\].*$/m, COSTS),
-  });
   redis = await TestRedis.start();
   upstream = await new EchoUpstream().start();
   upstream.behaviour = reportCost;
+  // A service whose every request reports its cost (no routes.costs rule matches its paths).
+  const service = `services:\n  - { name: svc, paths: [/v1/svc], targets: ["${upstream.url}"], cost: { fromResponseHeader: x-usage-units, reserve: 5, max: 50 } }`;
+  configDir = configCopy({
+    'plans.yaml': () => PLANS,
+    'gateway.yaml': (yaml) =>
+      slackRedisTimeout(yaml)
+        .replace(/^ {2}costs: \[\].*$/m, COSTS)
+        .replace(/^services: \[\].*$/m, service),
+  });
   gateways.push(...(await startGateways(3, { redisUrl: redis.url, upstreamUrl: upstream.url, configDir })));
 }, 180_000);
 afterAll(async () => {
@@ -175,6 +180,19 @@ describe('a cost the upstream reports, over three gateways on Redis', { timeout:
     expect(await metricTotal('tollgate_cost_settlements_total{', 'outcome="unreached"')).toBeGreaterThanOrEqual(1);
     // Settled once: a second look after every gateway's settlements went out finds the same count.
     expect(await dayUsed(key.id)).toBe(expected);
+  });
+
+  it('settles a service’s reported cost on every path of the service (its own reserve and max)', async () => {
+    await awayFromDayEdge(60);
+    const key = await createKey(redis, ['--plan', 'metered'], configDir);
+    for (const [i, path] of ['/v1/svc/header?units=70', '/v1/svc/none', '/v1/svc/header?units=2'].entries()) {
+      const res = await send(key.key, i, path);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('x-usage-units')).toBeNull();
+      await res.text();
+    }
+    // 50 (capped), 5 (the reservation), 2.
+    expect(await dayReaches(key.id, 57)).toBe(57);
   });
 
   it('an answer that dies mid-way keeps its reservation, whatever its header said; forwardHeader keeps the field and the trailer', async () => {
