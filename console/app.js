@@ -418,7 +418,10 @@ async function keyPage(id) {
     may('traffic.read') ? api('GET', '/traffic?seconds=1&top=100') : null,
     api('GET', `/audit${query({ keyId: id, limit: 20 })}`),
   ]);
-  const usage = record.status === 'revoked' ? null : await api('GET', `/keys/${id}/usage`).catch(() => null);
+  const [usage, credits] = await Promise.all([
+    record.status === 'revoked' ? null : api('GET', `/keys/${id}/usage`).catch(() => null),
+    api('GET', `/keys/${id}/credits`).catch(() => null),
+  ]);
   const reload = () => keyPage(id).catch(failed);
   const change = async (body, message) => {
     try {
@@ -589,14 +592,67 @@ async function keyPage(id) {
   const trail = table(
     'Audit trail of this key',
     ['When', 'Actor', 'Role', 'Action', 'Changes'],
-    audit.entries.map((e) => [when(e.at), who(e), e.role ?? '—', e.action, changesText(e.changes)]),
+    audit.entries.map((e) => [when(e.at), who(e), e.role ?? '—', e.action, changesText(e.changes, e.reason)]),
   );
-  show(`Key ${id}`, facts, windows, refusals, h('section', { 'aria-label': 'Actions' }, actions), trail);
+  show(
+    `Key ${id}`,
+    facts,
+    windows,
+    creditsSection(id, credits, reload),
+    refusals,
+    h('section', { 'aria-label': 'Actions' }, actions),
+    trail,
+  );
 }
 
-const changesText = (changes) =>
+/**
+ * The prepaid balance of the key (its owner's under a `scope: owner` plan), and, for a role that
+ * may change it (keys.credits: operator, admin), a form to add to it or set it, with the reason
+ * the audit keeps. Viewers see the balance only.
+ */
+function creditsSection(id, credits, after) {
+  if (!credits) return null;
+  const whose = credits.subject.startsWith('owner:') ? ` (owner ${credits.subject.slice(6)}’s, shared by its keys)` : '';
+  const required = credits.required ? 'spent by every request: its plan requires credits' : 'its plan does not require credits';
+  const parts = [
+    h('h2', { id: 'credits-h' }, 'Credits'),
+    h('p', { id: 'credit-balance' }, `Balance: ${credits.credits}${whose}; ${required}.`),
+  ];
+  if (may('keys.credits')) {
+    const mode = h('select', {}, h('option', { value: 'add' }, 'Add'), h('option', { value: 'set' }, 'Set to'));
+    const amount = h('input', { type: 'number', step: 1, required: true });
+    const reason = h('input', { required: true, maxlength: 500, placeholder: 'order 1001 paid' });
+    parts.push(
+      h(
+        'form',
+        {
+          class: 'row card',
+          'aria-label': 'Change credits',
+          onsubmit: async (e) => {
+            e.preventDefault();
+            try {
+              const changed = await api('POST', `/keys/${id}/credits`, { [mode.value]: Number(amount.value), reason: reason.value });
+              announce(`Credits of ${id}: ${changed.credits}.`);
+              await after();
+            } catch (err) {
+              failed(err);
+            }
+          },
+        },
+        field('Change', mode),
+        field('Credits', amount, 'a negative number takes away; never below zero'),
+        field('Reason', reason, 'kept in the audit'),
+        h('button', { type: 'submit' }, 'Change credits'),
+      ),
+    );
+  }
+  return h('section', { 'aria-labelledby': 'credits-h' }, parts);
+}
+
+const changesText = (changes, reason) =>
   Object.entries(changes)
     .map(([f, c]) => `${f}: ${JSON.stringify(c.before)} → ${JSON.stringify(c.after)}`)
+    .concat(reason ? [`reason: ${reason}`] : [])
     .join('; ');
 
 // ---- Plans and audit -------------------------------------------------------------------------
@@ -628,7 +684,7 @@ async function auditPage() {
   const action = h(
     'select',
     {},
-    ['', 'key.create', 'key.update', 'key.revoke', 'key.rotate', 'key.unban'].map((a) =>
+    ['', 'key.create', 'key.update', 'key.revoke', 'key.rotate', 'key.unban', 'key.credits'].map((a) =>
       h('option', { value: a, selected: a === auditState.action }, a || 'any action'),
     ),
   );
@@ -649,7 +705,7 @@ async function auditPage() {
           e.role ?? '—',
           e.action,
           h('a', { href: `#/keys/${e.keyId}` }, e.keyId),
-          changesText(e.changes),
+          changesText(e.changes, e.reason),
         ]),
       ),
       h(

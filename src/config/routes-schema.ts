@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { HTTP_METHODS, routeAnonymousSchema } from '../policies/access/access-schema.js';
 import { scopeListSchema } from '../policies/access/scope.js';
+import { reportedCostSchema, type ReportedCost } from '../policies/reported-cost/reported-cost-schema.js';
 
 // Schema of the `routes` section of gateway.yaml: per-route rules applied after the quota check.
 // The dates and links are for clients (RFC 9745 Deprecation, RFC 8594 Sunset, RFC 8288 Link);
@@ -77,13 +78,28 @@ export const costRuleSchema = z.strictObject({
   method: z.enum(RULE_METHODS),
   /** Full request path with `{param}` segments, as for deprecations. */
   path: rulePath,
-  /** Units of every quota window a matching request consumes (a request matching no rule costs 1). */
-  cost: z
+  /**
+   * Units of every quota window a matching request consumes (a request matching no rule costs 1),
+   * or the cost the upstream reports, `{ fromResponseHeader, fromTrailer, reserve, max, forwardHeader }`
+   * (src/policies/reported-cost/reported-cost-schema.ts).
+   */
+  cost: routeCost(),
+});
+
+/** A whole number of units, or an object read as a reported cost: each form keeps its own messages (a union would say only "Invalid input"). */
+function routeCost() {
+  const fixed = z
     .number({ error: 'must be a number' })
     .int('must be a whole number')
     .min(1, 'must be at least 1')
-    .max(MAX_ROUTE_COST, `must be at most ${MAX_ROUTE_COST}`),
-});
+    .max(MAX_ROUTE_COST, `must be at most ${MAX_ROUTE_COST}`);
+  return z.unknown().transform((value, ctx): number | ReportedCost => {
+    const parsed = typeof value === 'object' && value !== null ? reportedCostSchema.safeParse(value) : fixed.safeParse(value);
+    if (parsed.success) return parsed.data;
+    for (const issue of parsed.error.issues) ctx.addIssue({ ...issue });
+    return z.NEVER;
+  });
+}
 
 /** Who may call one route: scopes required (besides its service's) and/or anonymous callers admitted. */
 export const accessRuleSchema = z

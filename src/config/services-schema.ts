@@ -8,6 +8,7 @@ import { headerRulesSchema } from '../policies/header-rules/header-rules-schema.
 import { validateSchema } from '../policies/validate/validate-schema.js';
 import { requireScopesSchema, serviceAnonymousSchema } from '../policies/access/access-schema.js';
 import { policiesSchema } from './policies-schema.js';
+import { reportedCostSchema } from '../policies/reported-cost/reported-cost-schema.js';
 
 // Schema of the `services` section of gateway.yaml: the upstream services the gateway routes to by
 // path prefix, each a pool of targets. Hot: reloaded with the file (src/upstream/upstreams.ts).
@@ -123,6 +124,8 @@ export const serviceSchema = z.strictObject({
   anonymous: serviceAnonymousSchema.optional(),
   /** The user's own policies on this service's paths, after the global ones (docs/plugins.md). */
   policies: policiesSchema,
+  /** The cost the upstream reports for each request (docs/upstream.md); a `routes.costs` rule of the path wins. */
+  cost: reportedCostSchema.optional(),
 });
 
 export type ServiceConfig = z.infer<typeof serviceSchema>;

@@ -4,6 +4,7 @@ import type { Consumer } from '../auth/consumer.js';
 import type { GatewayTrace } from '../tracing/gateway-trace.js';
 import type { Route } from '../upstream/service-routes.js';
 import type { Access } from './route-access.js';
+import type { CostReservation } from './reported-cost/cost-reservation.js';
 import type { PolicyRequestView } from './user-policies/policy-context.js';
 
 export type Credential = { kind: 'key'; validUntilMs?: number } | { kind: 'token'; validUntilMs: number };
@@ -56,6 +57,8 @@ export interface RequestContext {
   continued?: boolean;
   /** Quota units the configured policies added to the route's cost (user-policies/phases.ts); the quota step charges them. */
   addedCost?: number;
+  /** The units reserved for a cost the upstream reports (enforce-quota.ts), settled once the answer is over; the proxy tells it what came. */
+  reservation?: CostReservation;
   /** What the configured policies see of this request, made once they first run (user-policies/policy-context.ts). */
   policyView?: PolicyRequestView;
   /** This request's spans, when tracing is on (README, "Tracing"); undefined otherwise: callers use `?.`. */

@@ -400,6 +400,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.shared.metrics.upstreamErrors.inc({ kind: 'upstream_unavailable' });
     this.tee?.abort();
     if (this.tee?.covers('error')) return this.tee.answer();
+    this.ctx.reservation?.unreached();
     sendError(this.res, 'upstream_unavailable', undefined, { 'retry-after': retryAfterSeconds });
   }
 
@@ -482,8 +483,10 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
   }
 
-  onComplete(): void {
+  onComplete(trailers: string[] | null): void {
     try {
+      // The reported cost's trailer, before the response ends (a forwarded one goes with it).
+      if (!this.dropping) this.ctx.reservation?.trailers(trailers, this.res);
       this.complete();
     } catch (err) {
       this.ourFault(err);
@@ -535,6 +538,8 @@ class Exchange implements Dispatcher.DispatchHandler {
       }
     }
     const headers = responseHeadersOf(rawHeaders);
+    // The cost the upstream reports: read, and removed before the cache or the client sees it.
+    this.ctx.reservation?.head(headers);
     if (AssertionRejections.mayBeRejection(statusCode, headers)) {
       this.held = { status: statusCode, headers, chunks: [] };
       return true;
@@ -602,6 +607,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     const { assertions, metrics } = this.shared;
     assertions.record(this.target.url);
     metrics.upstreamErrors.inc({ kind: 'assertion_rejected' });
+    this.ctx.reservation?.unreached();
     sendError(this.res, 'bad_gateway', 'The upstream refused the gateway’s credentials: a gateway configuration fault, not yours.');
   }
 
@@ -684,6 +690,8 @@ class Exchange implements Dispatcher.DispatchHandler {
       metrics.upstreamErrors.inc({ kind: timedOut ? 'gateway_timeout' : 'bad_gateway' });
       return this.tee.answer();
     }
+    // No answer came: a reported cost's reservation is given back (reported-cost/cost-reservation.ts).
+    this.ctx.reservation?.unreached();
     if (timedOut) {
       metrics.upstreamErrors.inc({ kind: 'gateway_timeout' });
       sendError(res, 'gateway_timeout');

@@ -55,6 +55,7 @@ import { Upstreams } from '../upstream/upstreams.js';
 import type { Pool } from 'undici';
 import { routeLabeler } from './route-label.js';
 import { RouteCosts } from './route-costs.js';
+import { ReservationSettler } from './reported-cost/settle-reservations.js';
 import { RouteRules } from './route-rules.js';
 import { createGatewayServer } from './server.js';
 import { edgeConnections } from './edge-connections.js';
@@ -235,7 +236,10 @@ export async function startGateway(
     ...loadGatewayFile(settings.configDir).routes.deprecations.map((rule) => rule.path),
   ]);
 
+  // Reservations of costs the upstream reports, settled after their answers (reported-cost/).
+  const settler = new ReservationSettler(ownStores.quotas, metrics, logger);
   const quota = enforceQuota({
+    reservations: { settler, metrics, logger },
     store: ownStores.quotas,
     health,
     plans: () => plans.current(),
@@ -405,6 +409,8 @@ export async function startGateway(
       await closeGracefully(server, settings.gateway.shutdownGraceSeconds * 1000);
       await closeGracefully(admin, 0);
       upstreams.close();
+      // Settlements of the answers just sent go out before the store closes (bounded by their retries).
+      await settler.idle();
       await leases?.close();
       degraded.close();
       loopLag.close();

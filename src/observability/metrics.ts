@@ -119,6 +119,22 @@ export function createMetrics() {
       help: 'The longest the event loop stalled within the last 10 seconds (the measure that tells a busy gateway from a slow Redis).',
       registers: [registry],
     }),
+    costSettlements: new Counter({
+      name: 'tollgate_cost_settlements_total',
+      help: 'Reservations of a cost the upstream reports, by how their answer ended: reported (settled to the reported cost), capped (reported more than max), none (nothing reported: the reservation charged), invalid (not a whole number of units: the reservation charged), unreached (the gateway answered 502/503/504: given back), broken (ended mid-answer: the reservation stands).',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
+    costSettleFailures: new Counter({
+      name: 'tollgate_cost_settle_failures_total',
+      help: 'Settlements of a reported cost given up after their retries (the store unreachable): the reservation stands.',
+      registers: [registry],
+    }),
+    creditShortfallUnits: new Counter({
+      name: 'tollgate_credit_shortfall_units_total',
+      help: 'Units of reported costs that a credit balance could not pay (never taken below zero): charged to the windows, not to the balance.',
+      registers: [registry],
+    }),
     degradedUnitsReconciled: new Counter({
       name: 'tollgate_degraded_units_reconciled_total',
       help: 'Units admitted without Redis (local or open mode) and added to Redis once it was back.',

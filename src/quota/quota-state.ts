@@ -196,3 +196,64 @@ export function expiresAtMs(state: QuotaState, ban: BanPolicy): number {
   const monthEndMs = state.monthCount > 0 ? state.monthEndMs : 0;
   return Math.max(state.dayEndMs, monthEndMs, rejectionsEndMs, state.bannedUntilMs, tatEndMs);
 }
+
+/**
+ * A reservation settled to the cost the upstream reported (gateway/reported-cost/): `reserve`
+ * units were consumed when the request was admitted, in the windows that began at the given
+ * starts; the answer cost `cost` (already capped at the rule's `max`).
+ */
+export interface Settlement {
+  reserve: number;
+  cost: number;
+  minuteStartMs: number;
+  dayStartMs: number;
+  /** The reservation's month (ignored under a quota without `perMonth`). */
+  monthStartMs: number;
+}
+
+/**
+ * The rule of a settlement, once (the Redis store runs its transcription, SETTLE_SCRIPT). The
+ * extra of a cost above the reservation is charged to the current windows even past their limits
+ * (the upstream has done the work; later requests are refused), and under `credits: required` to
+ * the balance, but never below zero: what the balance cannot hold is the `shortfall`. The rest of
+ * a reservation above the cost is given back only to the windows it was taken from (one that has
+ * rolled over since is not credited, as a lease's give-back), never below zero, and to the
+ * balance whole. No ban and no refusal is counted either way; a ban in force does not stop it.
+ */
+export function settle(
+  previous: QuotaState,
+  nowMs: number,
+  quota: Quota,
+  settlement: Settlement,
+): { state: QuotaState; shortfall: number } {
+  const state = current(previous, nowMs, quota.calendar);
+  const delta = settlement.cost - settlement.reserve;
+  const month = quota.perMonth !== undefined;
+  const credits = quota.credits === 'required';
+  const gcra = quota.algorithm === 'gcra';
+  const nowUs = nowMs * 1000;
+  let shortfall = 0;
+  if (delta > 0) {
+    state.minuteCount += delta;
+    state.dayCount += delta;
+    if (month) state.monthCount += delta;
+    if (gcra) state.minuteTatUs = Math.max(state.minuteTatUs, nowUs) + delta * gcraMinute(quota).intervalUs;
+    if (credits) {
+      const taken = Math.min(delta, state.creditBalance);
+      state.creditBalance -= taken;
+      shortfall = delta - taken;
+    }
+  } else if (delta < 0) {
+    const back = -delta;
+    if (state.minuteStartMs === settlement.minuteStartMs) state.minuteCount = Math.max(0, state.minuteCount - back);
+    if (state.dayStartMs === settlement.dayStartMs) state.dayCount = Math.max(0, state.dayCount - back);
+    if (month && state.monthStartMs === settlement.monthStartMs) state.monthCount = Math.max(0, state.monthCount - back);
+    // A TAT ahead of now loses the cells given back; one already past (read as 0) has none to lose.
+    if (gcra && state.minuteTatUs > nowUs) {
+      state.minuteTatUs -= back * gcraMinute(quota).intervalUs;
+      if (state.minuteTatUs <= nowUs) state.minuteTatUs = 0;
+    }
+    if (credits) state.creditBalance += back;
+  }
+  return { state, shortfall };
+}

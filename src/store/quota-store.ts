@@ -1,6 +1,6 @@
 import type { Calendar } from '../config/calendar-fields.js';
 import type { BanPolicy, Quota } from '../config/plans-schema.js';
-import type { QuotaOutcome } from '../quota/quota-state.js';
+import type { QuotaOutcome, Settlement } from '../quota/quota-state.js';
 
 /**
  * Counters, rejections and bans of every key: Redis shared by all replicas, or memory. Both apply
@@ -49,6 +49,12 @@ export interface QuotaStore {
    * (replica, batch sequence) whatever the retries. Only a store shared by replicas has it.
    */
   reconcile?(subject: string, replicaId: string, batch: DegradedAdmissions): Promise<void>;
+  /**
+   * Settles a reservation to the cost the upstream reported (quota-state.ts `settle`), in one
+   * atomic step on the subject's state, once per `id` whatever the retries. Lease holders hear of
+   * the new counts as of any other change. A store without it leaves reservations as they stand.
+   */
+  settle?(subject: string, quota: Quota, ban: BanPolicy, settlement: Settlement & { id: string }): Promise<SettleResult>;
   /** Ends what the store holds open for itself (the notices' subscription). */
   close?(): Promise<void>;
 }
@@ -163,4 +169,13 @@ export interface CreditResult {
   before: number;
   after: number;
   applied: boolean;
+}
+
+/** What a settlement did: `applied` false when the same id was settled before (nothing changed). */
+export interface SettleResult {
+  applied: boolean;
+  /** Units of the extra that the credit balance could not hold (never taken below zero). */
+  shortfall: number;
+  /** The balance after the step. */
+  creditBalance: number;
 }

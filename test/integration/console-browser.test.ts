@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ADMIN_TOKENS, OPS_TOKEN } from '../helpers/admin-client.js';
+import { admin, ADMIN_TOKENS, OPS_TOKEN } from '../helpers/admin-client.js';
 import { chromiumMissing, launchChromium, type Chromium } from '../helpers/chromium.js';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { describeNeeding } from '../helpers/needs-tool.js';
@@ -19,6 +19,7 @@ import { REPO_ROOT } from '../harness/tollgate.js';
 // axe-core without a serious or critical finding; each page is saved as a screenshot.
 
 const SHOTS = join(REPO_ROOT, 'test-results', 'console');
+const VIEWER_TOKEN = 'viewer-token-0123456789abcdefghijklmnopqr';
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 describeNeeding(chromiumMissing, 'the operator console in Chromium', () => {
@@ -38,14 +39,18 @@ describeNeeding(chromiumMissing, 'the operator console in Chromium', () => {
     upstream = await new EchoUpstream().start();
     // `tiny`: 2 requests a minute (and a day), banned after 3 refusals.
     const configDir = configCopy({
-      'plans.yaml': () => testPlans(2, { afterRejections: 3, window: 60, duration: 600 }),
+      'plans.yaml': () =>
+        testPlans(2, { afterRejections: 3, window: 60, duration: 600 }).replace(
+          'plans:\n',
+          'plans:\n  prepaid: { perMinute: 100, perDay: 1000, credits: required }\n',
+        ),
       'gateway.yaml': slackRedisTimeout,
     });
     gateway = await startGateway({
       REDIS_URL: redis.url,
       UPSTREAM_URL: upstream.url,
       TOLLGATE_CONFIG_DIR: configDir,
-      TOLLGATE_ADMIN_TOKENS: ADMIN_TOKENS,
+      TOLLGATE_ADMIN_TOKENS: `${ADMIN_TOKENS},watcher:viewer:${VIEWER_TOKEN}`,
     });
     consoleUrl = `${gateway.adminUrl}/admin/console`;
     mkdirSync(SHOTS, { recursive: true });
@@ -268,6 +273,47 @@ describeNeeding(chromiumMissing, 'the operator console in Chromium', () => {
     await expectAccessible('plans');
   });
 
+  let prepaidId = '';
+  it('shows a key’s prepaid balance and changes it with a reason (audited); a change below zero is refused, nothing changed', async () => {
+    const created = await admin(gateway.adminUrl, 'POST', '/keys', { body: { plan: 'prepaid', name: 'credits e2e' } });
+    expect(created.status).toBe(201);
+    prepaidId = created.body.id as string;
+    const prepaidKey = created.body.key as string;
+    expect((await use(prepaidKey)).code).toBe('insufficient_credits');
+
+    await page.goto(`${consoleUrl}#/keys/${prepaidId}`);
+    const balance = page.locator('#credit-balance');
+    await expect.poll(() => balance.innerText()).toBe('Balance: 0; spent by every request: its plan requires credits.');
+    const form = page.locator('form[aria-label="Change credits"]');
+    await form.getByLabel('Credits').fill('500');
+    await form.getByLabel('Reason').fill('order 1001 paid');
+    await form.locator('button[type=submit]').click();
+    await expect.poll(status).toContain(`Credits of ${prepaidId}: 500`);
+    await expect.poll(() => balance.innerText()).toContain('Balance: 500;');
+    // The gateway spends it: one request, one credit.
+    expect(await use(prepaidKey)).toEqual({ status: 200, code: undefined });
+    await page.reload();
+    await expect.poll(() => page.locator('#credit-balance').innerText()).toContain('Balance: 499;');
+
+    await form.locator('select').selectOption('set');
+    await form.getByLabel('Credits').fill('20');
+    await form.getByLabel('Reason').fill('migrated balance');
+    await form.locator('button[type=submit]').click();
+    await expect.poll(() => balance.innerText()).toContain('Balance: 20;');
+    await form.getByLabel('Credits').fill('-50');
+    await form.getByLabel('Reason').fill('too much');
+    await form.locator('select').selectOption('add');
+    await form.locator('button[type=submit]').click();
+    await expect.poll(status).toMatch(/below zero/i);
+    await expect(balance.innerText()).resolves.toContain('Balance: 20;');
+    // The key's audit trail keeps each change with its reason.
+    await expect
+      .poll(() => page.locator('table', { hasText: 'Audit trail' }).innerText())
+      .toMatch(/key\.credits\s+credits: 499 → 20; reason: migrated balance[\s\S]*key\.credits\s+credits: 0 → 500; reason: order 1001 paid/);
+    await screenshot('key-detail-credits');
+    await expectAccessible('key detail with credits');
+  });
+
   it('refuses a change without the CSRF token, even with the session cookie', async () => {
     const answer = await page.evaluate(async (keyId) => {
       const response = await fetch(`/admin/v1/keys/${keyId}/ban`, { method: 'DELETE' });
@@ -282,5 +328,20 @@ describeNeeding(chromiumMissing, 'the operator console in Chromium', () => {
     await expect.poll(() => page.locator('h1').innerText()).toBe('Sign in');
     const answer = await page.evaluate(async () => (await fetch('/admin/v1/keys')).status);
     expect(answer).toBe(401);
+  });
+
+  it('shows a viewer the balance, with no way to change it', async () => {
+    await page.locator('input[name=token]').fill(VIEWER_TOKEN);
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.locator('#who').innerText()).toContain('viewer');
+    await page.goto(`${consoleUrl}#/keys/${prepaidId}`);
+    await expect.poll(() => page.locator('#credit-balance').innerText()).toContain('Balance: 20;');
+    await expect(page.locator('form[aria-label="Change credits"]').count()).resolves.toBe(0);
+    // The admin API refuses it too, for the role (not for a missing CSRF token: a bearer token needs none).
+    const refused = await admin(gateway.adminUrl, 'POST', `/keys/${prepaidId}/credits`, {
+      token: VIEWER_TOKEN,
+      body: { add: 5, reason: 'x' },
+    });
+    expect([refused.status, refused.body.code]).toEqual([403, 'insufficient_role']);
   });
 });

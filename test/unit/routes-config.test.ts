@@ -160,6 +160,42 @@ describe('route costs', () => {
     expect(issueOf({ method: 'GET', path: '/v1/x', cost: 2, weight: 1 }).field).toBe('routes.costs.0');
   });
 
+  it('accept a cost the upstream reports, refusing a rule that names no field, a max below its reserve, a field the gateway owns', () => {
+    const reported = { fromResponseHeader: 'X-Usage-Units', reserve: 10, max: 1000 };
+    const parsed = parseCosts({ method: 'GET', path: '/v1/x', cost: reported });
+    expect(parsed.success && parsed.data.routes.costs[0]!.cost).toEqual({
+      fromResponseHeader: 'x-usage-units',
+      reserve: 10,
+      max: 1000,
+      forwardHeader: false,
+    });
+    expect(issueOf({ method: 'GET', path: '/v1/x', cost: { reserve: 10, max: 1000 } })).toEqual({
+      field: 'routes.costs.0.cost',
+      message: 'give fromResponseHeader, fromTrailer or both',
+    });
+    expect(issueOf({ method: 'GET', path: '/v1/x', cost: { ...reported, max: 5 } })).toEqual({
+      field: 'routes.costs.0.cost.max',
+      message: 'cannot be lower than reserve',
+    });
+    expect(issueOf({ method: 'GET', path: '/v1/x', cost: { ...reported, reserve: 0 } }).field).toBe('routes.costs.0.cost.reserve');
+    expect(issueOf({ method: 'GET', path: '/v1/x', cost: { ...reported, fromTrailer: 'ratelimit' } }).field).toBe(
+      'routes.costs.0.cost.fromTrailer',
+    );
+    expect(issueOf({ method: 'GET', path: '/v1/x', cost: { ...reported, per: 'token' } }).field).toBe('routes.costs.0.cost');
+    // A plain number keeps its own messages.
+    expect(issueOf({ method: 'GET', path: '/v1/x', cost: 'ten' })).toEqual({ field: 'routes.costs.0.cost', message: 'must be a number' });
+  });
+
+  it('reserve a reported cost’s `reserve` units, and give the service’s rule where no route rule matches', () => {
+    const reported = { fromResponseHeader: 'x-usage-units', reserve: 10, max: 1000, forwardHeader: false };
+    const service = { ...reported, reserve: 3 };
+    const costs = new RouteCosts([{ method: 'POST', path: '/v1/completions', cost: reported }]);
+    expect(costs.costOf('POST', '/v1/completions')).toBe(10);
+    expect(costs.ruleOf('POST', '/v1/completions', service)).toBe(reported);
+    expect(costs.ruleOf('GET', '/v1/completions', service)).toBe(service);
+    expect(costs.ruleOf('GET', '/v1/completions')).toBe(1);
+  });
+
   it('cost a request no rule matches 1, and a HEAD what its GET costs', () => {
     const costs = new RouteCosts([
       { method: 'GET', path: '/v1/search/{kind}', cost: 4 },

@@ -13,6 +13,8 @@ import { CONTINUE, reject, type Decision, type Policy, type RequestContext } fro
 import type { DegradedMode } from '../degraded-mode.js';
 import type { LocalVerdicts } from '../local-verdicts.js';
 import type { RouteCosts } from '../route-costs.js';
+import type { ReportedCost } from '../../policies/reported-cost/reported-cost-schema.js';
+import { CostReservation, type ReservationDeps } from '../reported-cost/cost-reservation.js';
 import { pathOf } from '../route-rules.js';
 
 export interface QuotaDeps {
@@ -33,6 +35,8 @@ export interface QuotaDeps {
   maxPending: number;
   metrics: Metrics;
   logger: Logger;
+  /** Settles the reservations of costs the upstream reports (absent: they stand as reserved). */
+  reservations?: ReservationDeps;
 }
 
 type Source = 'store' | 'local_cache' | 'lease' | 'fallback';
@@ -46,6 +50,8 @@ interface QuotaStep {
   subject: string;
   /** Units asked for: the route's cost and what the configured policies added. */
   cost: number;
+  /** The cost the upstream reports (the route's rule, else the service's): `cost` is its reservation. */
+  reported?: ReportedCost;
 }
 
 /**
@@ -78,17 +84,19 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     const cached = local.answer(subject);
     if (cached) return judge(ctx, deps, quota, cached, 'local_cache');
     // The route's cost, and what the configured policies added (user-policies/phases.ts).
-    const cost = deps.costs().costOf(ctx.req.method ?? 'GET', pathOf(ctx.req.url)) + (ctx.addedCost ?? 0);
-    const step: QuotaStep = { ctx, quota, ban: plans.ban, subject, cost };
+    const rule = deps.costs().ruleOf(ctx.req.method ?? 'GET', pathOf(ctx.req.url), ctx.route?.service.config.cost);
+    const reported = typeof rule === 'number' ? undefined : rule;
+    const cost = (typeof rule === 'number' ? rule : rule.reserve) + (ctx.addedCost ?? 0);
+    const step: QuotaStep = { ctx, quota, ban: plans.ban, subject, cost, reported };
     if (!health.shouldTry()) return degrade(step, deps);
     // Units this replica reserved in Redis for a hot key (quota-leases.ts): no round trip; or,
     // while its own ask for them is on its way, its answer (rule 11). A quota with credits takes
     // no lease: each request spends its balance in the store's one atomic step.
     const leased = quota.credits === 'required' ? undefined : deps.leases?.admit(subject, quota, plans.ban, cost);
     if (leased instanceof Promise) {
-      return leased.then((outcome) => (outcome ? judge(ctx, deps, quota, outcome, 'lease') : fromStore(step, deps, recall, pending)));
+      return leased.then((outcome) => (outcome ? judge(ctx, deps, quota, outcome, 'lease', step) : fromStore(step, deps, recall, pending)));
     }
-    if (leased) return judge(ctx, deps, quota, leased, 'lease');
+    if (leased) return judge(ctx, deps, quota, leased, 'lease', step);
     return fromStore(step, deps, recall, pending);
   };
 }
@@ -126,7 +134,7 @@ function fromStore(
       deps.degraded.heard(subject, outcome);
       if (outcome.verdict !== 'allowed') deps.leases?.refused(subject);
       if (newBan) metrics.bans.inc({ plan: key.plan });
-      return judge(ctx, deps, quota, outcome, 'store');
+      return judge(ctx, deps, quota, outcome, 'store', step);
     },
     (err: unknown) => {
       pending.count--;
@@ -141,12 +149,22 @@ function fromStore(
   );
 }
 
-function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: QuotaOutcome, source: Source): Decision {
+/**
+ * `step`, for a decision of the shared store (or a lease of it): an admitted request whose cost
+ * its upstream reports holds a reservation, settled through the store once its answer is over
+ * (reported-cost/cost-reservation.ts). Decided without the store (degraded), it stands as reserved.
+ */
+function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: QuotaOutcome, source: Source, step?: QuotaStep): Decision {
   const plan = ctx.consumer!.plan;
   const headers = rateLimitHeaders(quota, outcome);
   for (const name in headers) ctx.res.setHeader(name, headers[name]!);
   if (outcome.verdict === 'allowed') {
     deps.metrics.quotaDecisions.inc({ plan, decision: 'allowed', source });
+    if (step?.reported && deps.reservations) {
+      const { reported: rule, subject, ban, cost } = step;
+      const reserved = { rule, subject, keyId: ctx.consumer!.id, quota, ban, reserve: cost, nowMs: outcome.nowMs };
+      ctx.reservation = new CostReservation(reserved, deps.reservations, ctx.res);
+    }
     return CONTINUE;
   }
   // Even under a shadow plan: the balance is money, never spent past zero. No Retry-After: time

@@ -1,7 +1,17 @@
 import type { BanPolicy, Quota } from '../../config/plans-schema.js';
-import { decide, EMPTY_STATE, expiresAtMs, lift, peek, type QuotaOutcome, type QuotaState } from '../../quota/quota-state.js';
+import {
+  decide,
+  EMPTY_STATE,
+  expiresAtMs,
+  lift,
+  peek,
+  settle,
+  type QuotaOutcome,
+  type QuotaState,
+  type Settlement,
+} from '../../quota/quota-state.js';
 import { MINUTE_MS } from '../../quota/windows.js';
-import type { CreditChange, CreditResult, QuotaStore } from '../quota-store.js';
+import type { CreditChange, CreditResult, QuotaStore, SettleResult } from '../quota-store.js';
 
 interface Stored {
   state: QuotaState;
@@ -19,6 +29,8 @@ export class MemoryQuotaStore implements QuotaStore {
   /** Credit balances, apart from the windows: they never expire with them. */
   private readonly balances = new Map<string, number>();
   private sweepAtMs = 0;
+  /** Settlements applied, by id, until when their id is remembered (as Redis's SETTLE markers). */
+  private readonly settled = new Map<string, number>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -30,10 +42,24 @@ export class MemoryQuotaStore implements QuotaStore {
     // A decision that changed nothing (a ban in force, a balance that cannot pay) stores nothing,
     // as the script writes nothing: its expiry stays the one computed when it was written.
     if (state === previous) return outcome;
+    this.store(keyId, state, ban);
+    return outcome;
+  }
+
+  async settle(keyId: string, quota: Quota, ban: BanPolicy, settlement: Settlement & { id: string }): Promise<SettleResult> {
+    const nowMs = this.now();
+    this.sweep(nowMs);
+    if (this.settled.has(settlement.id)) return { applied: false, shortfall: 0, creditBalance: this.balances.get(keyId) ?? 0 };
+    this.settled.set(settlement.id, nowMs + SETTLED_ID_MS);
+    const { state, shortfall } = settle(this.read(keyId, nowMs), nowMs, quota, settlement);
+    this.store(keyId, state, ban);
+    return { applied: true, shortfall, creditBalance: state.creditBalance };
+  }
+
+  private store(keyId: string, state: QuotaState, ban: BanPolicy): void {
     this.states.set(keyId, { state, expiresAtMs: expiresAtMs(state, ban) });
     if (state.creditBalance > 0) this.balances.set(keyId, state.creditBalance);
     else this.balances.delete(keyId);
-    return outcome;
   }
 
   async usage(keyId: string, quota?: Quota): Promise<QuotaOutcome> {
@@ -71,5 +97,9 @@ export class MemoryQuotaStore implements QuotaStore {
     if (nowMs < this.sweepAtMs) return;
     this.sweepAtMs = nowMs + MINUTE_MS;
     for (const [id, stored] of this.states) if (stored.expiresAtMs <= nowMs) this.states.delete(id);
+    for (const [id, untilMs] of this.settled) if (untilMs <= nowMs) this.settled.delete(id);
   }
 }
+
+/** How long a settlement's id is remembered: far longer than its retries last (as Redis's markers). */
+const SETTLED_ID_MS = 10 * 60_000;

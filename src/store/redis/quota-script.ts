@@ -408,3 +408,67 @@ if mode ~= 'show' then
 end
 return { 1, before, after }
 `;
+
+// quota-state.ts settle(): a reservation settled to the cost the upstream reported, once.
+// KEYS[1]  tg:quota:{id}
+// KEYS[2]  tg:settled:{id}:<settlement id> (SET NX, kept markerTtlMs: a retried settlement, or
+//          one whose reply was lost, changes nothing the second time)
+// ARGV     reserve, cost (capped), minuteStartMs, dayStartMs, monthStartMs (the reservation's
+//          windows), perMonth (0: no month window), credits (1: the quota spends credits), gcra
+//          (1 or 0), minute intervalUs, banWindowMs, markerTtlMs, nowMs ('' = Redis TIME), the
+//          day's four edges and the month's (calendar.ts)
+// Reply    { applied (1, or 0 when settled before), shortfall, creditBalance }
+// The extra is charged to the current windows even past their limits and to the balance never
+// below zero (the shortfall is what it could not hold); the rest is given back to the windows it
+// was taken from only, and to the balance. Leases of the subject hear of it as of any change.
+export const SETTLE_SCRIPT = `${CLOCK}
+if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[11]) then
+  return { 0, 0, tonumber(redis.call('HGET', KEYS[1], 'cb')) or 0 }
+end
+local now = clock(ARGV[12])
+local s = current(now, 13)
+local delta = tonumber(ARGV[2]) - tonumber(ARGV[1])
+local perMonth, credits, gcra = tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8] == '1'
+local intervalUs, nowUs = tonumber(ARGV[9]), now * 1000
+local shortfall, balanceMoved = 0, false
+if delta == 0 then return { 1, 0, s.cb } end
+if delta > 0 then
+  s.mc = s.mc + delta
+  s.dc = s.dc + delta
+  if perMonth > 0 then s.yc = s.yc + delta end
+  if gcra then s.mt = math.max(s.mt, nowUs) + delta * intervalUs end
+  if credits then
+    local taken = math.min(delta, s.cb)
+    s.cb = s.cb - taken
+    shortfall = delta - taken
+    balanceMoved = taken > 0
+  end
+else
+  local back = -delta
+  if s.ms == tonumber(ARGV[3]) then s.mc = math.max(0, s.mc - back) end
+  if s.ds == tonumber(ARGV[4]) then s.dc = math.max(0, s.dc - back) end
+  if perMonth > 0 and s.ys == tonumber(ARGV[5]) then s.yc = math.max(0, s.yc - back) end
+  if gcra and s.mt > nowUs then
+    s.mt = s.mt - back * intervalUs
+    if s.mt <= nowUs then s.mt = 0 end
+  end
+  if credits then s.cb = s.cb + back; balanceMoved = true end
+end
+local ex = expiry(s, tonumber(ARGV[10]))
+local fields = stateFields(s, ex)
+-- Written only when it moved: a hash given a 'cb' keeps no TTL (CREDITS_SCRIPT).
+if balanceMoved then
+  fields[#fields + 1] = 'cb'
+  fields[#fields + 1] = s.cb
+end
+local leased = s.le > now
+local seq = 0
+if leased then
+  seq = nextSeq(s, now)
+  fields[#fields + 1] = 'sq'
+  fields[#fields + 1] = string.format('%.0f', seq)
+end
+write(s, now, ex, fields)
+if leased then notify(seq, s, now, 0) end
+return { 1, shortfall, s.cb }
+`;

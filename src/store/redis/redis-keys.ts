@@ -24,3 +24,5 @@ export const wsTicketKey = (ticketHash: string) => `tg:wsticket:{${ticketHash}}`
  * subject's hash tag, so the script touches one slot.
  */
 export const reconciledKey = (id: string, replicaId: string, seq: number) => `tg:reconciled:{${id}}:${replicaId}:${seq}`;
+/** Marks one reservation as settled (quota-script.ts SETTLE_SCRIPT): in the subject's hash tag, like the quota hash. */
+export const settledKey = (id: string, settlementId: string) => `tg:settled:{${id}}:${settlementId}`;

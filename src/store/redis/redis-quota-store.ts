@@ -2,7 +2,7 @@ import { Cluster, type ChainableCommander, type Redis } from 'ioredis';
 import type { RedisClient } from './connect.js';
 import { subscriptionsOf } from './subscriptions.js';
 import type { BanPolicy, Quota } from '../../config/plans-schema.js';
-import type { QuotaOutcome, Verdict } from '../../quota/quota-state.js';
+import type { QuotaOutcome, Settlement, Verdict } from '../../quota/quota-state.js';
 import type {
   CreditChange,
   CreditResult,
@@ -13,9 +13,18 @@ import type {
   QuotaStore,
   Recall,
   RecallWait,
+  SettleResult,
 } from '../quota-store.js';
-import { CREDITS_SCRIPT, LEASE_SCRIPT, QUOTA_REPLY_LENGTH, QUOTA_SCRIPT, UNBAN_SCRIPT, USAGE_SCRIPT } from './quota-script.js';
-import { QUOTA_NOTICE_CHANNEL, leaseHoldersKey, quotaKey, quotaSubject, reconciledKey } from './redis-keys.js';
+import {
+  CREDITS_SCRIPT,
+  LEASE_SCRIPT,
+  QUOTA_REPLY_LENGTH,
+  QUOTA_SCRIPT,
+  SETTLE_SCRIPT,
+  UNBAN_SCRIPT,
+  USAGE_SCRIPT,
+} from './quota-script.js';
+import { QUOTA_NOTICE_CHANNEL, leaseHoldersKey, quotaKey, quotaSubject, reconciledKey, settledKey } from './redis-keys.js';
 import { RECONCILE_SCRIPT, RECONCILED_MARKER_MS } from './reconcile-script.js';
 import { TurnBatches } from './turn-batches.js';
 import { gcraMinute } from '../../quota/gcra.js';
@@ -31,6 +40,7 @@ interface QuotaCommands {
   tgLease(key: string, holders: string, ...args: Array<string | number>): Promise<number[]>;
   tgReconcile(key: string, marker: string, ...args: Array<string | number>): Promise<number>;
   tgCredits(key: string, mode: string, amount: number): Promise<number[]>;
+  tgSettle(key: string, marker: string, ...args: Array<string | number>): Promise<number[]>;
 }
 
 /** The quota script on a pipeline: queued, answered through its callback. */
@@ -85,6 +95,7 @@ export class RedisQuotaStore implements QuotaStore {
     redis.defineCommand('tgLease', { numberOfKeys: 2, lua: LEASE_SCRIPT });
     redis.defineCommand('tgReconcile', { numberOfKeys: 2, lua: RECONCILE_SCRIPT });
     redis.defineCommand('tgCredits', { numberOfKeys: 1, lua: CREDITS_SCRIPT });
+    redis.defineCommand('tgSettle', { numberOfKeys: 2, lua: SETTLE_SCRIPT });
     this.commands = redis as unknown as QuotaCommands;
   }
 
@@ -235,6 +246,30 @@ export class RedisQuotaStore implements QuotaStore {
     );
   }
 
+  async settle(subject: string, quota: Quota, ban: BanPolicy, settlement: Settlement & { id: string }): Promise<SettleResult> {
+    const { day, month } = periodsAt(this.clockMs(), quota.calendar);
+    const [applied, shortfall, creditBalance] = (
+      await this.commands.tgSettle(
+        quotaKey(subject),
+        settledKey(subject, settlement.id),
+        settlement.reserve,
+        settlement.cost,
+        settlement.minuteStartMs,
+        settlement.dayStartMs,
+        settlement.monthStartMs,
+        quota.perMonth ?? 0,
+        quota.credits === 'required' ? 1 : 0,
+        ...gcraArgs(quota).slice(0, 2),
+        ban.window * 1000,
+        SETTLED_MARKER_MS,
+        this.nowArg(),
+        ...day,
+        ...month,
+      )
+    ).map(Number);
+    return { applied: applied === 1, shortfall: shortfall ?? 0, creditBalance: creditBalance ?? 0 };
+  }
+
   notices(apply: (notice: QuotaNotice) => void, gap: () => void): void {
     if (this.stopListening) throw new Error('lease notices have a listener already');
     const subscription = subscriptionsOf(this.redis).listen(QUOTA_NOTICE_CHANNEL, {
@@ -273,6 +308,9 @@ export class RedisQuotaStore implements QuotaStore {
     return args;
   }
 }
+
+/** How long a settlement's marker is kept: far longer than its retries last (seconds), short enough that one marker per settled request stays cheap. */
+const SETTLED_MARKER_MS = 10 * 60_000;
 
 /** The script's month arguments per memoized periods (calendar.ts), for the perMonth last used with them. */
 const monthArgs = new WeakMap<Periods, readonly number[]>();
