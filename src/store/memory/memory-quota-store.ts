@@ -2,6 +2,8 @@ import type { BanPolicy, Quota } from '../../config/plans-schema.js';
 import { decide, EMPTY_STATE, expiresAtMs, lift, peek, type QuotaOutcome, type QuotaState } from '../../quota/quota-state.js';
 import { MINUTE_MS } from '../../quota/windows.js';
 import type { CreditChange, CreditResult, QuotaStore } from '../quota-store.js';
+import { usageHourStartMs, usagePeriodsAt } from '../../quota/usage-hours.js';
+import type { MemoryUsage } from './memory-usage.js';
 
 interface Stored {
   state: QuotaState;
@@ -20,13 +22,18 @@ export class MemoryQuotaStore implements QuotaStore {
   private readonly balances = new Map<string, number>();
   private sweepAtMs = 0;
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly now: () => number = Date.now,
+    /** Usage for invoicing, kept by the embedded store (not by a replica's local limiter: reconcile adds that). */
+    private readonly usageRows?: MemoryUsage,
+  ) {}
 
   async consume(keyId: string, quota: Quota, ban: BanPolicy, cost = 1): Promise<QuotaOutcome> {
     const nowMs = this.now();
     this.sweep(nowMs);
     const previous = this.read(keyId, nowMs);
     const { state, outcome } = decide(previous, nowMs, quota, ban, cost);
+    if (this.usageRows) this.keepUsage(keyId, outcome, quota);
     // A decision that changed nothing (a ban in force, a balance that cannot pay) stores nothing,
     // as the script writes nothing: its expiry stays the one computed when it was written.
     if (state === previous) return outcome;
@@ -57,6 +64,20 @@ export class MemoryQuotaStore implements QuotaStore {
     if (after > 0) this.balances.set(keyId, after);
     else this.balances.delete(keyId);
     return { before, after, applied: true };
+  }
+
+  /** As the quota script's usageAdd: the request in its hour of the quota's day. */
+  private keepUsage(keyId: string, { verdict, nowMs, cost }: QuotaOutcome, quota: Quota): void {
+    const periods = usagePeriodsAt(nowMs, quota.calendar);
+    const admitted = verdict === 'allowed';
+    this.usageRows!.add(keyId, {
+      ...periods,
+      hourStartMs: usageHourStartMs(periods.dayStartMs, nowMs),
+      admitted: admitted ? 1 : 0,
+      refused: admitted ? 0 : 1,
+      units: admitted ? cost : 0,
+      credits: admitted && quota.credits === 'required' ? cost : 0,
+    });
   }
 
   private read(keyId: string, nowMs: number): QuotaState {

@@ -24,3 +24,12 @@ export const wsTicketKey = (ticketHash: string) => `tg:wsticket:{${ticketHash}}`
  * subject's hash tag, so the script touches one slot.
  */
 export const reconciledKey = (id: string, replicaId: string, seq: number) => `tg:reconciled:{${id}}:${replicaId}:${seq}`;
+/**
+ * Usage for invoicing (quota-script.ts, usageAdd): one hash per subject and day of its calendar, in
+ * the subject's hash tag. The scripts build the name from their KEYS[1] (tg:quota:{id}).
+ */
+export const USAGE_KEY_PREFIX = 'tg:usage:{';
+/** SCAN's MATCH for the usage of one subject (its glob characters escaped), or of all. */
+export function usageKeyPattern(subject?: string): string {
+  return subject === undefined ? `${USAGE_KEY_PREFIX}*` : `${USAGE_KEY_PREFIX}${subject.replace(/[*?[\]\\]/g, '\\$&')}}:*`;
+}
