@@ -172,6 +172,10 @@ describe('usage for invoicing over three gateways with leases on', { timeout: 60
     };
     const byHour = (await pollUntil(settled, (s) => s.equal, { deadline: Date.now() + 30_000, everyMs: 200 })).rows;
 
+    // The hot key was admitted from leases (Redis granted it blocks); the credits plan never is.
+    const redis = stack.redis().client();
+    expect(await redis.hget(`tg:quota:{${hot.id}}`, 'lds')).not.toBeNull();
+    redis.disconnect();
     const totals = sums(byHour);
     for (const consumer of consumers) {
       const w = await windows(windowOf[consumer]!);
