@@ -1,3 +1,4 @@
+import { once as onceEvent } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import type { ConsoleOidcConfig } from '../config/console-schema.js';
@@ -13,13 +14,14 @@ import type { Logger } from '../observability/log.js';
 import { authorize } from './access/authorize.js';
 import { allowedActions } from './access/roles.js';
 import { adminAuthenticator } from './admin-auth.js';
-import type { AdminDeps, AdminRoute } from './admin-route.js';
+import type { AdminDeps, AdminReply, AdminRoute } from './admin-route.js';
 import type { AdminTokens } from './admin-tokens.js';
 import { auditRoutes } from './routes/audit-routes.js';
 import { keysRoutes } from './routes/keys-routes.js';
 import { plansRoutes } from './routes/plans-routes.js';
 import { servicesRoutes } from './routes/services-routes.js';
 import { trafficRoutes } from './routes/traffic-routes.js';
+import { usageRoutes } from './routes/usage-routes.js';
 
 export const ADMIN_BASE = '/admin/v1';
 /** The admin API's own OpenAPI document, at the package root beside openapi.yaml. */
@@ -54,9 +56,14 @@ export function createAdminApi(
   const authenticate = adminAuthenticator(tokens, logger, undefined, sessions);
   const operatorConsole = createConsole({ sessions, signIn: authenticate.signIn, actionsOf: allowedActions, oidc: consoleOidc, logger });
   const document = loadOpenApiDocument(ADMIN_OPENAPI_FILE, '');
-  const routes = [...keysRoutes(deps), ...plansRoutes(deps), ...servicesRoutes(deps), ...auditRoutes(deps), ...trafficRoutes(deps)].map(
-    compile,
-  );
+  const routes = [
+    ...keysRoutes(deps),
+    ...plansRoutes(deps),
+    ...servicesRoutes(deps),
+    ...auditRoutes(deps),
+    ...trafficRoutes(deps),
+    ...usageRoutes(deps),
+  ].map(compile);
 
   return {
     async handle(req, res, path) {
@@ -87,14 +94,17 @@ export function createAdminApi(
         // Create and rotate answer with a secret: nothing on the way may keep a copy.
         res.setHeader('cache-control', 'no-store');
         for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
-        sendJson(res, reply.status, reply.body);
+        if (reply.stream) await sendStream(res, reply.status, reply.stream);
+        else sendJson(res, reply.status, reply.body);
       } catch (err) {
-        if (err instanceof LifecycleError) sendError(res, err.code, err.message);
+        if (err instanceof LifecycleError && !res.headersSent) sendError(res, err.code, err.message);
         else {
           // Message and code only: a store error can carry the command's arguments (a key hash).
           const { message, code } = err as { message?: string; code?: string };
           logger.error({ err: { message, code }, route: chosen.route.path }, 'admin request failed');
-          sendError(res, 'internal_error');
+          // A stream that fails once begun cannot turn into an Error body: the connection ends short.
+          if (res.headersSent) res.destroy();
+          else sendError(res, 'internal_error');
         }
       } finally {
         logger.info(
@@ -104,6 +114,16 @@ export function createAdminApi(
       }
     },
   };
+}
+
+/** Writes each chunk as it comes, waiting while the client reads slowly; stops if it goes away. */
+async function sendStream(res: ServerResponse, status: number, { contentType, chunks }: NonNullable<AdminReply['stream']>): Promise<void> {
+  res.writeHead(status, { 'content-type': contentType });
+  for await (const chunk of chunks) {
+    if (res.destroyed) return;
+    if (!res.write(chunk)) await Promise.race([onceEvent(res, 'drain'), onceEvent(res, 'close')]);
+  }
+  res.end();
 }
 
 function compile(route: AdminRoute): CompiledRoute {

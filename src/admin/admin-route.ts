@@ -3,6 +3,7 @@ import type { Action } from './access/roles.js';
 import type { PlansConfig } from '../config/plans-schema.js';
 import type { TrafficCounters } from '../observability/traffic.js';
 import type { Upstreams } from '../upstream/upstreams.js';
+import type { UsageReader } from '../store/usage-store.js';
 
 /** What a route handler gets: path parameters, the query, the body on demand, and who is calling. */
 export interface AdminRequest {
@@ -17,6 +18,8 @@ export interface AdminReply {
   status: number;
   body: unknown;
   headers?: Record<string, string>;
+  /** Instead of a JSON body: text written as it comes, with this content type (the usage export). */
+  stream?: { contentType: string; chunks: AsyncIterable<string> };
 }
 
 export interface AdminRoute {
@@ -39,6 +42,8 @@ export interface AdminDeps {
   ipRules?(): unknown;
   /** This replica's traffic counters, for GET /traffic and /bans (console); none, no such routes. */
   traffic?: TrafficCounters;
+  /** Usage for invoicing as the quota step keeps it, and the zone dates are read in (quota.timeZone). */
+  usage?: { reader: UsageReader; timeZone: string };
   /**
    * Purges a service's response cache (entries under a path prefix, or all), on every replica:
    * how many entries this replica's store dropped; undefined for a service that does not exist.

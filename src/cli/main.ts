@@ -11,6 +11,7 @@ const USAGE = `tollgate <command>
   gateway               the gateway alone (production)
   backend               the category backend alone
   keys <command>        manage API keys in Redis (see \`tollgate keys\`)
+  usage export …        usage for invoicing, streamed as CSV or JSON Lines (see \`tollgate usage\`)
   check-config [DIR]    validate the config files and name those read (default: $TOLLGATE_CONFIG_DIR,
                         else ./config when it has a gateway.yaml, else the config shipped with tollgate)
 
@@ -32,6 +33,8 @@ async function main(argv: string[]): Promise<void> {
       return (await import('./serve-commands.js')).backendCommand(env);
     case 'keys':
       return (await import('./keys-command.js')).keysCommand(rest, env, { out });
+    case 'usage':
+      return (await import('./usage-command.js')).usageCommand(rest, env);
     case 'check-config':
       return (await import('./check-config-command.js')).checkConfigCommand(rest, env, out);
     case undefined:

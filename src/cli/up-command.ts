@@ -10,6 +10,7 @@ import { MemoryKeyStore } from '../store/memory/memory-key-store.js';
 import { memoryStores, openStores } from '../store/open-stores.js';
 import { topologyOf } from '../config/redis-target.js';
 import { runUntilSignal } from './run-until-signal.js';
+import { DAY_MS } from '../quota/windows.js';
 
 /**
  * `tollgate up` (what `npm start` runs): the category backend and the gateway in one process.
@@ -44,9 +45,16 @@ export async function upCommand(settings: Settings, logger: Logger, out: (text: 
       });
       demoKeys.push({ plan, key });
     }
-    stores = memoryStores(keys, settings.admin.auditMaxEntries);
+    stores = memoryStores(keys, settings.admin.auditMaxEntries, settings.quota.usage.retentionDays * DAY_MS);
   } else {
-    stores = await openStores(settings.redis, settings.redis.commandTimeoutMs, logger, settings.admin.auditMaxEntries);
+    stores = await openStores(
+      settings.redis,
+      settings.redis.commandTimeoutMs,
+      logger,
+      settings.admin.auditMaxEntries,
+      undefined,
+      settings.quota.usage.retentionDays * DAY_MS,
+    );
   }
   const gateway = await startGateway(gatewaySettings, logger.child({ role: 'gateway' }), stores, secrets);
 

@@ -12,6 +12,9 @@ import { cidrListSchema, ipRulesSchema } from '../policies/ip-rules/ip-rules-sch
 import { maxBodyBytesSchema } from '../policies/validate/validate-schema.js';
 import { policiesSchema } from './policies-schema.js';
 
+/** quota.usage.retentionDays' default: a year and a month, for invoices and their disputes. */
+export const DEFAULT_USAGE_RETENTION_DAYS = 400;
+
 // Schema of config/gateway.yaml. Environment variables override some fields (see settings.ts).
 
 const port = z.number().int().min(0).max(65535);
@@ -206,6 +209,13 @@ export const gatewayFileSchema = z.strictObject({
           spread: z.number().int().min(1).max(1000).default(4),
         })
         .refine((l) => l.minBlock <= l.maxBlock, { message: 'minBlock cannot exceed maxBlock', path: ['minBlock'] })
+        .prefault({}),
+      /** Usage for invoicing (docs/operations.md): per consumer and hour, written by the quota step. */
+      usage: z
+        .strictObject({
+          /** Days each day's usage is kept in Redis after it began; 0 keeps none. Restart to change. */
+          retentionDays: z.number().int().min(0).max(3660).default(DEFAULT_USAGE_RETENTION_DAYS),
+        })
         .prefault({}),
     })
     .prefault({}),

@@ -3,6 +3,7 @@ import type { Logger } from '../observability/log.js';
 import type { QuotaOutcome } from '../quota/quota-state.js';
 import type { Quota } from '../config/plans-schema.js';
 import { periodsAt, pick } from '../quota/calendar.js';
+import { addUsage, usageHourStartMs, usagePeriodsAt } from '../quota/usage-hours.js';
 import { MINUTE_MS, windowStartMs } from '../quota/windows.js';
 import type { DegradedAdmissions, QuotaStore } from '../store/quota-store.js';
 
@@ -39,7 +40,6 @@ export class DegradedLedger {
    */
   record(subject: string, outcome: Pick<QuotaOutcome, 'verdict' | 'nowMs' | 'cost' | 'bannedUntilMs'>, quota?: Quota): void {
     const admitted = outcome.verdict === 'allowed' ? outcome.cost : 0;
-    if (admitted === 0 && outcome.verdict !== 'banned') return;
     const periods = periodsAt(outcome.nowMs, quota?.calendar);
     const minuteStartMs = windowStartMs(outcome.nowMs, MINUTE_MS);
     const dayStartMs = pick(periods.day, outcome.nowMs)[0];
@@ -60,6 +60,13 @@ export class DegradedLedger {
     // Only a quota with a month counts one (as the quota script).
     if (quota?.perMonth !== undefined) batch.monthUnits = (batch.monthUnits ?? 0) + admitted;
     batch.bannedUntilMs = Math.max(batch.bannedUntilMs, outcome.bannedUntilMs);
+    // Usage for invoicing: every hour of the outage, refusals too, whether or not its windows roll.
+    const at = usagePeriodsAt(outcome.nowMs, calendar);
+    const hourStartMs = usageHourStartMs(at.dayStartMs, outcome.nowMs);
+    batch.usage ??= [];
+    let hour = batch.usage.find((h) => h.hourStartMs === hourStartMs && h.dayStartMs === at.dayStartMs);
+    if (!hour) batch.usage.push((hour = { ...at, hourStartMs, admitted: 0, refused: 0, units: 0, credits: 0 }));
+    addUsage(hour, { admitted: admitted > 0 ? 1 : 0, refused: outcome.verdict === 'allowed' ? 0 : 1, units: admitted, credits: 0 });
   }
 
   /** Nothing left to add to Redis. */

@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { DAY_MS } from '../quota/windows.js';
 import { createAdminApi } from '../admin/admin-api.js';
 import { JwtAuthenticator } from '../auth/jwt/jwt-authenticator.js';
 import { createAdminServer } from '../admin/admin-server.js';
@@ -92,6 +93,7 @@ export async function startGateway(
       logger,
       settings.admin.auditMaxEntries,
       testClockFromEnv(process.env, logger),
+      settings.quota.usage.retentionDays * DAY_MS,
     ));
   // Route rules and services are the hot part of gateway.yaml (listeners, upstream.url and the
   // rest need a restart). It loads first: plans.yaml is checked against its services, and each
@@ -375,6 +377,7 @@ export async function startGateway(
               }),
             ipRules: () => routes.current().globalIpRules ?? null,
             traffic: metrics.traffic,
+            usage: { reader: ownStores.usage, timeZone: settings.quota.timeZone },
             purgeCache: async (name, prefix) => {
               const service = upstreams.all().find((s) => s.name === name);
               return service ? responseCache.purge(name, service.config.cache, prefix) : undefined;

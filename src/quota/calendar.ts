@@ -73,7 +73,7 @@ function compute(nowMs: number, timeZone: string, anchorDay: number): Periods {
   return { day, month };
 }
 
-interface LocalDate {
+export interface LocalDate {
   year: number;
   /** 1..12 */
   month: number;
@@ -148,4 +148,9 @@ function intlZone(timeZone: string): Zone {
       return high;
     },
   };
+}
+
+/** The first instant of a local date (`2026-11-01`) in `timeZone`. */
+export function startOfDate(date: LocalDate, timeZone: string): number {
+  return zoneOf(timeZone).startOf(date);
 }

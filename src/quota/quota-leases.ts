@@ -90,6 +90,13 @@ import { MINUTE_MS } from './windows.js';
  *    month has left / (`spread` × replicas)), given back to it only while it is the same month,
  *    and, as a month begins where a day of the quota's calendar does, a lease that stops before
  *    its day's end (rules 4 and 8) never crosses a month edge either.
+ *
+ * 13. Usage for invoicing (docs/operations.md): Redis counts a block's units in its grant's hour
+ *    when it grants it. Each block counts the requests it admits (a request taking from two blocks
+ *    counts in the first); its give-back carries them, with its unused units, which Redis takes
+ *    off that hour again. A block used up sends a give-back of nothing but its requests when it
+ *    ends (one command per block, in the background). A replica killed with blocks out loses
+ *    their request counts only: their units stay charged, as they stay counted in the windows.
  */
 export interface LeaseSettings {
   leaseMs: number;
@@ -104,6 +111,8 @@ export interface LeaseSettings {
 /** Units reserved by one grant; a gcra lease holds one per grant, each with its own end. */
 interface Block {
   left: number;
+  /** Requests admitted from it, not yet told to Redis (rule 13). */
+  requests: number;
   /** This replica's clock: the block admits only before it. */
   expiresAtMs: number;
   /** The windows (store clock) its units were taken from. */
@@ -470,6 +479,8 @@ export class QuotaLeases {
           lease.blocks = [];
         } else {
           next.blocks[0]!.left += unused(lease);
+          // The same minute, so the same hour of usage: the old block's requests go with its units.
+          for (const block of lease.blocks) next.blocks[0]!.requests += block.requests;
           lease.blocks = [];
         }
         // Notices newer than this grant may have reached the old lease first (another connection).
@@ -511,7 +522,7 @@ export class QuotaLeases {
       ban,
       minuteStartMs,
       dayStartMs,
-      blocks: [{ left, expiresAtMs, minuteStartMs, dayStartMs, monthStartMs, tatUs: quota.algorithm === 'gcra' ? tatUs : 0 }],
+      blocks: [{ left, requests: 0, expiresAtMs, minuteStartMs, dayStartMs, monthStartMs, tatUs: quota.algorithm === 'gcra' ? tatUs : 0 }],
       lastBlock: left,
       seq: grant.seq,
       minuteCount: grant.minuteCount,
@@ -530,7 +541,7 @@ export class QuotaLeases {
     // give-back ends the lease in Redis (rule 10); an empty one sends nothing, its end passing anyway.
     while (lease.blocks.length > 0 && nowMs >= lease.blocks[0]!.expiresAtMs) {
       const block = lease.blocks.shift()!;
-      if (block.left > 0) void this.giveBack(subject, lease, block, lease.blocks.length === 0);
+      if (block.left > 0 || block.requests > 0) void this.giveBack(subject, lease, block, lease.blocks.length === 0);
     }
     if (lease.blocks.length > 0) return false;
     if (this.leases.get(subject) === lease) this.leases.delete(subject);
@@ -545,10 +556,10 @@ export class QuotaLeases {
    */
   private end(subject: string, lease: Lease, leaving = true): Promise<void> {
     if (this.leases.get(subject) === lease) this.leases.delete(subject);
-    const blocks = lease.blocks.reverse().filter((block) => block.left > 0);
+    const blocks = lease.blocks.reverse().filter((block) => block.left > 0 || block.requests > 0);
     lease.blocks = [];
     if (blocks.length === 0 && leaving)
-      blocks.push({ left: 0, expiresAtMs: 0, minuteStartMs: 0, dayStartMs: 0, monthStartMs: 0, tatUs: 0 });
+      blocks.push({ left: 0, requests: 0, expiresAtMs: 0, minuteStartMs: 0, dayStartMs: 0, monthStartMs: 0, tatUs: 0 });
     return blocks.reduce<Promise<void>>(
       (previous, block, i) => previous.then(() => this.giveBack(subject, lease, block, leaving && i === blocks.length - 1)),
       Promise.resolve(),
@@ -562,6 +573,7 @@ export class QuotaLeases {
       minBlock: 1,
       leaseMs: this.settings.leaseMs,
       giveBack: block.left,
+      giveBackRequests: block.requests,
       giveBackMinuteStartMs: block.minuteStartMs,
       giveBackDayStartMs: block.dayStartMs,
       giveBackMonthStartMs: block.monthStartMs,
@@ -571,6 +583,7 @@ export class QuotaLeases {
       heldUntilMs: lease.heldUntilMs,
     };
     block.left = 0;
+    block.requests = 0;
     // Unreachable Redis: the units stay counted, lost to this window only (docs/quota-leases.md).
     const given = this.store.reserve(subject, lease.quota, lease.ban, request).then(
       () => undefined,
@@ -613,9 +626,14 @@ function unused(lease: Lease): number {
   return units;
 }
 
-/** Takes `cost` units, oldest block first (every block here is in force). */
+/** Takes `cost` units, oldest block first (every block here is in force); the first one counts the request. */
 function take(lease: Lease, cost: number): void {
+  let first = true;
   for (const block of lease.blocks) {
+    if (first && block.left > 0) {
+      block.requests += 1;
+      first = false;
+    }
     const units = Math.min(block.left, cost);
     block.left -= units;
     cost -= units;

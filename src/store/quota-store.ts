@@ -1,6 +1,7 @@
 import type { Calendar } from '../config/calendar-fields.js';
 import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import type { QuotaOutcome, Settlement } from '../quota/quota-state.js';
+import type { HourUsage } from '../quota/usage-hours.js';
 
 /**
  * Counters, rejections and bans of every key: Redis shared by all replicas, or memory. Both apply
@@ -81,6 +82,8 @@ export interface LeaseRequest {
   minBlock: number;
   /** Unused units of an ended lease, credited only to the windows they came from. */
   giveBack: number;
+  /** Requests the given-back block admitted (usage for invoicing, quota-leases.ts rule 13); absent: 0. */
+  giveBackRequests?: number;
   giveBackMinuteStartMs: number;
   giveBackDayStartMs: number;
   /** Months (rule 12); absent: 0, none. */
@@ -156,6 +159,8 @@ export interface DegradedAdmissions {
   calendar?: Calendar;
   /** A ban earned meanwhile (the end, on the replica's clock), or 0. */
   bannedUntilMs: number;
+  /** Usage for invoicing: what the batch admitted and refused, per hour (absent: none). */
+  usage?: HourUsage[];
 }
 
 /** An operator's change of a credit balance: one of `add` or `set`; neither reads it. */

@@ -58,6 +58,7 @@ const TABLE: Record<string, { role: Role; touches: Touches }> = {
   listAudit: { role: 'viewer', touches: 'listing' },
   getTraffic: { role: 'viewer', touches: 'everything' },
   listBans: { role: 'viewer', touches: 'listing' },
+  exportUsage: { role: 'viewer', touches: 'listing' },
 };
 
 interface Operation {
@@ -114,6 +115,7 @@ async function requestFor(operation: Operation, owner: string): Promise<{ path: 
   const touches = TABLE[operation.id]!.touches;
   if (operation.id === 'createKey') return { path: '/keys', body: { plan: 'free', owner, name: 'made in the table' } };
   if (operation.id === 'purgeServiceCache') return { path: '/services/default/cache' };
+  if (operation.id === 'exportUsage') return { path: `/usage?from=2026-11-01&to=2026-12-01&format=jsonl&owner=${owner}` };
   if (touches === 'listing') return { path: `${operation.path}?owner=${owner}` };
   if (touches !== 'key') return { path: operation.path };
   const keyId = await keyOf(owner);

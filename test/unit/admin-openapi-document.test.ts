@@ -8,6 +8,7 @@ import { auditRoutes } from '../../src/admin/routes/audit-routes.js';
 import { keysRoutes } from '../../src/admin/routes/keys-routes.js';
 import { plansRoutes } from '../../src/admin/routes/plans-routes.js';
 import { servicesRoutes } from '../../src/admin/routes/services-routes.js';
+import { usageRoutes } from '../../src/admin/routes/usage-routes.js';
 import { trafficRoutes } from '../../src/admin/routes/traffic-routes.js';
 import { ERRORS } from '../../src/errors/registry.js';
 
@@ -33,6 +34,7 @@ describe('openapi-admin.yaml', () => {
       ...servicesRoutes(deps),
       ...auditRoutes(deps),
       ...trafficRoutes({ traffic: {} } as AdminDeps),
+      ...usageRoutes({ usage: {} } as AdminDeps),
     ].map((r) => `${r.method} ${r.path}`);
     const documented = Object.entries(document.paths).flatMap(([path, item]) =>
       Object.keys(item)

@@ -41,6 +41,7 @@ export const ACTIONS = {
   'services.read': { role: 'viewer', owner: 'global' },
   'traffic.read': { role: 'viewer', owner: 'global' },
   'bans.read': { role: 'viewer', owner: 'list' },
+  'usage.read': { role: 'viewer', owner: 'list' },
   'keys.create': { role: 'operator', owner: 'new-key' },
   'keys.update': { role: 'operator', owner: 'key' },
   'keys.rotate': { role: 'operator', owner: 'key' },

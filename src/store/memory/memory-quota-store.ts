@@ -12,6 +12,8 @@ import {
 } from '../../quota/quota-state.js';
 import { MINUTE_MS } from '../../quota/windows.js';
 import type { CreditChange, CreditResult, QuotaStore, SettleResult } from '../quota-store.js';
+import { usageHourStartMs, usagePeriodsAt } from '../../quota/usage-hours.js';
+import type { MemoryUsage } from './memory-usage.js';
 
 interface Stored {
   state: QuotaState;
@@ -32,13 +34,18 @@ export class MemoryQuotaStore implements QuotaStore {
   /** Settlements applied, by id, until when their id is remembered (as Redis's SETTLE markers). */
   private readonly settled = new Map<string, number>();
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly now: () => number = Date.now,
+    /** Usage for invoicing, kept by the embedded store (not by a replica's local limiter: reconcile adds that). */
+    private readonly usageRows?: MemoryUsage,
+  ) {}
 
   async consume(keyId: string, quota: Quota, ban: BanPolicy, cost = 1): Promise<QuotaOutcome> {
     const nowMs = this.now();
     this.sweep(nowMs);
     const previous = this.read(keyId, nowMs);
     const { state, outcome } = decide(previous, nowMs, quota, ban, cost);
+    if (this.usageRows) this.keepUsage(keyId, outcome, quota);
     // A decision that changed nothing (a ban in force, a balance that cannot pay) stores nothing,
     // as the script writes nothing: its expiry stays the one computed when it was written.
     if (state === previous) return outcome;
@@ -53,6 +60,7 @@ export class MemoryQuotaStore implements QuotaStore {
     this.settled.set(settlement.id, nowMs + SETTLED_ID_MS);
     const { state, shortfall } = settle(this.read(keyId, nowMs), nowMs, quota, settlement);
     this.store(keyId, state, ban);
+    if (this.usageRows) this.keepSettledUsage(keyId, nowMs, quota, settlement, shortfall);
     return { applied: true, shortfall, creditBalance: state.creditBalance };
   }
 
@@ -83,6 +91,30 @@ export class MemoryQuotaStore implements QuotaStore {
     if (after > 0) this.balances.set(keyId, after);
     else this.balances.delete(keyId);
     return { before, after, applied: true };
+  }
+
+  /** As the quota script's usageAdd: the request in its hour of the quota's day. */
+  private keepUsage(keyId: string, { verdict, nowMs, cost }: QuotaOutcome, quota: Quota): void {
+    const periods = usagePeriodsAt(nowMs, quota.calendar);
+    const admitted = verdict === 'allowed';
+    this.usageRows!.add(keyId, {
+      ...periods,
+      hourStartMs: usageHourStartMs(periods.dayStartMs, nowMs),
+      admitted: admitted ? 1 : 0,
+      refused: admitted ? 0 : 1,
+      units: admitted ? cost : 0,
+      credits: admitted && quota.credits === 'required' ? cost : 0,
+    });
+  }
+
+  /** As SETTLE_SCRIPT's usageAdd: the extra in this hour, what is given back off the reservation's. */
+  private keepSettledUsage(keyId: string, nowMs: number, quota: Quota, settlement: Settlement, shortfall: number): void {
+    const delta = settlement.cost - settlement.reserve;
+    if (delta === 0) return;
+    const at = delta > 0 ? nowMs : settlement.minuteStartMs;
+    const periods = usagePeriodsAt(at, quota.calendar);
+    const credits = quota.credits !== 'required' ? 0 : delta > 0 ? delta - shortfall : delta;
+    this.usageRows!.add(keyId, { ...periods, hourStartMs: usageHourStartMs(periods.dayStartMs, at), admitted: 0, refused: 0, units: delta, credits });
   }
 
   private read(keyId: string, nowMs: number): QuotaState {

@@ -1,4 +1,5 @@
 import { DAY_MS, MINUTE_MS } from '../../quota/windows.js';
+import { HOUR_MS } from '../../quota/usage-hours.js';
 import { QUOTA_NOTICE_CHANNEL } from './redis-keys.js';
 
 // The rules of src/quota/quota-state.ts (`current`, `decide`, `peek`, `lift`, `expiresAtMs`),
@@ -121,6 +122,35 @@ local function write(s, now, ex, fields)
   local exArg = string.format('%.0f', ex)
   if exArg ~= s.storedEx and not s.keep then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS)) end
 end
+-- Usage for invoicing (src/store/usage-store.ts reads it): one hash per subject and day of its
+-- calendar, 'tg:usage:{id}:<dayStartMs>' (KEYS[1]'s hash tag: the same slot, written in the same
+-- atomic step as the windows), fields '<hourStartMs>:a|r|u|c' (requests admitted, refused, units
+-- charged, credits spent) and 'p', '<dayEndMs> <monthStartMs> <monthEndMs>': the day's end and the
+-- month window it is in (usagePeriods). Hours count from the day's start, so they sum to the
+-- zone's days and months. The hash lives retentionMs (0: no usage is kept) plus a day from its
+-- first write: relative, so an injected clock keeps it too.
+local function usageKey(dayStart)
+  return 'tg:usage:' .. string.sub(KEYS[1], 10) .. ':' .. string.format('%.0f', dayStart)
+end
+local function usageHour(dayStart, at)
+  return string.format('%.0f', dayStart + math.floor((at - dayStart) / ${HOUR_MS}) * ${HOUR_MS})
+end
+-- The 'p' of the day current() read (s.ds).
+local function usagePeriods(s)
+  return string.format('%.0f %.0f %.0f', s.de, s.ys, s.ye)
+end
+-- Adds to the hour of 'at' in the day beginning at dayStart ('p': periods, usagePeriods).
+local function usageAdd(retentionMs, dayStart, periods, at, admitted, refused, units, credits)
+  if retentionMs <= 0 or dayStart <= 0 then return end
+  local key, hour = usageKey(dayStart), usageHour(dayStart, at)
+  if redis.call('HSETNX', key, 'p', periods) == 1 then
+    redis.call('PEXPIRE', key, string.format('%.0f', retentionMs + DAY_MS))
+  end
+  if admitted ~= 0 then redis.call('HINCRBY', key, hour .. ':a', admitted) end
+  if refused ~= 0 then redis.call('HINCRBY', key, hour .. ':r', refused) end
+  if units ~= 0 then redis.call('HINCRBY', key, hour .. ':u', units) end
+  if credits ~= 0 then redis.call('HINCRBY', key, hour .. ':c', credits) end
+end
 `;
 
 // KEYS[1]  tg:quota:{id}
@@ -129,7 +159,8 @@ end
 //          TS), nowMs ('' = Redis TIME), recall (1: a refusal while a lease of the key may be out
 //          is a recall, below; 0: final), perMonth (0: no month window), the day's four edges and
 //          the month's (calendar.ts), credits (1: the quota requires credits: an admitted request
-//          spends its cost from 'cb', one 'cb' cannot cover is answered 4), then the cost of each request to decide, one or more, in the
+//          spends its cost from 'cb', one 'cb' cannot cover is answered 4), usage retentionMs (0: keep
+//          no usage; CLOCK's usageAdd), then the cost of each request to decide, one or more, in the
 //          order they arrived
 // Reply    per request, QUOTA_REPLY_LENGTH numbers in a row: { verdict (0 allowed, 1 limited,
 //            2 banned, 3 recalled, 4 unfunded), minuteCount, dayCount, rejections, nowMs, bannedUntilMs,
@@ -145,7 +176,7 @@ end
 // Numbers that may grow large (TATs in microseconds, expiries) are written with %.0f,
 // exact for every integer a double holds: Redis passes a Lua number on in its shortest form, which
 // for large round values is exponent notation ('8.64e+17'), which PEXPIRE refuses.
-export const QUOTA_ARGS_BEFORE_COSTS = 21;
+export const QUOTA_ARGS_BEFORE_COSTS = 22;
 export const QUOTA_REPLY_LENGTH = 12;
 export const QUOTA_SCRIPT = `${CLOCK}
 local now = clock(ARGV[10])
@@ -206,13 +237,20 @@ local function decide(cost)
 end
 
 local replies = {}
+-- Usage (CLOCK's usageAdd): what this step admitted, refused (a recall is decided again later), charged and spent.
+local ua, ur, uu, uc = 0, 0, 0, 0
 for i = ${QUOTA_ARGS_BEFORE_COSTS + 1}, #ARGV do
   local cost = tonumber(ARGV[i])
   local r = reply(decide(cost), s, now, cost)
+  if r[1] == 0 then
+    ua, uu = ua + 1, uu + cost
+    if credits then uc = uc + cost end
+  elseif r[1] ~= 3 then ur = ur + 1 end
   r[#r + 1] = seq
   if leased then r[#r + 1] = s.le else r[#r + 1] = 0 end
   for j = 1, #r do replies[#replies + 1] = r[j] end
 end
+usageAdd(tonumber(ARGV[22]), s.ds, usagePeriods(s), now, ua, ur, uu, uc)
 -- A request refused for a ban in force changes nothing: nothing is written when every one was.
 if not changed then return replies end
 
@@ -281,7 +319,8 @@ return 0
 //          holder (the replica's id), ends (1: its lease of the key ends with this step), heldUntilMs
 //          (with ends: the end of that lease's last grant; a newer grant keeps the holder),
 //          perMonth (0: no month window), the day's and the month's edges (calendar.ts),
-//          returnMonthStartMs
+//          returnMonthStartMs, usage retentionMs (0: keep no usage), returnRequests (the requests the
+//          returned block admitted)
 // Reply    { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs, seq,
 //          monthStartMs, monthCount } (after the step; seq: the notice sequence number of this
 //          state, rule 10)
@@ -306,6 +345,17 @@ local leaseUs, backTat = tonumber(ARGV[14]) * 1000, tonumber(ARGV[15])
 local holder, ends, heldUntil = ARGV[16], ARGV[17] == '1', tonumber(ARGV[18])
 local perMonth, backMonth = tonumber(ARGV[19]), tonumber(ARGV[28])
 local s = current(now, 20)
+-- Usage of a lease's block (quota-leases.ts, rule 13): its grant is counted in the grant's hour, and
+-- its give-back takes the unused units off that hour again (never more than it holds) and adds the
+-- requests the block admitted there, so the hour holds what the block really charged.
+local usageMs, backRequests = tonumber(ARGV[29]) or 0, tonumber(ARGV[30]) or 0
+if back > 0 or backRequests > 0 then
+  local held = tonumber(redis.call('HGET', usageKey(backDay), usageHour(backDay, backMinute) .. ':u')) or 0
+  -- (Its day's hash has its 'p' from the grant; one lost meanwhile gets the ends as far as known.)
+  local periods = '0 ' .. string.format('%.0f', backMonth) .. ' 0'
+  if backDay == s.ds then periods = usagePeriods(s) end
+  usageAdd(usageMs, backDay, periods, backMinute, backRequests, 0, -math.min(back, held), 0)
+end
 -- Units out on leases in this minute and this day ('lm', 'ld', each with the window start it
 -- belongs to): a give-back credits a window with no more than these, so never with units its
 -- counters do not hold (a Redis restarted empty, a give-back run twice).
@@ -367,6 +417,7 @@ if want > 0 and s.bu <= now and recallUntil <= now then
     ld = ld + granted
     if perMonth > 0 then s.yc = s.yc + granted; ly = ly + granted end
     if gcra then s.mt = from + granted * intervalUs end
+    usageAdd(usageMs, s.ds, usagePeriods(s), now, 0, 0, granted, 0)
     changed = true
     -- A block admits no later than leaseMs after this moment (quota-leases.ts, rules 4 and 8).
     local untilMs = now + leaseUs / 1000
@@ -416,7 +467,7 @@ return { 1, before, after }
 // ARGV     reserve, cost (capped), minuteStartMs, dayStartMs, monthStartMs (the reservation's
 //          windows), perMonth (0: no month window), credits (1: the quota spends credits), gcra
 //          (1 or 0), minute intervalUs, banWindowMs, markerTtlMs, nowMs ('' = Redis TIME), the
-//          day's four edges and the month's (calendar.ts)
+//          day's four edges and the month's (calendar.ts), usage retentionMs (0: keep no usage)
 // Reply    { applied (1, or 0 when settled before), shortfall, creditBalance }
 // The extra is charged to the current windows even past their limits and to the balance never
 // below zero (the shortfall is what it could not hold); the rest is given back to the windows it
@@ -453,6 +504,21 @@ else
     if s.mt <= nowUs then s.mt = 0 end
   end
   if credits then s.cb = s.cb + back; balanceMoved = true end
+end
+-- Usage (CLOCK's usageAdd): the extra in this hour, as the windows; what is given back off the
+-- reservation's hour, whether or not its windows have rolled since (the invoice holds the cost
+-- reported; a rolled window's count is final).
+local usageMs = tonumber(ARGV[21]) or 0
+if delta > 0 then
+  local spentCredits = 0
+  if balanceMoved then spentCredits = delta - shortfall end
+  usageAdd(usageMs, s.ds, usagePeriods(s), now, 0, 0, delta, spentCredits)
+else
+  local reservedDay, periods = tonumber(ARGV[4]), '0 0 0'
+  if reservedDay == s.ds then periods = usagePeriods(s) end
+  local creditsBack = 0
+  if credits then creditsBack = delta end
+  usageAdd(usageMs, reservedDay, periods, tonumber(ARGV[3]), 0, 0, delta, creditsBack)
 end
 local ex = expiry(s, tonumber(ARGV[10]))
 local fields = stateFields(s, ex)

@@ -13,7 +13,10 @@ import { CLOCK } from './quota-script.js';
 // KEYS[2]  tg:reconciled:{id}:<replica>:<seq>
 // ARGV     minuteStartMs, minuteUnits, dayStartMs, dayUnits, bannedUntilMs, markerTtlMs,
 //          nowMs ('' = Redis TIME), monthStartMs, monthUnits, the day's four edges and the month's
-//          (calendar.ts, of the batch's calendar: the day and month the quota script counts in)
+//          (calendar.ts, of the batch's calendar: the day and month the quota script counts in),
+//          usage retentionMs (0: keep no usage), then per hour the batch admitted or refused in: its
+//          dayStartMs, periods (CLOCK's usagePeriods: day end, month start and end), hourStartMs,
+//          admitted, refused, units (six each)
 // Reply    1 applied now, 0 applied before
 export const RECONCILE_SCRIPT = `${CLOCK}
 if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[6]) then return 0 end
@@ -22,6 +25,12 @@ local s = current(now, 10)
 local changed = false
 local minuteUnits, dayUnits, bannedUntil = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local monthUnits = tonumber(ARGV[9])
+-- Usage (CLOCK's usageAdd): every hour of the batch, whether or not its windows have rolled since,
+-- under the same marker as the windows, so once.
+for i = 19, #ARGV, 6 do
+  usageAdd(tonumber(ARGV[18]), tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 2]),
+    tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), 0)
+end
 if tonumber(ARGV[1]) == s.ms and minuteUnits > 0 then s.mc = s.mc + minuteUnits; changed = true end
 if tonumber(ARGV[3]) == s.ds and dayUnits > 0 then s.dc = s.dc + dayUnits; changed = true end
 if tonumber(ARGV[8]) == s.ys and monthUnits > 0 then s.yc = s.yc + monthUnits; changed = true end

@@ -26,3 +26,12 @@ export const wsTicketKey = (ticketHash: string) => `tg:wsticket:{${ticketHash}}`
 export const reconciledKey = (id: string, replicaId: string, seq: number) => `tg:reconciled:{${id}}:${replicaId}:${seq}`;
 /** Marks one reservation as settled (quota-script.ts SETTLE_SCRIPT): in the subject's hash tag, like the quota hash. */
 export const settledKey = (id: string, settlementId: string) => `tg:settled:{${id}}:${settlementId}`;
+/**
+ * Usage for invoicing (quota-script.ts, usageAdd): one hash per subject and day of its calendar, in
+ * the subject's hash tag. The scripts build the name from their KEYS[1] (tg:quota:{id}).
+ */
+export const USAGE_KEY_PREFIX = 'tg:usage:{';
+/** SCAN's MATCH for the usage of one subject (its glob characters escaped), or of all. */
+export function usageKeyPattern(subject?: string): string {
+  return subject === undefined ? `${USAGE_KEY_PREFIX}*` : `${USAGE_KEY_PREFIX}${subject.replace(/[*?[\]\\]/g, '\\$&')}}:*`;
+}

@@ -29,6 +29,8 @@ import { RECONCILE_SCRIPT, RECONCILED_MARKER_MS } from './reconcile-script.js';
 import { TurnBatches } from './turn-batches.js';
 import { gcraMinute } from '../../quota/gcra.js';
 import { periodsAt, type Periods } from '../../quota/calendar.js';
+import { DEFAULT_USAGE_RETENTION_MS } from '../usage-store.js';
+import type { UsagePeriods } from '../../quota/usage-hours.js';
 
 /** The script's verdicts by number (3, recalled, is an answer of its own: toAnswer). */
 const VERDICTS: Record<number, Verdict> = { 0: 'allowed', 1: 'limited', 2: 'banned', 4: 'unfunded' };
@@ -87,6 +89,8 @@ export class RedisQuotaStore implements QuotaStore {
   constructor(
     private readonly redis: RedisClient,
     private readonly testClock?: () => number,
+    /** How long usage for invoicing is kept (gateway.yaml quota.usage.retentionDays; 0: none is). */
+    private readonly usageRetentionMs = DEFAULT_USAGE_RETENTION_MS,
   ) {
     if (!(redis instanceof Cluster)) this.single = redis;
     redis.defineCommand('tgQuota', { numberOfKeys: 1, lua: QUOTA_SCRIPT });
@@ -152,6 +156,7 @@ export class RedisQuotaStore implements QuotaStore {
       recall ? 1 : 0,
       ...this.monthArgs(quota),
       quota.credits === 'required' ? 1 : 0,
+      this.usageRetentionMs,
       ...costs,
     );
     return costs.map((_, i) => toAnswer(reply, i * QUOTA_REPLY_LENGTH));
@@ -222,6 +227,8 @@ export class RedisQuotaStore implements QuotaStore {
       request.heldUntilMs,
       ...this.monthArgs(quota),
       request.giveBackMonthStartMs ?? 0,
+      this.usageRetentionMs,
+      request.giveBackRequests ?? 0,
     );
     return named(GRANT_FIELDS, reply.map(Number));
   }
@@ -243,6 +250,8 @@ export class RedisQuotaStore implements QuotaStore {
       batch.monthUnits ?? 0,
       ...day,
       ...month,
+      this.usageRetentionMs,
+      ...(batch.usage ?? []).flatMap((h) => [h.dayStartMs, periodsArg(h), h.hourStartMs, h.admitted, h.refused, h.units]),
     );
   }
 
@@ -265,6 +274,7 @@ export class RedisQuotaStore implements QuotaStore {
         this.nowArg(),
         ...day,
         ...month,
+        this.usageRetentionMs,
       )
     ).map(Number);
     return { applied: applied === 1, shortfall: shortfall ?? 0, creditBalance: creditBalance ?? 0 };
@@ -311,6 +321,11 @@ export class RedisQuotaStore implements QuotaStore {
 
 /** How long a settlement's marker is kept: far longer than its retries last (seconds), short enough that one marker per settled request stays cheap. */
 const SETTLED_MARKER_MS = 10 * 60_000;
+
+/** A usage day's 'p' field (quota-script.ts, usagePeriods): its end and its month window. */
+function periodsArg(p: UsagePeriods): string {
+  return `${p.dayEndMs} ${p.monthStartMs} ${p.monthEndMs}`;
+}
 
 /** The script's month arguments per memoized periods (calendar.ts), for the perMonth last used with them. */
 const monthArgs = new WeakMap<Periods, readonly number[]>();
