@@ -59,6 +59,35 @@ describe('usage for invoicing in the stores', { timeout: 300_000 }, () => {
     expect((await store.usage('dst', quota)).dayCount).toBe(325);
   });
 
+  it('counts a settled reported cost in the usage: the extra in its hour, a give-back off the reservation’s hour, credits alike, in both stores', async () => {
+    const quota: Quota = { perMinute: 1000, perDay: 10_000, credits: 'required' };
+    const reservedAtMs = Date.parse('2026-11-16T10:20:00Z');
+    const clock = { nowMs: reservedAtMs };
+    const memoryUsage = new MemoryUsage();
+    const stores = {
+      redis: new RedisQuotaStore(redis.client(), () => clock.nowMs, RETENTION_MS),
+      memory: new MemoryQuotaStore(() => clock.nowMs, memoryUsage),
+    };
+    const readers: Record<string, UsageReader> = { redis: new RedisUsageReader(redis.client()), memory: memoryUsage };
+    for (const [name, store] of Object.entries(stores)) {
+      clock.nowMs = reservedAtMs;
+      await store.changeCredits(`settled-${name}`, { set: 100 });
+      const windows = { minuteStartMs: reservedAtMs - (reservedAtMs % 60_000), dayStartMs: Date.parse('2026-11-16T00:00:00Z'), monthStartMs: 0 };
+      // Two reservations of 10: one settled to 25 an hour later, one to 4.
+      await store.consume(`settled-${name}`, quota, ban, 10);
+      await store.consume(`settled-${name}`, quota, ban, 10);
+      clock.nowMs = reservedAtMs + HOUR_MS;
+      await store.settle(`settled-${name}`, quota, ban, { id: `a-${name}`, reserve: 10, cost: 25, ...windows });
+      await store.settle(`settled-${name}`, quota, ban, { id: `b-${name}`, reserve: 10, cost: 4, ...windows });
+      const rows = await collect(readers[name]!, { fromMs: reservedAtMs - HOUR_MS, toMs: reservedAtMs + 2 * HOUR_MS, by: 'hour', format: 'jsonl' });
+      expect(rows.filter((r) => r.consumer === `settled-${name}`).map((r) => [r.from, r.admitted, r.units, r.credits])).toEqual([
+        ['2026-11-16T10:00:00.000Z', 2, 14, 14],
+        ['2026-11-16T11:00:00.000Z', 0, 15, 15],
+      ]);
+      expect((await store.changeCredits(`settled-${name}`, {})).after).toBe(100 - 29);
+    }
+  });
+
   it('starts hours where a half-hour zone’s do (Asia/Kolkata: :30 UTC)', async () => {
     const quota: Quota = { perMinute: 100, perDay: 1000, calendar: { timeZone: 'Asia/Kolkata' } };
     const nowMs = Date.parse('2026-11-15T10:10:00Z'); // 15:40 in Kolkata
