@@ -46,13 +46,18 @@ async function answerOf(res: Response): Promise<Answer> {
   return { status: res.status, code, credits: res.headers.get('tollgate-credits-remaining'), retryAfter: res.headers.get('retry-after') };
 }
 
-/** `perGateway` loops on each of the three gateways, each sending `key`'s requests one after another until its first refusal. */
+/**
+ * `perGateway` loops on each of the three gateways, each sending `key`'s requests one after another
+ * until its first refusal. A 503 gateway_overloaded (a replica too busy to hear Redis in time sheds
+ * the request, counting and spending nothing: enforce-quota.ts) is no refusal: the loop sends again.
+ */
 async function loops(key: string, perGateway: number): Promise<Answer[]> {
   const answers: Answer[] = [];
   await Promise.all(
     Array.from({ length: 3 * perGateway }, async (_, loop) => {
       for (;;) {
         const answer = await answerOf(await stack.send(key, loop % 3));
+        if (answer.status === 503 && answer.code === 'gateway_overloaded') continue;
         answers.push(answer);
         if (answer.status !== 200) return;
       }

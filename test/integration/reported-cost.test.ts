@@ -230,7 +230,9 @@ describe('a cost the upstream reports, over three gateways on Redis', { timeout:
           // 0 … 40 units: some under the reservation (given back), some over (charged more).
           const units = (loop * 7 + n * 13) % 41;
           const res = await send(key.key, loop, `/v1/metered/header?units=${units}`);
-          await res.text();
+          const text = await res.text();
+          // Shed by a replica too busy to hear Redis in time (a loaded machine): nothing reserved, send again.
+          if (res.status === 503 && text.includes('"gateway_overloaded"')) continue;
           balances.push(Number(res.headers.get('tollgate-credits-remaining')));
           if (res.status === 402) return;
           expect(res.status).toBe(200);
