@@ -47,7 +47,8 @@ export async function profilePhase(stack: Stack, options: Options): Promise<Prof
       ? [
           {
             name: POLICY_TARGET,
-            start: (a: string[]) => stack.startGateway(`${POLICY_TARGET}-profiled`, a, undefined, policyConfig('-profiled'), upstream.url),
+            start: (a: string[]) =>
+              stack.startGateway(`${POLICY_TARGET}-profiled`, a, undefined, policyConfig(`${POLICY_TARGET}-profiled`), upstream.url),
             listening: 'gateway',
           },
         ]
