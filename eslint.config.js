@@ -87,6 +87,24 @@ export default tseslint.config(
       'no-control-regex': 'off',
     },
   },
+  // V8 allocates a function literal assigned straight to a property (`ctx.x = () => …`) in the old
+  // generation; on a per-request object it then holds the request's graph past every minor GC
+  // (src/gateway/context.ts, ResponseRules). An object with a method, or a `const` first, does not.
+  // Left out: files whose such assignments are made once at start, once per tunnel, or under test only.
+  {
+    files: ['src/**/*.ts'],
+    ignores: ['src/gateway/start-gateway.ts', 'src/gateway/websocket-proxy.ts', 'src/gateway/test-faults.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: 'AssignmentExpression[left.type="MemberExpression"][right.type=/^(Arrow)?FunctionExpression$/]',
+          message:
+            'a function literal assigned to a property is allocated in the old generation: use a method, or a const first (src/gateway/context.ts, ResponseRules)',
+        },
+      ],
+    },
+  },
   {
     files: ['**/*.js', '**/*.cjs', '**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,

@@ -85,7 +85,9 @@ export const HELP = `npm run bench -- [options]
                         by a service of three instances of the upstream, round robin
                         (bench/spread-target.ts); the report shows how its requests spread.
                         tollgate-policies: a configured no-op policy in every phase
-                        (bench/policy-target.ts): the policy interface's cost per request.
+                        (bench/policy-target.ts): the policy interface's cost per request,
+                        and <build>-policies for each --compare build. With --phases profile,
+                        also profiled beside tollgate.
                         tollgate-edge-rules: IP rules and header rules in force on the path
                         (bench/edge-rules-target.ts), and <build>-edge-rules for each --compare build.
                         tollgate-jwt: tollgate called with a JWT access token (RS256, from a JWKS

@@ -53,7 +53,7 @@ async function pass(phases: PhaseDeps): Promise<number> {
     const ctx = { req, res, startedAtMs: 0, requestId: 'r', consumer: { id: 'tg_bench', plan: 'enterprise' } } as unknown as RequestContext;
     void access(ctx);
     void forward(ctx);
-    ctx.responseRules?.(ctx.res);
+    ctx.responseRules?.applyTo(ctx.res);
     res.emit('close');
     // Let the after-answer turns run, as the event loop would between requests.
     if (i % 1000 === 999) await new Promise((resolve) => setImmediate(resolve));

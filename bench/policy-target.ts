@@ -1,4 +1,4 @@
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { REPO_ROOT } from '../test/harness/tollgate.js';
 import { editedConfig, replaceLine } from './config-edit.js';
 
@@ -9,7 +9,13 @@ import { editedConfig, replaceLine } from './config-edit.js';
  */
 export const POLICY_TARGET = 'tollgate-policies';
 
-export function policyConfig(suffix: string): string {
+/**
+ * `name`'s config: this checkout's, or with `cli` another build's own (`<build>-policies` for each
+ * --compare build: the same policy on the code before a change). The policy's code is this
+ * checkout's; its `definePolicy` only returns what it is given, so any build can load it.
+ */
+export function policyConfig(name: string, cli?: string): string {
   const entry = `policies: [{ use: ${join(REPO_ROOT, 'bench', 'policies', 'no-op.js')} }]`;
-  return editedConfig(`${POLICY_TARGET}${suffix}`, { 'gateway.yaml': replaceLine(/^policies: \[\].*$/m, entry) });
+  const from = cli ? resolve(dirname(cli), '../../config') : undefined;
+  return editedConfig(name, { 'gateway.yaml': replaceLine(/^policies: \[\].*$/m, entry) }, from);
 }

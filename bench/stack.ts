@@ -318,8 +318,13 @@ export class Stack {
       }
     }
     if (want.has(POLICY_TARGET)) {
-      const config = policyConfig(suffix);
+      const config = policyConfig(`${POLICY_TARGET}${suffix}`);
       await addGateway(POLICY_TARGET, () => this.startGateway(`gateway-${POLICY_TARGET}${suffix}`, [], CLI, config, upstreamUrl));
+      for (const variant of options.variants) {
+        const name = `${variant.name}-policies`;
+        const theirs = policyConfig(`${name}${suffix}`.replace(/[^\w.-]/g, '_'), variant.cli);
+        await addGateway(name, () => this.startGateway(`gateway-${name}${suffix}`, [], variant.cli, theirs, upstreamUrl));
+      }
     }
     if (want.has(SPREAD_TARGET)) {
       const urls = [upstreamUrl];

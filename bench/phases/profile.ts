@@ -7,6 +7,7 @@ import type { NodeProcess } from '../../test/harness/node-process.js';
 import { workDir } from '../processes.js';
 import { aggregate, diff, formatDiff, formatSummary, summarise, type Aggregate, type CpuProfile } from '../profile-summary.js';
 import type { ProfileResults } from '../report.js';
+import { POLICY_TARGET, policyConfig } from '../policy-target.js';
 import { PATH, type Stack } from '../stack.js';
 import { say } from './common.js';
 
@@ -41,6 +42,17 @@ export async function profilePhase(stack: Stack, options: Options): Promise<Prof
       start: (a: string[]) => stack.startGateway(`${v.name}-profiled`, a, v.cli, undefined, upstream.url),
       listening: 'gateway',
     })),
+    // With tollgate-policies in --targets: what a configured no-op policy adds, function by function.
+    ...(options.targets.includes(POLICY_TARGET)
+      ? [
+          {
+            name: POLICY_TARGET,
+            start: (a: string[]) =>
+              stack.startGateway(`${POLICY_TARGET}-profiled`, a, undefined, policyConfig(`${POLICY_TARGET}-profiled`), upstream.url),
+            listening: 'gateway',
+          },
+        ]
+      : []),
   ];
   say(
     `\nprofile: ${sides.map((s) => s.name).join(', ')}, one after the other under node --cpu-prof in front of the ${upstream.name} upstream, ${options.connections} connections for ${seconds} s after ${options.warmupSeconds} s warmup`,

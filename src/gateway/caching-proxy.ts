@@ -332,7 +332,7 @@ function answerFromEntry(ctx: RequestContext, entry: StoredResponse, cacheStatus
   res.setHeader('cache-status', cacheStatus);
   // The service's responseHeaders rules, as on a relayed answer (proxy.ts relayHead): applied at
   // serving, never stored, since they are hot and filled in per request (${request.id}).
-  ctx.responseRules?.(res);
+  ctx.responseRules?.applyTo(res);
   if (entry.status === 200 && notModified(req.headers, entry.headers)) {
     res.statusCode = 304;
     res.removeHeader('content-length');

@@ -757,7 +757,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.res.statusCode = status;
     this.copied = copyResponseHeaders(headers, this.res, this.ctx.corsApplies);
     // The service's responseHeaders rules, over what the target sent (never over the gateway's own Error bodies).
-    const ruled = this.ctx.responseRules?.(this.res);
+    const ruled = this.ctx.responseRules?.applyTo(this.res);
     if (ruled) this.copied.push(...ruled);
   }
 }

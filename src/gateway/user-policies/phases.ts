@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { ProxyTrust } from '../../http/proxy-trust.js';
 import { DEFAULT_SERVICE } from '../../config/services-schema.js';
 import { ERRORS, type ErrorCode } from '../../errors/registry.js';
@@ -5,7 +6,7 @@ import { declaredErrorBody } from '../../errors/render.js';
 import type { Logger } from '../../observability/log.js';
 import type { Metrics } from '../../observability/metrics.js';
 import type { AccessVerdict } from '../../plugins/policy-definition.js';
-import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
+import { CONTINUE, reject, type Decision, type Policy, type RequestContext, type ResponseRules } from '../context.js';
 import type { BoundPolicy, PhaseLists, PoliciesInForce } from './policies-in-force.js';
 import { checkedField, PolicyRequestContext, PolicyRequestView, type PolicyTools } from './policy-context.js';
 
@@ -120,13 +121,24 @@ function runHooks(
   return CONTINUE;
 }
 
-/** The service's responseHead hooks, run where the proxy relays the target's head (after its header rules). */
+/** The service's responseHead hooks, handed to the proxy, which runs them on the target's head (after its header rules). */
 function onResponseHead(ctx: RequestContext, view: PolicyRequestView, list: readonly BoundPolicy[], deps: PhaseDeps): void {
-  const before = ctx.responseRules;
-  ctx.responseRules = (res) => {
-    const set = before ? before(res) : [];
+  ctx.responseRules = new ResponseHeadHooks(ctx, view, list, deps);
+}
+
+/** An object, not a closure on `ctx`: context.ts (ResponseRules) says why. */
+class ResponseHeadHooks implements ResponseRules {
+  constructor(
+    private readonly ctx: RequestContext,
+    private readonly view: PolicyRequestView,
+    private readonly list: readonly BoundPolicy[],
+    private readonly deps: PhaseDeps,
+  ) {}
+
+  applyTo(res: ServerResponse): string[] {
+    const { ctx, view, deps } = this;
     view.response = res;
-    for (const bound of list) {
+    for (const bound of this.list) {
       if (!applies(bound, ctx)) continue;
       let result: unknown;
       try {
@@ -136,9 +148,8 @@ function onResponseHead(ctx: RequestContext, view: PolicyRequestView, list: read
       }
       if (isThenable(result)) throw fault(bound, 'responseHead', new TypeError('responseHead must not return a promise'), deps);
     }
-    set.push(...view.responseFieldsSet);
-    return set;
-  };
+    return view.responseFieldsSet;
+  }
 }
 
 /** Once the response has closed, the next turn: each afterAnswer hook, whose faults are only logged and counted. */
