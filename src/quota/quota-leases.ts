@@ -3,6 +3,7 @@ import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import type { LeaseGrant, QuotaNotice, QuotaStore, Recall } from '../store/quota-store.js';
 import { periodsAt, pick } from './calendar.js';
 import { gcraMinute, type GcraWindow } from './gcra.js';
+import { LeaseGiveBacks } from './lease-give-backs.js';
 import type { QuotaOutcome } from './quota-state.js';
 import { MINUTE_MS } from './windows.js';
 
@@ -193,6 +194,8 @@ export class QuotaLeases {
   /** This replica among a key's lease holders in Redis. */
   private readonly holder = randomBytes(6).toString('hex');
   private closed = false;
+  /** Give-backs, in order per key, retried after a failure, applied once. */
+  readonly giveBacks: LeaseGiveBacks;
 
   constructor(
     private readonly store: ReservingStore,
@@ -202,6 +205,7 @@ export class QuotaLeases {
   ) {
     this.timer = setInterval(() => this.sweep(), Math.max(10, Math.min(settings.leaseMs, 1000) / 2));
     this.timer.unref();
+    this.giveBacks = new LeaseGiveBacks((subject, quota, ban, request) => store.reserve(subject, quota, ban, request));
     // Missed notices could leave a lease's headers behind the others' use: every lease ends (rule 10).
     store.notices?.(
       (notice) => this.onNotice(notice),
@@ -369,6 +373,8 @@ export class QuotaLeases {
   async close(): Promise<void> {
     clearInterval(this.timer);
     this.closed = true;
+    // A give-back still failing (Redis away) gets one more try: shutdown does not wait for Redis.
+    this.giveBacks.close();
     for (const waiters of [...this.recalls.values()]) for (const waiter of waiters) waiter.done();
     while (this.leases.size > 0 || this.inFlight.size > 0) {
       await Promise.all([...this.leases].map(([subject, lease]) => this.end(subject, lease)));
@@ -571,11 +577,8 @@ export class QuotaLeases {
       heldUntilMs: lease.heldUntilMs,
     };
     block.left = 0;
-    // Unreachable Redis: the units stay counted, lost to this window only (docs/quota-leases.md).
-    const given = this.store.reserve(subject, lease.quota, lease.ban, request).then(
-      () => undefined,
-      () => undefined,
-    );
+    // Redis unreachable: tried again once it is back, and applied once (lease-give-backs.ts).
+    const given = this.giveBacks.give(subject, lease.quota, lease.ban, request);
     this.track(given);
     return given;
   }

@@ -281,7 +281,7 @@ return 0
 //          holder (the replica's id), ends (1: its lease of the key ends with this step), heldUntilMs
 //          (with ends: the end of that lease's last grant; a newer grant keeps the holder),
 //          perMonth (0: no month window), the day's and the month's edges (calendar.ts),
-//          returnMonthStartMs
+//          returnMonthStartMs, returnNo (0: unnumbered; else applied once per holder, below)
 // Reply    { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs, seq,
 //          monthStartMs, monthCount } (after the step; seq: the notice sequence number of this
 //          state, rule 10)
@@ -316,6 +316,23 @@ if tonumber(raw[2]) == s.ds then ld = tonumber(raw[4]) or 0 end
 local recallUntil = tonumber(raw[5]) or 0
 if tonumber(raw[6]) == s.ys then ly = tonumber(raw[7]) or 0 end
 local changed = false
+-- A numbered give-back (ARGV[29], lease-give-backs.ts: one replica's give-backs of a key come in
+-- order, a failed one again after an outage) is applied once: 'gb:<holder>' keeps the highest
+-- applied, and one not above it credits nothing, so a retry whose first try ran here (its reply
+-- lost) cannot credit twice. ('lm'/'ld'/'ly' bound a credit by every replica's units out, which
+-- a duplicate could still take from.) Written into a missing hash too (a Redis restarted empty),
+-- kept a day, for a retry after new grants.
+local backNo = tonumber(ARGV[29]) or 0
+if back > 0 and backNo > 0 then
+  local mark = 'gb:' .. holder
+  if (tonumber(redis.call('HGET', KEYS[1], mark)) or 0) >= backNo then
+    back = 0
+  else
+    local fresh = redis.call('EXISTS', KEYS[1]) == 0
+    redis.call('HSET', KEYS[1], mark, backNo)
+    if fresh then redis.call('PEXPIRE', KEYS[1], DAY_MS) end
+  end
+end
 if back > 0 then
   if s.ms == backMinute and s.mc > 0 then
     local credit = math.min(back, lm)

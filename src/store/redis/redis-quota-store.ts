@@ -211,6 +211,7 @@ export class RedisQuotaStore implements QuotaStore {
       request.heldUntilMs,
       ...this.monthArgs(quota),
       request.giveBackMonthStartMs ?? 0,
+      request.giveBackNo ?? 0,
     );
     return named(GRANT_FIELDS, reply.map(Number));
   }
