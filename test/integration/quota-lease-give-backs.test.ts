@@ -1,9 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
-import { QuotaLeases, type LeaseSettings } from '../../src/quota/quota-leases.js';
-import { connectRedis, whenReady, type RedisClient } from '../../src/store/redis/connect.js';
-import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
+import type { Quota } from '../../src/config/plans-schema.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
+import { leaseReplicas, SETTINGS, type Replica } from '../helpers/lease-replicas.js';
 import { TestRedis } from '../helpers/redis-server.js';
 
 // Give-backs of ended leases that Redis did not get (restarted, partitioned, reset) are sent again
@@ -15,14 +13,14 @@ import { TestRedis } from '../helpers/redis-server.js';
 // give-back credited twice leaves it below (units a lease still holds counted as free: the window
 // could admit them twice).
 
-const NO_BANS: BanPolicy = { afterRejections: 1_000_000, window: 60, duration: 60 };
-const SETTINGS: LeaseSettings = { leaseMs: 200, hotPerSecond: 5, minBlock: 2, maxBlock: 40, spread: 1, replicas: 2 };
 const QUOTA: Quota = { perMinute: 100_000, perDay: 1_000_000 };
 
 let redis: TestRedis;
 let proxy: FaultProxy;
 const clock = { nowMs: 0 };
-const opened: Array<{ leases: QuotaLeases; client: RedisClient }> = [];
+const replicas = leaseReplicas(clock);
+const replica = (url: string) => replicas.open(url);
+const untilLeased = (r: Replica, subject: string) => replicas.untilLeased(r, subject, QUOTA);
 
 beforeAll(async () => {
   // Persistence on every write: a restart brings back the counts (and leases' 'lm'/'ld') it had.
@@ -30,41 +28,12 @@ beforeAll(async () => {
   proxy = await FaultProxy.start(redis.port);
 });
 
-afterEach(async () => {
-  for (const { leases, client } of opened.splice(0)) {
-    await leases.close();
-    client.disconnect();
-  }
-});
+afterEach(() => replicas.closeAll());
 
 afterAll(async () => {
   await proxy?.stop();
   await redis?.stop();
 });
-
-/** A replica: its store (on `url`, with a gateway's connection options) and leases, on the test's clock. */
-async function replica(url: string) {
-  const client = connectRedis(url, 'gateway', 250);
-  client.on('error', () => undefined); // the faults are this test's own
-  await whenReady(client, 10_000);
-  const store = new RedisQuotaStore(client, () => clock.nowMs);
-  // Only `reserve`: no notices (this test is about the counts in Redis).
-  const leases = new QuotaLeases({ reserve: store.reserve.bind(store) }, SETTINGS, () => clock.nowMs);
-  opened.push({ leases, client });
-  return { store, leases };
-}
-
-/** Requests of `subject` on a replica, 10 ms apart, until it holds a lease; the units admitted. */
-async function untilLeased(r: Awaited<ReturnType<typeof replica>>, subject: string): Promise<number> {
-  let admitted = 0;
-  for (let i = 0; i < 200 && r.leases.held(subject) === 0; i++) {
-    clock.nowMs += 10;
-    const outcome = (await r.leases.admit(subject, QUOTA, NO_BANS, 1)) ?? (await r.store.consume(subject, QUOTA, NO_BANS, 1));
-    if (outcome.verdict === 'allowed') admitted++;
-  }
-  expect(r.leases.held(subject)).toBeGreaterThan(0);
-  return admitted;
-}
 
 async function counts(subject: string): Promise<{ minute: number; day: number }> {
   const client = redis.client();
@@ -77,7 +46,7 @@ async function counts(subject: string): Promise<{ minute: number; day: number }>
 }
 
 /** Ends `subject`'s lease on `r` by time (the sweep finds it), while Redis cannot be reached: its give-back fails. */
-async function expireWhileAway(r: Awaited<ReturnType<typeof replica>>, subject: string): Promise<number> {
+async function expireWhileAway(r: Replica, subject: string): Promise<number> {
   const unused = r.leases.held(subject);
   clock.nowMs += SETTINGS.leaseMs + 50;
   await expect.poll(() => r.leases.giveBacks.pending, { timeout: 30_000, interval: 50 }).toBeGreaterThan(0);

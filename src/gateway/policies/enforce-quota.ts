@@ -126,7 +126,8 @@ function fromStore(
       deps.degraded.heard(subject, outcome);
       if (outcome.verdict !== 'allowed') deps.leases?.refused(subject);
       if (newBan) metrics.bans.inc({ plan: key.plan });
-      return judge(ctx, deps, quota, outcome, 'store');
+      // Units this replica holds on a lease of the key are left too (quota-leases.ts, rule 6).
+      return judge(ctx, deps, quota, deps.leases ? deps.leases.told(subject, outcome) : outcome, 'store');
     },
     (err: unknown) => {
       pending.count--;
