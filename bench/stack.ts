@@ -8,7 +8,7 @@ import { RedisServer } from '../test/harness/redis-server.js';
 import { CLI, REPO_ROOT, startTollgate } from '../test/harness/tollgate.js';
 import { createKeyWithCli, createKeysInBulk } from './keys.js';
 import type { Options } from './options.js';
-import { logFileOf, workDir } from './processes.js';
+import { logFileOf, runCliOrThrow, workDir } from './processes.js';
 import { QUOTA_VARIANT_NAMES, quotaVariantConfig } from './quota-variants.js';
 import { MANY_KEYS_WRK_TARGET } from './many-keys-wrk.js';
 import { JWT_TARGET, jwtConfig, startBenchIssuer, type BenchIssuer } from './jwt-target.js';
@@ -127,6 +127,8 @@ export class Stack {
     const { id, key } = await createKeyWithCli(this.redis.url, ['--plan', 'enterprise', ...ENTERPRISE_QUOTAS, '--owner', 'bench']);
     this.keyId = id;
     this.headers = { authorization: `Bearer ${key}` };
+    // A balance no run spends, for the plan that requires credits (tollgate-month-credits).
+    await runCliOrThrow(['keys', 'credits', 'add', id, '1000000000000', '--reason', 'benchmark'], { REDIS_URL: this.redis.url });
 
     // The upstream: the bundled category backend, in memory (REDIS_URL unset). Its own request log
     // is off (warn): it is the same work behind every proxy and would only blur the ratios. With

@@ -38,6 +38,17 @@ export class DegradedMode {
   }
 
   /**
+   * An outcome for an answer given without a decision (shed, or refused in `closed` mode): the
+   * counts this replica last heard from Redis in the windows current now (local-share.ts), for
+   * headers (rate-limit-headers.ts `undecidedHeaders`).
+   */
+  lastHeard(subject: string, quota: Quota, cost: number): QuotaOutcome {
+    const nowMs = this.now();
+    const used = this.share.usedAt(subject, quota, nowMs);
+    return { verdict: 'allowed', ...used, rejections: 0, nowMs, bannedUntilMs: 0, cost, minuteTatUs: 0 };
+  }
+
+  /**
    * `local` mode's decision for one request, told in the whole quota's terms (the headers show the
    * plan's limit, and as remaining what this replica may still admit alone).
    */

@@ -46,14 +46,7 @@ export class LocalShare {
    * a gcra plan: a share of a cell rate has no meaning once the replicas cannot see each other.
    */
   shareOf(subject: string, quota: Quota, nowMs: number): Quota {
-    const heard = this.heard.get(subject);
-    // The day and month of the quota's calendar (calendar.ts), at the time heard and now.
-    const now = periodsAt(nowMs, quota.calendar);
-    const then = heard && periodsAt(heard.nowMs, quota.calendar);
-    const same = (a: number | undefined, b: number) => a === b;
-    const minuteUsed = heard && same(windowStartMs(heard.nowMs, MINUTE_MS), windowStartMs(nowMs, MINUTE_MS)) ? heard.minuteCount : 0;
-    const dayUsed = heard && same(pick(then!.day, heard.nowMs)[0], pick(now.day, nowMs)[0]) ? heard.dayCount : 0;
-    const monthUsed = heard && same(pick(then!.month, heard.nowMs)[0], pick(now.month, nowMs)[0]) ? heard.monthCount : 0;
+    const { minuteCount: minuteUsed, dayCount: dayUsed, monthCount: monthUsed } = this.usedAt(subject, quota, nowMs);
     const share = (limit: number, used: number) => Math.floor(Math.max(0, limit - used) / this.replicas);
     const { burst: _burst, ...rest } = quota;
     return {
@@ -62,6 +55,25 @@ export class LocalShare {
       perMinute: share(quota.perMinute, minuteUsed),
       perDay: share(quota.perDay, dayUsed),
       ...(quota.perMonth !== undefined && { perMonth: share(quota.perMonth, monthUsed) }),
+    };
+  }
+
+  /**
+   * The counts last heard for `subject` in the windows current at `nowMs` (the day and month of
+   * the quota's calendar): 0 for a window that rolled since, or one never heard of.
+   */
+  usedAt(subject: string, quota: Quota, nowMs: number): Omit<Heard, 'nowMs'> {
+    const heard = this.heard.get(subject);
+    if (!heard) return { minuteCount: 0, dayCount: 0, monthCount: 0 };
+    const now = periodsAt(nowMs, quota.calendar);
+    const then = periodsAt(heard.nowMs, quota.calendar);
+    const minuteSame = windowStartMs(heard.nowMs, MINUTE_MS) === windowStartMs(nowMs, MINUTE_MS);
+    const daySame = pick(then.day, heard.nowMs)[0] === pick(now.day, nowMs)[0];
+    const monthSame = pick(then.month, heard.nowMs)[0] === pick(now.month, nowMs)[0];
+    return {
+      minuteCount: minuteSame ? heard.minuteCount : 0,
+      dayCount: daySame ? heard.dayCount : 0,
+      monthCount: monthSame ? heard.monthCount : 0,
     };
   }
 }

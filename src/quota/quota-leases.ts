@@ -3,6 +3,7 @@ import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import type { LeaseGrant, QuotaNotice, QuotaStore, Recall } from '../store/quota-store.js';
 import { periodsAt, pick } from './calendar.js';
 import { gcraMinute, type GcraWindow } from './gcra.js';
+import { LeaseGiveBacks } from './lease-give-backs.js';
 import type { QuotaOutcome } from './quota-state.js';
 import { MINUTE_MS } from './windows.js';
 
@@ -31,7 +32,8 @@ import { MINUTE_MS } from './windows.js';
  * 6. Headers: remaining = Redis's remaining as last heard (every lease counted as used) plus this
  *    lease's unused units. Units out on leases are counted but not yet admitted, so it never
  *    exceeds what is truly left once every notice (rule 10) has arrived; it under-reports by the
- *    units out on other replicas' leases.
+ *    units out on other replicas' leases. A store-decided answer on a replica holding a lease adds
+ *    back the same units, those of blocks granted before the decision (`told`).
  *
  * gcra plans (gcra.ts: interval T, tolerance τ = burst × T) lease cells, not window units. GCRA's
  * promise rests on one fact: every admitted cell owns a slot S of the TAT line (slots T apart,
@@ -121,6 +123,8 @@ interface Block {
   monthStartMs: number;
   /** gcra: the TAT its grant left (its end E on the TAT line), µs; 0 for fixed windows. */
   tatUs: number;
+  /** Its grant's notice sequence number: a store decision with a higher one counted its units. */
+  grantSeq: number;
 }
 
 interface Lease {
@@ -202,6 +206,8 @@ export class QuotaLeases {
   /** This replica among a key's lease holders in Redis. */
   private readonly holder = randomBytes(6).toString('hex');
   private closed = false;
+  /** Give-backs, in order per key, retried after a failure, applied once. */
+  readonly giveBacks: LeaseGiveBacks;
 
   constructor(
     private readonly store: ReservingStore,
@@ -211,6 +217,7 @@ export class QuotaLeases {
   ) {
     this.timer = setInterval(() => this.sweep(), Math.max(10, Math.min(settings.leaseMs, 1000) / 2));
     this.timer.unref();
+    this.giveBacks = new LeaseGiveBacks((subject, quota, ban, request) => store.reserve(subject, quota, ban, request));
     // Missed notices could leave a lease's headers behind the others' use: every lease ends (rule 10).
     store.notices?.(
       (notice) => this.onNotice(notice),
@@ -222,6 +229,30 @@ export class QuotaLeases {
   held(subject: string): number {
     const lease = this.leases.get(subject);
     return lease ? unused(lease) : 0;
+  }
+
+  /**
+   * A store decision of `subject` admitted while this replica holds a lease of it, as its headers
+   * tell it (rule 6): the store counted this lease's unused units as used, so they are added back to
+   * what remains, as on a leased answer. Only the blocks granted before the decision (a lower
+   * sequence number: it counted them) and still in force (so in the decision's windows, rule 4):
+   * never more than is truly left; less by the units out on other replicas' leases.
+   */
+  told(subject: string, outcome: QuotaOutcome): QuotaOutcome {
+    const lease = this.leases.get(subject);
+    if (!lease || outcome.seq === undefined || outcome.verdict !== 'allowed') return outcome;
+    const nowMs = this.now();
+    let left = 0;
+    for (const block of lease.blocks) if (block.grantSeq < outcome.seq && nowMs < block.expiresAtMs) left += block.left;
+    if (left === 0) return outcome;
+    const gcra = this.kindOf(lease.quota);
+    return {
+      ...outcome,
+      minuteCount: outcome.minuteCount - left,
+      dayCount: outcome.dayCount - left,
+      monthCount: lease.quota.perMonth === undefined ? outcome.monthCount : (outcome.monthCount ?? 0) - left,
+      minuteTatUs: gcra ? outcome.minuteTatUs - left * gcra.intervalUs : outcome.minuteTatUs,
+    };
   }
 
   /** The sequence number of what this replica's lease of `subject` last heard (rule 10; tests). */
@@ -378,6 +409,8 @@ export class QuotaLeases {
   async close(): Promise<void> {
     clearInterval(this.timer);
     this.closed = true;
+    // A give-back still failing (Redis away) gets one more try: shutdown does not wait for Redis.
+    this.giveBacks.close();
     for (const waiters of [...this.recalls.values()]) for (const waiter of waiters) waiter.done();
     while (this.leases.size > 0 || this.inFlight.size > 0) {
       await Promise.all([...this.leases].map(([subject, lease]) => this.end(subject, lease)));
@@ -522,7 +555,18 @@ export class QuotaLeases {
       ban,
       minuteStartMs,
       dayStartMs,
-      blocks: [{ left, requests: 0, expiresAtMs, minuteStartMs, dayStartMs, monthStartMs, tatUs: quota.algorithm === 'gcra' ? tatUs : 0 }],
+      blocks: [
+        {
+          left,
+          requests: 0,
+          expiresAtMs,
+          minuteStartMs,
+          dayStartMs,
+          monthStartMs,
+          tatUs: quota.algorithm === 'gcra' ? tatUs : 0,
+          grantSeq: grant.seq,
+        },
+      ],
       lastBlock: left,
       seq: grant.seq,
       minuteCount: grant.minuteCount,
@@ -559,7 +603,7 @@ export class QuotaLeases {
     const blocks = lease.blocks.reverse().filter((block) => block.left > 0 || block.requests > 0);
     lease.blocks = [];
     if (blocks.length === 0 && leaving)
-      blocks.push({ left: 0, requests: 0, expiresAtMs: 0, minuteStartMs: 0, dayStartMs: 0, monthStartMs: 0, tatUs: 0 });
+      blocks.push({ left: 0, requests: 0, expiresAtMs: 0, minuteStartMs: 0, dayStartMs: 0, monthStartMs: 0, tatUs: 0, grantSeq: 0 });
     return blocks.reduce<Promise<void>>(
       (previous, block, i) => previous.then(() => this.giveBack(subject, lease, block, leaving && i === blocks.length - 1)),
       Promise.resolve(),
@@ -584,11 +628,8 @@ export class QuotaLeases {
     };
     block.left = 0;
     block.requests = 0;
-    // Unreachable Redis: the units stay counted, lost to this window only (docs/quota-leases.md).
-    const given = this.store.reserve(subject, lease.quota, lease.ban, request).then(
-      () => undefined,
-      () => undefined,
-    );
+    // Redis unreachable: tried again once it is back, and applied once (lease-give-backs.ts).
+    const given = this.giveBacks.give(subject, lease.quota, lease.ban, request);
     this.track(given);
     return given;
   }

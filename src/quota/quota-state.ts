@@ -58,6 +58,11 @@ export interface QuotaOutcome {
   minuteTatUs: number;
   /** The credit balance after this request (absent: 0). */
   creditBalance?: number;
+  /**
+   * Redis, while a lease of the key may be out: the notice sequence number of this decision
+   * (quota-leases.ts, rule 10); what a lease granted before it holds is counted in it. Absent: none.
+   */
+  seq?: number;
 }
 
 export const EMPTY_STATE: QuotaState = Object.freeze({

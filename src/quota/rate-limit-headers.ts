@@ -119,6 +119,28 @@ export function rateLimitHeaders(quota: Quota, outcome: QuotaOutcome): Record<st
   return headers;
 }
 
+/**
+ * The rate-limit fields of an answer given without a decision (503 `gateway_overloaded`: Redis
+ * not asked, or not answering, in time), from `heard`: the counts this replica last heard from
+ * Redis. A window already spent as heard is still spent (counts only grow in a window), so it is
+ * told as is, its reset the real one. Otherwise the minute is told with Remaining 0: other
+ * replicas may have used the rest since, and Remaining never overstates; its reset is at most a
+ * minute away. No credit balance: it is not known here (and 0 would ask for a top-up).
+ */
+export function undecidedHeaders(quota: Quota, heard: QuotaOutcome): Record<string, string> {
+  let outcome = heard;
+  if (reportedWindow(quota, heard).remaining > 0) {
+    // The minute spent (fixed: its count at the limit; gcra: its bucket full as of now), for a
+    // request of one unit, so that it binds: no other window waits.
+    const minute = quota.algorithm === 'gcra' ? gcraMinute(quota) : undefined;
+    const fullTatUs = minute ? heard.nowMs * 1000 + minute.burst * minute.intervalUs : 0;
+    outcome = { ...heard, cost: 1, minuteCount: quota.perMinute, minuteTatUs: fullTatUs };
+  }
+  const headers = rateLimitHeaders(quota, outcome);
+  delete headers[CREDITS_HEADER];
+  return headers;
+}
+
 /** The credit balance after the request, on every answer under a quota with `credits: required`. */
 export const CREDITS_HEADER = 'tollgate-credits-remaining';
 

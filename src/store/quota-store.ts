@@ -98,6 +98,11 @@ export interface LeaseRequest {
   ends: boolean;
   /** With `ends`: the end (store clock) of that lease's last grant, its grant's nowMs + leaseMs. */
   heldUntilMs: number;
+  /**
+   * A give-back's number (growing per replica; lease-give-backs.ts): the store applies each once,
+   * whatever the retries. Absent or 0: unnumbered.
+   */
+  giveBackNo?: number;
 }
 
 export interface LeaseGrant {

@@ -5,7 +5,7 @@ import { quotaFor } from '../../quota/quota-for.js';
 import { quotaSubject } from '../../quota/quota-subject.js';
 import type { QuotaLeases } from '../../quota/quota-leases.js';
 import type { QuotaOutcome } from '../../quota/quota-state.js';
-import { rateLimitHeaders, retryAfterSeconds } from '../../quota/rate-limit-headers.js';
+import { rateLimitHeaders, retryAfterSeconds, undecidedHeaders } from '../../quota/rate-limit-headers.js';
 import type { QuotaStore, RecallWait } from '../../store/quota-store.js';
 import type { StoreHealth } from '../../store/store-health.js';
 import { endSpan } from '../../tracing/gateway-trace.js';
@@ -112,7 +112,7 @@ function fromStore(
   const { store, health, local, metrics } = deps;
   const key = ctx.consumer!;
   // A replica too busy to hear Redis in time answers less, not inexactly: shed, keep the promise.
-  if (pending.count >= deps.maxPending) return shed(deps, 'pending');
+  if (pending.count >= deps.maxPending) return shed(step, deps, 'pending');
   pending.count++;
   const startedMs = performance.now();
   const span = ctx.trace?.storeCall('tollgate quota decision', key.id);
@@ -134,7 +134,8 @@ function fromStore(
       deps.degraded.heard(subject, outcome);
       if (outcome.verdict !== 'allowed') deps.leases?.refused(subject);
       if (newBan) metrics.bans.inc({ plan: key.plan });
-      return judge(ctx, deps, quota, outcome, 'store', step);
+      // Units this replica holds on a lease of the key are left too (quota-leases.ts, rule 6).
+      return judge(ctx, deps, quota, deps.leases ? deps.leases.told(subject, outcome) : outcome, 'store', step);
     },
     (err: unknown) => {
       pending.count--;
@@ -143,7 +144,7 @@ function fromStore(
       // A timeout that is no outage (our own stalled event loop, or a Redis still answering,
       // late: store-health.ts): the script may well have counted this request, and local
       // counting would admit past the limit. Shed it; the next request asks Redis again.
-      if (!health.failed(err)) return shed(deps, 'timeout');
+      if (!health.failed(err)) return shed(step, deps, 'timeout');
       return degrade(step, deps);
     },
   );
@@ -188,10 +189,20 @@ function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: Quot
   return reject(code, undefined, { 'retry-after': retryAfterSeconds(quota, outcome) });
 }
 
-/** 503 with Retry-After: this replica cannot decide in time now, and will not guess. */
-function shed(deps: QuotaDeps, reason: 'pending' | 'timeout'): Decision {
+/**
+ * 503 with Retry-After: this replica cannot decide in time now, and will not guess. Its rate-limit
+ * fields come from what it last heard of the subject, never overstating (undecidedHeaders).
+ */
+function shed(step: QuotaStep, deps: QuotaDeps, reason: 'pending' | 'timeout'): Decision {
   deps.metrics.quotaShed.inc({ reason });
+  undecided(step, deps);
   return reject('gateway_overloaded', undefined, { 'retry-after': 1 });
+}
+
+/** The rate-limit fields of an answer given without a store decision. */
+function undecided({ ctx, quota, subject, cost }: QuotaStep, deps: QuotaDeps): void {
+  const headers = undecidedHeaders(quota, deps.degraded.lastHeard(subject, quota, cost));
+  for (const name in headers) ctx.res.setHeader(name, headers[name]!);
 }
 
 /** The configured failure mode, while the shared store cannot be asked. */
@@ -199,7 +210,10 @@ async function degrade(step: QuotaStep, deps: QuotaDeps): Promise<Decision> {
   const { ctx, quota, ban, subject, cost } = step;
   const { mode } = deps.degraded;
   // A balance cannot be spent safely without the store that holds it: closed, whatever the mode.
-  if (mode === 'closed' || quota.credits === 'required') return reject('rate_limit_store_unavailable', undefined, { 'retry-after': 1 });
+  if (mode === 'closed' || quota.credits === 'required') {
+    undecided(step, deps);
+    return reject('rate_limit_store_unavailable', undefined, { 'retry-after': 1 });
+  }
   ctx.degraded = true;
   ctx.res.setHeader('x-tollgate-degraded', mode === 'open' ? 'quota-open' : 'quota-local');
   if (mode === 'open') {

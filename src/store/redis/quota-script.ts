@@ -320,7 +320,7 @@ return 0
 //          (with ends: the end of that lease's last grant; a newer grant keeps the holder),
 //          perMonth (0: no month window), the day's and the month's edges (calendar.ts),
 //          returnMonthStartMs, usage retentionMs (0: keep no usage), returnRequests (the requests the
-//          returned block admitted)
+//          returned block admitted), returnNo (0: unnumbered; else applied once per holder, below)
 // Reply    { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs, seq,
 //          monthStartMs, monthCount } (after the step; seq: the notice sequence number of this
 //          state, rule 10)
@@ -349,6 +349,23 @@ local s = current(now, 20)
 -- its give-back takes the unused units off that hour again (never more than it holds) and adds the
 -- requests the block admitted there, so the hour holds what the block really charged.
 local usageMs, backRequests = tonumber(ARGV[29]) or 0, tonumber(ARGV[30]) or 0
+-- A numbered give-back (ARGV[31], lease-give-backs.ts: one replica's give-backs of a key come in
+-- order, a failed one again after an outage) is applied once: 'gb:<holder>' keeps the highest
+-- applied, and one not above it credits nothing, so a retry whose first try ran here (its reply
+-- lost) cannot credit twice, nor take its usage off twice. ('lm'/'ld'/'ly' bound a credit by
+-- every replica's units out, which a duplicate could still take from.) Written into a missing hash too (a Redis restarted empty),
+-- kept a day, for a retry after new grants.
+local backNo = tonumber(ARGV[31]) or 0
+if (back > 0 or backRequests > 0) and backNo > 0 then
+  local mark = 'gb:' .. holder
+  if (tonumber(redis.call('HGET', KEYS[1], mark)) or 0) >= backNo then
+    back, backRequests = 0, 0
+  else
+    local fresh = redis.call('EXISTS', KEYS[1]) == 0
+    redis.call('HSET', KEYS[1], mark, backNo)
+    if fresh then redis.call('PEXPIRE', KEYS[1], DAY_MS) end
+  end
+end
 if back > 0 or backRequests > 0 then
   local held = tonumber(redis.call('HGET', usageKey(backDay), usageHour(backDay, backMinute) .. ':u')) or 0
   -- (Its day's hash has its 'p' from the grant; one lost meanwhile gets the ends as far as known.)

@@ -229,6 +229,7 @@ export class RedisQuotaStore implements QuotaStore {
       request.giveBackMonthStartMs ?? 0,
       this.usageRetentionMs,
       request.giveBackRequests ?? 0,
+      request.giveBackNo ?? 0,
     );
     return named(GRANT_FIELDS, reply.map(Number));
   }
@@ -367,7 +368,9 @@ function toAnswer(reply: number[], at: number): Answer {
 /** The outcome of one request: the script's reply from `at` on (QUOTA_REPLY_LENGTH numbers). */
 function toOutcome(reply: number[], at = 0): QuotaOutcome {
   const field = (i: number, missing: number) => Number(reply[at + i] ?? missing);
+  const seq = field(10, 0);
   return {
+    ...(seq > 0 && { seq }),
     verdict: VERDICTS[field(0, 1)] ?? 'limited',
     minuteCount: field(1, 0),
     dayCount: field(2, 0),
