@@ -1,7 +1,9 @@
 import type { BanPolicy, Quota } from '../../config/plans-schema.js';
 import { decide, EMPTY_STATE, expiresAtMs, lift, peek, type QuotaOutcome, type QuotaState } from '../../quota/quota-state.js';
 import { MINUTE_MS } from '../../quota/windows.js';
-import type { CreditChange, CreditResult, QuotaStore } from '../quota-store.js';
+import type { CreditChange, CreditResult, QuotaStore, RulesOutcome } from '../quota-store.js';
+import type { RuleCharge } from '../../quota/limit-rules.js';
+import { MemoryRuleCounters } from './memory-rule-counters.js';
 
 interface Stored {
   state: QuotaState;
@@ -20,7 +22,25 @@ export class MemoryQuotaStore implements QuotaStore {
   private readonly balances = new Map<string, number>();
   private sweepAtMs = 0;
 
-  constructor(private readonly now: () => number = Date.now) {}
+  /** `rules`: the limit rules' counters (a degraded replica's hold its share of each limit). */
+  constructor(
+    private readonly now: () => number = Date.now,
+    private readonly rules = new MemoryRuleCounters(),
+  ) {}
+
+  /** Rules checked first; the plan decided only when all fit; the rules charged only when it admits (limit-rules.ts). */
+  async consumeRules(keyId: string, quota: Quota, ban: BanPolicy, cost: number, charges: readonly RuleCharge[]): Promise<RulesOutcome> {
+    const nowMs = this.now();
+    const rules = this.rules.scaled(charges);
+    const checked = this.rules.check(rules, nowMs);
+    const plan = peek(this.read(keyId, nowMs), nowMs, quota.calendar);
+    if (plan.verdict === 'banned') return { ...plan, cost, rules: checked.current, refusedBy: -1 };
+    if (checked.refusedBy >= 0) return { ...plan, verdict: 'limited', cost, rules: checked.current, refusedBy: checked.refusedBy };
+    const outcome = await this.consume(keyId, quota, ban, cost);
+    if (outcome.verdict !== 'allowed') return { ...outcome, rules: checked.current, refusedBy: -1 };
+    this.rules.charge(rules, checked.admitted);
+    return { ...outcome, rules: checked.admitted, refusedBy: -1 };
+  }
 
   async consume(keyId: string, quota: Quota, ban: BanPolicy, cost = 1): Promise<QuotaOutcome> {
     const nowMs = this.now();

@@ -24,3 +24,5 @@ export const wsTicketKey = (ticketHash: string) => `tg:wsticket:{${ticketHash}}`
  * subject's hash tag, so the script touches one slot.
  */
 export const reconciledKey = (id: string, replicaId: string, seq: number) => `tg:reconciled:{${id}}:${replicaId}:${seq}`;
+/** A limit rule's counter (limit-rules-script.ts): the rule's name and the digest of its values, in a hash tag of their own. */
+export const limitKey = (name: string, digest: string) => `tg:limit:${name}:{${digest}}`;

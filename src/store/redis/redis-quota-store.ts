@@ -13,7 +13,11 @@ import type {
   QuotaStore,
   Recall,
   RecallWait,
+  RulesOutcome,
 } from '../quota-store.js';
+import type { RuleCharge } from '../../quota/limit-rules.js';
+import { RULE_RELEASE_SCRIPT, RULE_RESERVE_SCRIPT, RULES_QUOTA_SCRIPT } from './limit-rules-script.js';
+import { consumeRulesOnCluster, ruleArgs, ruleKeys, rulesFromReply } from './redis-limit-rules.js';
 import { CREDITS_SCRIPT, LEASE_SCRIPT, QUOTA_REPLY_LENGTH, QUOTA_SCRIPT, UNBAN_SCRIPT, USAGE_SCRIPT } from './quota-script.js';
 import { QUOTA_NOTICE_CHANNEL, leaseHoldersKey, quotaKey, quotaSubject, reconciledKey } from './redis-keys.js';
 import { RECONCILE_SCRIPT, RECONCILED_MARKER_MS } from './reconcile-script.js';
@@ -31,6 +35,9 @@ interface QuotaCommands {
   tgLease(key: string, holders: string, ...args: Array<string | number>): Promise<number[]>;
   tgReconcile(key: string, marker: string, ...args: Array<string | number>): Promise<number>;
   tgCredits(key: string, mode: string, amount: number): Promise<number[]>;
+  tgRulesQuota(keys: number, ...args: Array<string | number>): Promise<number[]>;
+  tgRuleReserve(key: string, nowMs: string | number, ...args: number[]): Promise<number[]>;
+  tgRuleRelease(key: string, nowMs: string | number, ...args: number[]): Promise<number>;
 }
 
 /** The quota script on a pipeline: queued, answered through its callback. */
@@ -85,6 +92,10 @@ export class RedisQuotaStore implements QuotaStore {
     redis.defineCommand('tgLease', { numberOfKeys: 2, lua: LEASE_SCRIPT });
     redis.defineCommand('tgReconcile', { numberOfKeys: 2, lua: RECONCILE_SCRIPT });
     redis.defineCommand('tgCredits', { numberOfKeys: 1, lua: CREDITS_SCRIPT });
+    // Limit rules (limit-rules-script.ts): one call on a single server; reserve and give back on a Cluster.
+    redis.defineCommand('tgRulesQuota', { lua: RULES_QUOTA_SCRIPT });
+    redis.defineCommand('tgRuleReserve', { numberOfKeys: 1, lua: RULE_RESERVE_SCRIPT });
+    redis.defineCommand('tgRuleRelease', { numberOfKeys: 1, lua: RULE_RELEASE_SCRIPT });
     this.commands = redis as unknown as QuotaCommands;
   }
 
@@ -125,11 +136,49 @@ export class RedisQuotaStore implements QuotaStore {
     return outcomes.length === 1 ? outcomes[0]! : outcomes.flat();
   }
 
-  private async call({ redisKey, quota, ban, recall }: Request, run: Request[]): Promise<Answer[]> {
-    const costs = run.map((request) => request.cost);
-    for (const request of run) request.batched?.(run.length);
-    const reply = await this.quotaCall(
-      redisKey,
+  /**
+   * A request matching limit rules: not batched (its rules are its own), and never leased; one
+   * RULES_QUOTA_SCRIPT call on a single server, reserve-then-commit on a Cluster
+   * (redis-limit-rules.ts). A recall (leases of the key out) is waited for as in `consume`.
+   */
+  async consumeRules(
+    keyId: string,
+    quota: Quota,
+    ban: BanPolicy,
+    cost: number,
+    rules: readonly RuleCharge[],
+    recall?: RecallWait,
+  ): Promise<RulesOutcome> {
+    if (!this.single) {
+      return consumeRulesOnCluster(
+        this.commands,
+        () => this.nowArg(),
+        rules,
+        () => this.consume(keyId, quota, ban, cost, undefined, recall),
+        async () => ({ ...(await this.usage(keyId, quota)), cost }),
+      );
+    }
+    const once = async (mayRecall: boolean) => {
+      const keys = [quotaKey(keyId), ...ruleKeys(rules)];
+      const reply = await this.commands.tgRulesQuota(
+        keys.length,
+        ...keys,
+        ...this.quotaArgs(quota, ban, mayRecall),
+        cost,
+        ...rules.flatMap(ruleArgs),
+      );
+      return { answer: toAnswer(reply, 0), reply };
+    };
+    const first = await once(recall !== undefined);
+    if (!('recalled' in first.answer)) return rulesFromReply(first.reply, rules.length, first.answer);
+    await recall!(keyId, first.answer.recalled);
+    const again = await once(false);
+    return rulesFromReply(again.reply, rules.length, again.answer as QuotaOutcome);
+  }
+
+  /** QUOTA_SCRIPT's arguments before the costs. */
+  private quotaArgs(quota: Quota, ban: BanPolicy, recall: boolean): Array<string | number> {
+    return [
       quota.perMinute,
       quota.perDay,
       ban.afterRejections,
@@ -141,8 +190,13 @@ export class RedisQuotaStore implements QuotaStore {
       recall ? 1 : 0,
       ...this.monthArgs(quota),
       quota.credits === 'required' ? 1 : 0,
-      ...costs,
-    );
+    ];
+  }
+
+  private async call({ redisKey, quota, ban, recall }: Request, run: Request[]): Promise<Answer[]> {
+    const costs = run.map((request) => request.cost);
+    for (const request of run) request.batched?.(run.length);
+    const reply = await this.quotaCall(redisKey, ...this.quotaArgs(quota, ban, recall), ...costs);
     return costs.map((_, i) => toAnswer(reply, i * QUOTA_REPLY_LENGTH));
   }
 

@@ -1,0 +1,83 @@
+import type { QuotaOutcome } from '../../quota/quota-state.js';
+import type { RuleCharge, RuleState } from '../../quota/limit-rules.js';
+import type { RulesOutcome } from '../quota-store.js';
+import { limitKey } from './redis-keys.js';
+import { QUOTA_REPLY_LENGTH } from './quota-script.js';
+
+/** A rule's numbers in the scripts' ARGV (limit-rules-script.ts RULE_ARGS). */
+export function ruleArgs(rule: RuleCharge): number[] {
+  return [rule.limit, rule.windowMs, rule.gcra ? 1 : 0, rule.intervalUs, rule.burst, rule.cost];
+}
+
+export const ruleKeys = (rules: readonly RuleCharge[]) => rules.map((rule) => limitKey(rule.name, rule.digest));
+
+/** RULES_QUOTA_SCRIPT's rule part of the reply, after the plan's `plan` outcome. */
+export function rulesFromReply(reply: number[], rules: number, plan: QuotaOutcome): RulesOutcome {
+  const at = QUOTA_REPLY_LENGTH;
+  const states: RuleState[] = [];
+  for (let i = 0; i < rules; i++)
+    states.push({ startMs: Number(reply[at + 1 + 3 * i]), count: Number(reply[at + 2 + 3 * i]), tatUs: Number(reply[at + 3 + 3 * i]) });
+  return { ...plan, rules: states, refusedBy: Number(reply[at]) };
+}
+
+interface ClusterCommands {
+  tgRuleReserve(key: string, nowMs: string | number, ...args: number[]): Promise<number[]>;
+  tgRuleRelease(key: string, nowMs: string | number, ...args: number[]): Promise<number>;
+}
+
+/**
+ * Redis Cluster: the rules' counters are in other slots than the consumer's, so no one script sees
+ * them all. Each rule is reserved (charged if it fits) in its own slot, at once; then the plan's
+ * step runs; then the reservations stay (admitted) or are given back (a rule or the plan refused).
+ * All or nothing still: a request is never charged by one part and refused by another, once the
+ * give-backs have run. Between the steps other requests see the reserved units as used (they may
+ * be refused for units that come back). A gateway that dies between the steps leaves its
+ * reservations counted until their window ends (a gcra rule: until its TAT passes): over-counted,
+ * never over-admitted (docs/policies.md).
+ */
+export async function consumeRulesOnCluster(
+  commands: ClusterCommands,
+  nowArg: () => string | number,
+  rules: readonly RuleCharge[],
+  plan: () => Promise<QuotaOutcome>,
+  peek: () => Promise<QuotaOutcome>,
+): Promise<RulesOutcome> {
+  const keys = ruleKeys(rules);
+  const replies = await Promise.all(rules.map((rule, i) => commands.tgRuleReserve(keys[i]!, nowArg(), ...ruleArgs(rule))));
+  const states = replies.map((r) => ({ startMs: Number(r[1]), count: Number(r[2]), tatUs: Number(r[3]) }));
+  const giveBack = () =>
+    Promise.all(
+      rules.map((rule, i) =>
+        Number(replies[i]![0]) === 1
+          ? commands.tgRuleRelease(keys[i]!, nowArg(), ...ruleArgs(rule), states[i]!.startMs, states[i]!.tatUs)
+          : Promise.resolve(0),
+      ),
+    );
+  const refusedBy = replies.findIndex((r) => Number(r[0]) !== 1);
+  if (refusedBy >= 0) {
+    const [outcome] = await Promise.all([peek(), giveBack()]);
+    const before = states.map((state, i) => (Number(replies[i]![0]) === 1 ? uncharged(state, rules[i]!) : state));
+    if (outcome.verdict === 'banned') return { ...outcome, rules: before, refusedBy: -1 };
+    return { ...outcome, verdict: 'limited', rules: before, refusedBy };
+  }
+  let outcome: QuotaOutcome;
+  try {
+    outcome = await plan();
+  } catch (err) {
+    // The plan's step failed (Redis went away): the reservations go back if they can.
+    await giveBack().catch(() => undefined);
+    throw err;
+  }
+  if (outcome.verdict === 'allowed') return { ...outcome, rules: states, refusedBy: -1 };
+  await giveBack();
+  return { ...outcome, rules: states.map((state, i) => uncharged(state, rules[i]!)), refusedBy: -1 };
+}
+
+/** A reserved counter as it was before the reservation: what the headers report once it is given back. */
+function uncharged(state: RuleState, rule: RuleCharge): RuleState {
+  return {
+    startMs: state.startMs,
+    count: state.count - rule.cost,
+    tatUs: rule.gcra ? state.tatUs - rule.cost * rule.intervalUs : state.tatUs,
+  };
+}
