@@ -1,16 +1,19 @@
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Cluster } from 'ioredis';
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import { ruleGcra, type RuleCharge } from '../../src/quota/limit-rules.js';
 import { MemoryQuotaStore } from '../../src/store/memory/memory-quota-store.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import type { RulesOutcome } from '../../src/store/quota-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
+import { TestRedisCluster } from '../helpers/redis-cluster.js';
 
 // Limit rules decided with the plan (src/quota/limit-rules.ts) by the memory store and by the
 // Redis script (RULES_QUOTA_SCRIPT, one call on one server) on a real redis-server, on the same
 // random histories and the same injected clock: every answer identical (the plan's outcome, which
-// rule refused, every rule's counter). And the all-or-nothing rule, checked on the answers alone:
+// rule refused, every rule's counter); and on a real Redis Cluster, where each rule's counter is in
+// another slot and is reserved, then kept or given back (redis-limit-rules.ts). And the all-or-nothing rule, checked on the answers alone:
 // a request is charged by every rule it matched and by the plan, or by none of them.
 
 const redis = redisForFile();
@@ -50,41 +53,61 @@ const step = fc.record({
   advanceMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 900 }), fc.integer({ min: 10_000, max: 70_000 })),
 });
 
+let cluster: TestRedisCluster;
+let clusterClient: Cluster;
+beforeAll(async () => {
+  cluster = await TestRedisCluster.start(3);
+  clusterClient = cluster.client();
+}, 120_000);
+afterAll(async () => {
+  clusterClient?.disconnect();
+  await cluster?.stop();
+});
+
+let run = 0;
+
 describe('limit rules: memory store and Redis script', () => {
   it('give identical answers on random histories, each request charged by all its parts or by none', async () => {
-    let run = 0;
-    await fc.assert(
-      fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 60 }), async (steps: Step[]) => {
-        run++;
-        const clock = { nowMs: T0 + run * 86_400_000 * 3 };
-        const memory = new MemoryQuotaStore(() => clock.nowMs);
-        const shared = new RedisQuotaStore(redis.client(), () => clock.nowMs);
-        const counters = new Map<string, { startMs: number; count: number }>();
-        for (const s of steps) {
-          clock.nowMs += s.advanceMs;
-          // Per run, counters of their own: digests carry the run's number.
-          const rules = s.rules.map((i) => ({ ...RULES[i]!, digest: `${run}-${RULES[i]!.digest}` }));
-          const keyId = `r${run}k${s.keyId}`;
-          const plan = plans[s.plan]!;
-          const before = await memory.usage(keyId, plan);
-          const a = await memory.consumeRules(keyId, plan, ban, s.cost, rules);
-          const b = await shared.consumeRules(keyId, plan, ban, s.cost, rules);
-          expect(b).toEqual(a);
-          allOrNothing(a, before.minuteCount, s.cost, rules);
-          // Each rule's counter, from the answers alone: it grew by the rule's cost if and only if the request was admitted.
-          rules.forEach((r, i) => {
-            const state = b.rules[i]!;
-            const last = counters.get(r.digest);
-            const countBefore = last && last.startMs === state.startMs ? last.count : 0;
-            expect(state.count).toBe(countBefore + (b.verdict === 'allowed' ? r.cost : 0));
-            counters.set(r.digest, state);
-          });
-        }
-      }),
-      { numRuns: 40 },
-    );
+    await differential(() => redis.client());
+  }, 240_000);
+
+  it('on a Redis Cluster (reserve, then keep or give back) too', async () => {
+    await differential(() => clusterClient);
   }, 240_000);
 });
+
+async function differential(client: () => ConstructorParameters<typeof RedisQuotaStore>[0]): Promise<void> {
+  await fc.assert(
+    fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 60 }), async (steps: Step[]) => {
+      run++;
+      const clock = { nowMs: T0 + run * 86_400_000 * 3 };
+      const memory = new MemoryQuotaStore(() => clock.nowMs);
+      const shared = new RedisQuotaStore(client(), () => clock.nowMs);
+      const counters = new Map<string, { startMs: number; count: number }>();
+      for (const s of steps) {
+        clock.nowMs += s.advanceMs;
+        // Per run, counters of their own: digests carry the run's number.
+        const rules = s.rules.map((i) => ({ ...RULES[i]!, digest: `${run}-${RULES[i]!.digest}` }));
+        const keyId = `r${run}k${s.keyId}`;
+        const plan = plans[s.plan]!;
+        const before = await memory.usage(keyId, plan);
+        const a = await memory.consumeRules(keyId, plan, ban, s.cost, rules);
+        const b = await shared.consumeRules(keyId, plan, ban, s.cost, rules);
+        expect(b).toEqual(a);
+        allOrNothing(a, before.minuteCount, s.cost, rules);
+        // Each rule's counter, from the answers alone: it grew by the rule's cost if and only if the request was admitted.
+        rules.forEach((r, i) => {
+          const state = b.rules[i]!;
+          const last = counters.get(r.digest);
+          const countBefore = last && last.startMs === state.startMs ? last.count : 0;
+          expect(state.count).toBe(countBefore + (b.verdict === 'allowed' ? r.cost : 0));
+          counters.set(r.digest, state);
+        });
+      }
+    }),
+    { numRuns: 40 },
+  );
+}
 
 /** Admitted: the plan's minute grew by the cost. Refused: it did not, and (by the stores' equality) no rule counter moved. */
 function allOrNothing(outcome: RulesOutcome, minuteBefore: number, cost: number, rules: RuleCharge[]): void {

@@ -56,7 +56,7 @@ export async function consumeRulesOnCluster(
   const refusedBy = replies.findIndex((r) => Number(r[0]) !== 1);
   if (refusedBy >= 0) {
     const [outcome] = await Promise.all([peek(), giveBack()]);
-    const before = states.map((state, i) => (Number(replies[i]![0]) === 1 ? uncharged(state, rules[i]!) : state));
+    const before = states.map((state, i) => (Number(replies[i]![0]) === 1 ? uncharged(state, rules[i]!, outcome.nowMs) : state));
     if (outcome.verdict === 'banned') return { ...outcome, rules: before, refusedBy: -1 };
     return { ...outcome, verdict: 'limited', rules: before, refusedBy };
   }
@@ -70,14 +70,12 @@ export async function consumeRulesOnCluster(
   }
   if (outcome.verdict === 'allowed') return { ...outcome, rules: states, refusedBy: -1 };
   await giveBack();
-  return { ...outcome, rules: states.map((state, i) => uncharged(state, rules[i]!)), refusedBy: -1 };
+  return { ...outcome, rules: states.map((state, i) => uncharged(state, rules[i]!, outcome.nowMs)), refusedBy: -1 };
 }
 
 /** A reserved counter as it was before the reservation: what the headers report once it is given back. */
-function uncharged(state: RuleState, rule: RuleCharge): RuleState {
-  return {
-    startMs: state.startMs,
-    count: state.count - rule.cost,
-    tatUs: rule.gcra ? state.tatUs - rule.cost * rule.intervalUs : state.tatUs,
-  };
+function uncharged(state: RuleState, rule: RuleCharge, nowMs: number): RuleState {
+  const tatUs = rule.gcra ? state.tatUs - rule.cost * rule.intervalUs : state.tatUs;
+  // A TAT not ahead of now reads as none (limit-rules.ts ruleCurrent).
+  return { startMs: state.startMs, count: state.count - rule.cost, tatUs: tatUs > nowMs * 1000 ? tatUs : 0 };
 }
