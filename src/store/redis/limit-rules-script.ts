@@ -44,16 +44,20 @@ end
 const QUOTA_BODY = QUOTA_SCRIPT.slice(CLOCK.length);
 if (QUOTA_SCRIPT.slice(0, CLOCK.length) !== CLOCK) throw new Error('QUOTA_SCRIPT no longer starts with CLOCK');
 
-// One request's rules and its plan step, in one call (a single server or Sentinel: the rule keys
-// need not share the consumer's slot there).
-// KEYS[1]  tg:quota:{id}; KEYS[2..] one counter per rule, in ARGV's order
-// ARGV     QUOTA_SCRIPT's arguments with exactly one cost, then RULE_ARGS numbers per rule
-// Reply    QUOTA_SCRIPT's reply for that one request, then refusedBy (the 0-based rule that did not
+// The rules and plan steps of one consumer's requests of one event-loop turn, in one call (a
+// single server or Sentinel: the rule keys need not share the consumer's slot there), decided one
+// after another at one `now`, as the same requests sent one at a time within that millisecond.
+// KEYS[1]  tg:quota:{id}; KEYS[2..] the rules' counters the requests name
+// ARGV     QUOTA_SCRIPT's arguments before its costs, then the number of requests, then per
+//          request: its cost, its number of rules, and per rule the index of its counter in KEYS
+//          and its RULE_ARGS numbers
+// Reply    per request: QUOTA_SCRIPT's reply for it, then refusedBy (the 0-based rule that did not
 //          fit, -1: none), then per rule its counter after the step: start, count, TAT
-// Every rule is checked first; only when all fit does QUOTA_SCRIPT's step run (its ban, windows,
-// credits, leases' recall and notices exactly as for any request); only when it admits are the
-// rules charged. A rule's refusal changes nothing: no window, no ban count (limit-rules.ts).
-// QUOTA_SCRIPT reads its 'now' from ARGV[10]: it is set to this step's, so both parts decide at one time.
+// For each request every rule is checked first; only when all fit does QUOTA_SCRIPT's step run for
+// it (its ban, windows, credits, leases' recall and notices exactly as for any request); only when
+// it admits are the rules charged. A rule's refusal changes nothing: no window, no ban count
+// (limit-rules.ts). QUOTA_SCRIPT reads its 'now' from ARGV[10] (set to this step's, so every part
+// decides at one time) and its costs from what follows its first arguments (set to one request's).
 export const RULES_QUOTA_SCRIPT = `${CLOCK}${RULE_PIECES}
 local function planStep()
 ${QUOTA_BODY}
@@ -61,40 +65,57 @@ end
 local now = clock(ARGV[10])
 ARGV[10] = string.format('%.0f', now)
 local costAt = ${QUOTA_ARGS_BEFORE_COSTS + 1}
-local rules, states, admitted = {}, {}, {}
-local refusedBy = -1
-for i = 1, (#ARGV - costAt) / ${RULE_ARGS} do
-  local r = ruleArgs(costAt + 1 + (i - 1) * ${RULE_ARGS})
-  rules[i] = r
-  states[i] = ruleCurrent(KEYS[i + 1], r, now)
-  admitted[i] = ruleAdmit(states[i], r, now)
-  if admitted[i] == nil and refusedBy < 0 then refusedBy = i - 1 end
+local requests = {}
+local at = costAt + 1
+for q = 1, tonumber(ARGV[costAt]) do
+  local req = { cost = ARGV[at], rules = {} }
+  local m = tonumber(ARGV[at + 1])
+  at = at + 2
+  for i = 1, m do
+    local r = ruleArgs(at + 1)
+    r.key = KEYS[tonumber(ARGV[at])]
+    req.rules[i] = r
+    at = at + 1 + ${RULE_ARGS}
+  end
+  requests[q] = req
 end
--- QUOTA_SCRIPT reads every argument after its first ones as a cost: leave it the one.
 for i = #ARGV, costAt + 1, -1 do ARGV[i] = nil end
-local replies
-local s = current(now, 13)
-if refusedBy >= 0 and s.bu <= now then
-  replies = reply(1, s, now, tonumber(ARGV[costAt]))
-  replies[#replies + 1] = 0
-  replies[#replies + 1] = 0
-else
-  refusedBy = -1
-  replies = planStep()
-  if replies[1] == 0 then
-    for i = 1, #rules do
-      ruleWrite(KEYS[i + 1], admitted[i], rules[i], now)
-      states[i] = admitted[i]
+local out = {}
+for q = 1, #requests do
+  local req = requests[q]
+  local states, admitted = {}, {}
+  local refusedBy = -1
+  for i, r in ipairs(req.rules) do
+    states[i] = ruleCurrent(r.key, r, now)
+    admitted[i] = ruleAdmit(states[i], r, now)
+    if admitted[i] == nil and refusedBy < 0 then refusedBy = i - 1 end
+  end
+  ARGV[costAt] = req.cost
+  local replies
+  local s = current(now, 13)
+  if refusedBy >= 0 and s.bu <= now then
+    replies = reply(1, s, now, tonumber(req.cost))
+    replies[#replies + 1] = 0
+    replies[#replies + 1] = 0
+  else
+    refusedBy = -1
+    replies = planStep()
+    if replies[1] == 0 then
+      for i, r in ipairs(req.rules) do
+        ruleWrite(r.key, admitted[i], r, now)
+        states[i] = admitted[i]
+      end
     end
   end
+  for j = 1, #replies do out[#out + 1] = replies[j] end
+  out[#out + 1] = refusedBy
+  for i = 1, #req.rules do
+    out[#out + 1] = states[i].s
+    out[#out + 1] = states[i].c
+    out[#out + 1] = states[i].t
+  end
 end
-replies[#replies + 1] = refusedBy
-for i = 1, #rules do
-  replies[#replies + 1] = states[i].s
-  replies[#replies + 1] = states[i].c
-  replies[#replies + 1] = states[i].t
-end
-return replies
+return out
 `;
 
 // Redis Cluster: a rule's counter lives in another slot than the consumer's, so each is reserved

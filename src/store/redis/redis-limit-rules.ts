@@ -11,14 +11,36 @@ export function ruleArgs(rule: RuleCharge): number[] {
 
 export const ruleKeys = (rules: readonly RuleCharge[]) => rules.map((rule) => limitKey(rule.name, rule.digest));
 
-/** RULES_QUOTA_SCRIPT's rule part of the reply, after the plan's `plan` outcome. */
-export function rulesFromReply(reply: number[], rules: number, plan: QuotaOutcome): RulesOutcome {
-  const at = QUOTA_REPLY_LENGTH;
+/** One request's rule part of RULES_QUOTA_SCRIPT's reply, from `at` (after its QUOTA_REPLY_LENGTH plan numbers). */
+export function rulesAt(reply: number[], at: number, rules: number): { refusedBy: number; rules: RuleState[] } {
   const states: RuleState[] = [];
   for (let i = 0; i < rules; i++)
     states.push({ startMs: Number(reply[at + 1 + 3 * i]), count: Number(reply[at + 2 + 3 * i]), tatUs: Number(reply[at + 3 + 3 * i]) });
-  return { ...plan, rules: states, refusedBy: Number(reply[at]) };
+  return { refusedBy: Number(reply[at]), rules: states };
 }
+
+/**
+ * RULES_QUOTA_SCRIPT's keys and per-request arguments for `requests` (each its cost and rules):
+ * every counter once in KEYS, each rule naming its index there.
+ */
+export function rulesCallArgs(quotaKey: string, requests: ReadonlyArray<{ cost: number; rules: readonly RuleCharge[] }>) {
+  const keys = [quotaKey];
+  const index = new Map<string, number>();
+  const args: number[] = [requests.length];
+  for (const request of requests) {
+    args.push(request.cost, request.rules.length);
+    for (const rule of request.rules) {
+      const key = limitKey(rule.name, rule.digest);
+      let at = index.get(key);
+      if (at === undefined) index.set(key, (at = keys.push(key)));
+      args.push(at, ...ruleArgs(rule));
+    }
+  }
+  return { keys, args };
+}
+
+/** Numbers one request takes in RULES_QUOTA_SCRIPT's reply. */
+export const rulesReplyLength = (rules: number) => QUOTA_REPLY_LENGTH + 1 + 3 * rules;
 
 interface ClusterCommands {
   tgRuleReserve(key: string, nowMs: string | number, ...args: number[]): Promise<number[]>;

@@ -17,7 +17,8 @@ import type {
 } from '../quota-store.js';
 import type { RuleCharge } from '../../quota/limit-rules.js';
 import { RULE_RELEASE_SCRIPT, RULE_RESERVE_SCRIPT, RULES_QUOTA_SCRIPT } from './limit-rules-script.js';
-import { consumeRulesOnCluster, ruleArgs, ruleKeys, rulesFromReply } from './redis-limit-rules.js';
+import { consumeRulesOnCluster, rulesAt, rulesCallArgs, rulesReplyLength } from './redis-limit-rules.js';
+import type { RuleState } from '../../quota/limit-rules.js';
 import { CREDITS_SCRIPT, LEASE_SCRIPT, QUOTA_REPLY_LENGTH, QUOTA_SCRIPT, UNBAN_SCRIPT, USAGE_SCRIPT } from './quota-script.js';
 import { QUOTA_NOTICE_CHANNEL, leaseHoldersKey, quotaKey, quotaSubject, reconciledKey } from './redis-keys.js';
 import { RECONCILE_SCRIPT, RECONCILED_MARKER_MS } from './reconcile-script.js';
@@ -61,6 +62,14 @@ interface Request {
 /** One request's answer from the script: an outcome, or a recall to wait on. */
 type Answer = QuotaOutcome | { recalled: Recall };
 
+/** A request matching limit rules (RULES_QUOTA_SCRIPT), and its answer with the rules' counters. */
+type RulesRequest = Request & { rules: readonly RuleCharge[] };
+interface RulesAnswer {
+  answer: Answer;
+  refusedBy: number;
+  rules: RuleState[];
+}
+
 /**
  * Shared counters, exact however many replicas share the Redis: one EVALSHA decides the requests
  * of one key that arrived in one event-loop turn, in their order (turn-batches.ts), so a hot key
@@ -70,6 +79,8 @@ type Answer = QuotaOutcome | { recalled: Recall };
 export class RedisQuotaStore implements QuotaStore {
   private readonly commands: QuotaCommands;
   private readonly batches = new TurnBatches<Request, Answer>((requests) => this.decide(requests), MAX_BATCH);
+  /** Requests matching limit rules, per key and turn, as `batches` (single server only). */
+  private readonly ruleBatches = new TurnBatches<RulesRequest, RulesAnswer>((requests) => this.decideRules(requests), MAX_BATCH);
   /** A single server (not a Cluster): its script calls of one turn are written together (`quotaCall`). */
   private readonly single?: Redis;
   private turnPipeline?: ChainableCommander;
@@ -158,22 +169,38 @@ export class RedisQuotaStore implements QuotaStore {
         async () => ({ ...(await this.usage(keyId, quota)), cost }),
       );
     }
-    const once = async (mayRecall: boolean) => {
-      const keys = [quotaKey(keyId), ...ruleKeys(rules)];
-      const reply = await this.commands.tgRulesQuota(
-        keys.length,
-        ...keys,
-        ...this.quotaArgs(quota, ban, mayRecall),
-        cost,
-        ...rules.flatMap(ruleArgs),
+    const redisKey = quotaKey(keyId);
+    const request: RulesRequest = { redisKey, quota, ban, cost, rules, recall: recall !== undefined };
+    let decided = await this.ruleBatches.add(redisKey, request);
+    if ('recalled' in decided.answer) {
+      await recall!(keyId, decided.answer.recalled);
+      decided = await this.ruleBatches.add(redisKey, { ...request, recall: false });
+    }
+    return { ...(decided.answer as QuotaOutcome), refusedBy: decided.refusedBy, rules: decided.rules };
+  }
+
+  /** One key's rule requests of one turn: one RULES_QUOTA_SCRIPT call per run under the same limits. */
+  private async decideRules(requests: RulesRequest[]): Promise<RulesAnswer[]> {
+    const calls: Array<Promise<RulesAnswer[]>> = [];
+    for (let start = 0; start < requests.length;) {
+      const first = requests[start]!;
+      let end = start + 1;
+      while (end < requests.length && sameLimits(requests[end]!, first)) end++;
+      const run = requests.slice(start, end);
+      const { keys, args } = rulesCallArgs(first.redisKey, run);
+      calls.push(
+        this.commands.tgRulesQuota(keys.length, ...keys, ...this.quotaArgs(first.quota, first.ban, first.recall), ...args).then((reply) => {
+          let at = 0;
+          return run.map((request) => {
+            const answer = { answer: toAnswer(reply, at), ...rulesAt(reply, at + QUOTA_REPLY_LENGTH, request.rules.length) };
+            at += rulesReplyLength(request.rules.length);
+            return answer;
+          });
+        }),
       );
-      return { answer: toAnswer(reply, 0), reply };
-    };
-    const first = await once(recall !== undefined);
-    if (!('recalled' in first.answer)) return rulesFromReply(first.reply, rules.length, first.answer);
-    await recall!(keyId, first.answer.recalled);
-    const again = await once(false);
-    return rulesFromReply(again.reply, rules.length, again.answer as QuotaOutcome);
+      start = end;
+    }
+    return (await Promise.all(calls)).flat();
   }
 
   /** QUOTA_SCRIPT's arguments before the costs. */
