@@ -32,7 +32,7 @@ export function createMetrics() {
       labelNames: ['plan', 'decision', 'source'] as const,
       registers: [registry],
     }),
-    limitRuleDecisions: new Counter({
+    limitRuleDecisions: new DeferredCounter({
       name: 'tollgate_limit_rule_decisions_total',
       help: 'Limit rules applied to requests, by rule name (never its values) and result: allowed (charged), limited (this rule refused the request), refused_missing (an attribute of `by` was missing under whenMissing: refuse).',
       labelNames: ['rule', 'decision'] as const,

@@ -17,8 +17,8 @@ end
 local function ruleCurrent(key, r, now)
   local h = redis.call('HMGET', key, 's', 'c', 't')
   local start = now - (now % r.windowMs)
-  local st = { s = start, c = 0, t = tonumber(h[3]) or 0 }
-  if tonumber(h[1]) == start then st.c = tonumber(h[2]) or 0 end
+  local st = { s = start, c = 0, t = tonumber(h[3]) or 0, fresh = true }
+  if tonumber(h[1]) == start then st.c, st.fresh = tonumber(h[2]) or 0, false end
   if st.t <= now * 1000 then st.t = 0 end
   return st
 end
@@ -30,11 +30,13 @@ local function ruleAdmit(st, r, now)
     return { s = st.s, c = st.c + r.cost, t = t }
   end
   if st.c + r.cost > r.limit then return nil end
-  return { s = st.s, c = st.c + r.cost, t = st.t }
+  return { s = st.s, c = st.c + r.cost, t = st.t, fresh = st.fresh }
 end
--- ruleExpiresAtMs(), plus a minute: only garbage collection.
+-- ruleExpiresAtMs(), plus a minute: only garbage collection. A fixed window's expiry moves only
+-- when a new window begins ('fresh'); a gcra rule's with every TAT.
 local function ruleWrite(key, st, r, now)
   redis.call('HSET', key, 's', st.s, 'c', st.c, 't', string.format('%.0f', st.t))
+  if not r.gcra and not st.fresh then return end
   local ex = math.max(st.s + r.windowMs, math.ceil(st.t / 1000))
   redis.call('PEXPIRE', key, string.format('%.0f', ex - now + MINUTE_MS))
 end
