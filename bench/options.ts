@@ -81,7 +81,9 @@ export const HELP = `npm run bench -- [options]
                         and -month targets are tollgate with the run's key on a gcra plan, on a route
                         of cost 3, on an owner-scoped plan, or on a plan with a month in Europe/Berlin
                         (bench/quota-variants.ts): each feature's cost beside fixed windows, in the
-                        same rounds. tollgate-3-targets: the path served
+                        same rounds. tollgate-limits: three limit rules matching the path, decided
+                        with the plan (one script call a request; beside tollgate-no-leases, the plan
+                        alone on the same path). tollgate-3-targets: the path served
                         by a service of three instances of the upstream, round robin
                         (bench/spread-target.ts); the report shows how its requests spread.
                         tollgate-policies: a configured no-op policy in every phase

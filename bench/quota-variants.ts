@@ -53,6 +53,20 @@ export const QUOTA_VARIANTS = {
   'tollgate-no-leases': {
     'gateway.yaml': (y: string) => y.replace(/^ {2}leases: \{ enabled: \w+ \}/m, '  leases: { enabled: false }'),
   },
+  // Limit rules (docs/policies.md): three rules matching the benchmarked route (never reached), each
+  // by other attributes, decided with the plan in one script call per request (never leased).
+  'tollgate-limits': {
+    'gateway.yaml': (y: string) =>
+      y.replace(
+        /^limits: \[\].*$/m,
+        [
+          'limits:',
+          '  - { name: per-key, match: { methods: [GET], path: /v1/categories }, by: [consumer.id], perSecond: 1000000000 }',
+          '  - { name: per-address, match: { path: /v1/categories }, by: [client.address], perMinute: 1000000000 }',
+          '  - { name: per-key-address, by: [consumer.id, client.prefix/24], perHour: 1000000000 }',
+        ].join('\n'),
+      ),
+  },
 } as const;
 
 export type QuotaVariant = keyof typeof QUOTA_VARIANTS;

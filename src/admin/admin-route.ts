@@ -40,6 +40,8 @@ export interface AdminDeps {
   services(): ReturnType<Upstreams['describe']>;
   /** gateway.yaml's global `ipRules` in force on this replica (null: none). */
   ipRules?(): unknown;
+  /** gateway.yaml's global `limits` in force on this replica. */
+  limits?(): unknown;
   /** This replica's traffic counters, for GET /traffic and /bans (console); none, no such routes. */
   traffic?: TrafficCounters;
   /** Usage for invoicing as the quota step keeps it, and the zone dates are read in (quota.timeZone). */

@@ -13,6 +13,8 @@ export type Consumer = Readonly<
   > & {
     /** A caller without a credential, on a route that admits them (anonymous-consumer.ts): limited per client address. */
     anonymous?: true;
+    /** A JWT consumer's verified claims (what limit rules' `claim:<name>` read); never sent upstream or logged. */
+    claims?: Readonly<Record<string, unknown>>;
   }
 >;
 

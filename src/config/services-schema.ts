@@ -9,6 +9,7 @@ import { validateSchema } from '../policies/validate/validate-schema.js';
 import { requireScopesSchema, serviceAnonymousSchema } from '../policies/access/access-schema.js';
 import { policiesSchema } from './policies-schema.js';
 import { reportedCostSchema } from '../policies/reported-cost/reported-cost-schema.js';
+import { limitsSchema } from './limits-schema.js';
 
 // Schema of the `services` section of gateway.yaml: the upstream services the gateway routes to by
 // path prefix, each a pool of targets. Hot: reloaded with the file (src/upstream/upstreams.ts).
@@ -122,6 +123,8 @@ export const serviceSchema = z.strictObject({
   requireScopes: requireScopesSchema.optional(),
   /** Admit requests without a credential, limited per client address on this plan (docs/policies.md). */
   anonymous: serviceAnonymousSchema.optional(),
+  /** Limit rules on this service's paths, after the global ones; names unique in the file (docs/policies.md). */
+  limits: limitsSchema,
   /** The user's own policies on this service's paths, after the global ones (docs/plugins.md). */
   policies: policiesSchema,
   /** The cost the upstream reports for each request (docs/upstream.md); a `routes.costs` rule of the path wins. */

@@ -8,6 +8,10 @@ export const ERRORS = {
   invalid_body: { status: 400, message: 'The request body holds missing or invalid fields.' },
   invalid_query: { status: 400, message: 'The query string holds unknown or invalid parameters.' },
   unknown_plan: { status: 400, message: 'The plan is not defined in plans.yaml.' },
+  limit_attribute_missing: {
+    status: 400,
+    message: 'The request lacks an attribute a limit rule counts by (a header, a token claim or the client address); see the message.',
+  },
   request_invalid: { status: 400, message: "The request does not match the API's OpenAPI description; see `errors`." },
   // 401: who is calling is unknown
   missing_api_key: { status: 401, message: 'An API key is required: send `Authorization: Bearer <API_KEY>`.' },

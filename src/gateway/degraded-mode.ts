@@ -2,7 +2,9 @@ import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import type { Logger } from '../observability/log.js';
 import type { QuotaOutcome } from '../quota/quota-state.js';
 import { MemoryQuotaStore } from '../store/memory/memory-quota-store.js';
-import type { QuotaStore } from '../store/quota-store.js';
+import type { QuotaStore, RulesOutcome } from '../store/quota-store.js';
+import { MemoryRuleCounters } from '../store/memory/memory-rule-counters.js';
+import type { RuleCharge } from '../quota/limit-rules.js';
 import { DegradedLedger } from './degraded-ledger.js';
 import { inWholeTerms, LocalShare } from './local-share.js';
 
@@ -18,7 +20,14 @@ export type StoreFailureMode = 'local' | 'open' | 'closed';
 export class DegradedMode {
   private readonly share: LocalShare;
   private readonly ledger?: DegradedLedger;
-  private store = new MemoryQuotaStore();
+  /**
+   * Limit rules while Redis is away: each replica enforces its share of every rule's limit
+   * (limit / replicas, at least 1), from zero: unlike the plan's windows, a rule's counts are not
+   * heard from Redis (there are too many counters), so the fleet admits at most the limit plus what
+   * was admitted through Redis in that window before it went (docs/policies.md).
+   */
+  private readonly rules: MemoryRuleCounters;
+  private store: MemoryQuotaStore;
 
   constructor(
     readonly mode: StoreFailureMode,
@@ -29,6 +38,8 @@ export class DegradedMode {
     private readonly now: () => number = Date.now,
   ) {
     this.share = new LocalShare(maxSubjects, replicas);
+    this.rules = new MemoryRuleCounters((limit) => Math.max(1, Math.floor(limit / replicas)));
+    this.store = new MemoryQuotaStore(undefined, undefined, this.rules);
     if (shared.reconcile && mode !== 'closed') this.ledger = new DegradedLedger(shared, logger);
   }
 
@@ -55,6 +66,24 @@ export class DegradedMode {
   async decide(subject: string, quota: Quota, ban: BanPolicy, cost: number): Promise<{ outcome: QuotaOutcome; quota: Quota }> {
     const share = this.share.shareOf(subject, quota, this.now());
     const outcome = await this.store.consume(subject, share, ban, cost);
+    return this.told(subject, quota, share, outcome);
+  }
+
+  /** `decide` for a request matching limit rules: the rules on this replica's share of each (`rules`, for the headers). */
+  async decideRules(
+    subject: string,
+    quota: Quota,
+    ban: BanPolicy,
+    cost: number,
+    charges: readonly RuleCharge[],
+  ): Promise<{ outcome: RulesOutcome; quota: Quota; rules: RuleCharge[] }> {
+    const share = this.share.shareOf(subject, quota, this.now());
+    const outcome = await this.store.consumeRules(subject, share, ban, cost, charges);
+    const told = this.told(subject, quota, share, outcome);
+    return { ...told, outcome: { ...told.outcome, rules: outcome.rules, refusedBy: outcome.refusedBy }, rules: this.rules.scaled(charges) };
+  }
+
+  private told(subject: string, quota: Quota, share: Quota, outcome: QuotaOutcome): { outcome: QuotaOutcome; quota: Quota } {
     this.ledger?.record(subject, outcome, quota);
     // The whole quota's limits, the month's too: inWholeTerms counts the month in them.
     const whole = {
@@ -75,7 +104,7 @@ export class DegradedMode {
   recovered(): void {
     if (!this.ledger || this.ledger.empty) return;
     void this.ledger.flush().then((all) => {
-      if (all) this.store = new MemoryQuotaStore();
+      if (all) this.store = new MemoryQuotaStore(undefined, undefined, this.rules);
     });
   }
 

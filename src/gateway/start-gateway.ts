@@ -57,6 +57,7 @@ import type { Pool } from 'undici';
 import { routeLabeler } from './route-label.js';
 import { RouteCosts } from './route-costs.js';
 import { ReservationSettler } from './reported-cost/settle-reservations.js';
+import { LimitRules } from './limit-rules.js';
 import { RouteRules } from './route-rules.js';
 import { createGatewayServer } from './server.js';
 import { edgeConnections } from './edge-connections.js';
@@ -102,6 +103,9 @@ export async function startGateway(
   const inForce: { plans?: () => PlansConfig; jwt?: JwtAuthenticator } = {};
   // The user's policies: code imported once, here; their options are bound at every load (docs/plugins.md).
   const policyCode = await loadPolicies(loadGatewayFile(settings.configDir), settings.configDir);
+  const assertionSecrets = secrets ?? assertionSecretsFromEnv(process.env);
+  // Limit rules' counters are named by digests under a key every replica derives alike (limit-rules.ts).
+  const limitsKey = LimitRules.keyFrom(assertionSecrets.current.bytes);
   const routes = new Reloading(
     join(settings.configDir, GATEWAY_FILE),
     () => {
@@ -122,6 +126,8 @@ export async function startGateway(
         validation,
         deprecations: new RouteRules(deprecations),
         costs: new RouteCosts(costs),
+        limits: new LimitRules(file.limits, services, limitsKey),
+        globalLimits: file.limits,
         access: new RouteAccess(access, services),
         accessRules: access,
         services,
@@ -155,7 +161,6 @@ export async function startGateway(
   inForce.jwt = routes.current().jwt;
   routes.onChange((next) => (inForce.jwt = next.jwt));
   plans.onChange(() => routes.retryRefused('plans.yaml reloaded'));
-  const assertionSecrets = secrets ?? assertionSecretsFromEnv(process.env);
   if (!secrets) logSecretSource(assertionSecrets, logger, 'gateway');
   const assertions = new AssertionSigner(assertionSecrets.current, settings.assertion, settings.keyCache.maxEntries);
 
@@ -252,6 +257,8 @@ export async function startGateway(
     maxPending: settings.quota.maxPendingDecisions,
     metrics,
     logger,
+    limits: () => routes.current().limits,
+    proxyTrust,
   });
   const access = {
     access: () => routes.current().access,
@@ -376,6 +383,7 @@ export async function startGateway(
                 return cache ? { ...described, cache } : described;
               }),
             ipRules: () => routes.current().globalIpRules ?? null,
+            limits: () => routes.current().globalLimits,
             traffic: metrics.traffic,
             usage: { reader: ownStores.usage, timeZone: settings.quota.timeZone },
             purgeCache: async (name, prefix) => {

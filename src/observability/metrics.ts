@@ -32,6 +32,12 @@ export function createMetrics() {
       labelNames: ['plan', 'decision', 'source'] as const,
       registers: [registry],
     }),
+    limitRuleDecisions: new DeferredCounter({
+      name: 'tollgate_limit_rule_decisions_total',
+      help: 'Limit rules applied to requests, by rule name (never its values) and result: allowed (charged), limited (this rule refused the request), refused_missing (an attribute of `by` was missing under whenMissing: refuse).',
+      labelNames: ['rule', 'decision'] as const,
+      registers: [registry],
+    }),
     bans: new Counter({
       name: 'tollgate_bans_total',
       help: 'Bans observed starting (a key crossing ban.afterRejections).',

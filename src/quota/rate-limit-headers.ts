@@ -83,7 +83,7 @@ export function windowsOf(quota: Quota, outcome: QuotaOutcome): [WindowReport, .
 }
 
 /** Whether `a` binds rather than `b`. Windows come shortest first: on a full tie the longer one binds (`>=`). */
-function binds(a: WindowReport, b: WindowReport, waits: boolean): boolean {
+export function binds(a: Omit<WindowReport, 'name'>, b: Omit<WindowReport, 'name'>, waits: boolean): boolean {
   return waits
     ? a.fitsAtMs > b.fitsAtMs || (a.fitsAtMs === b.fitsAtMs && a.resetAtMs >= b.resetAtMs)
     : a.remaining < b.remaining || (a.remaining === b.remaining && a.resetAtMs >= b.resetAtMs);

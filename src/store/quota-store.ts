@@ -2,6 +2,7 @@ import type { Calendar } from '../config/calendar-fields.js';
 import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import type { QuotaOutcome, Settlement } from '../quota/quota-state.js';
 import type { HourUsage } from '../quota/usage-hours.js';
+import type { RuleCharge, RuleState } from '../quota/limit-rules.js';
 
 /**
  * Counters, rejections and bans of every key: Redis shared by all replicas, or memory. Both apply
@@ -25,6 +26,20 @@ export interface QuotaStore {
     batched?: (requests: number) => void,
     recall?: RecallWait,
   ): Promise<QuotaOutcome>;
+  /**
+   * A request that matches limit rules (src/quota/limit-rules.ts): every rule and the plan's step
+   * (as `consume`, leases' recall included) decided together, all charged or none. Redis: one script
+   * call on one server; on a Cluster each rule is reserved in its own slot, then the plan decided,
+   * then the reservations kept or given back.
+   */
+  consumeRules(
+    keyId: string,
+    quota: Quota,
+    ban: BanPolicy,
+    cost: number,
+    rules: readonly RuleCharge[],
+    recall?: RecallWait,
+  ): Promise<RulesOutcome>;
   /** Current use without consuming anything; the day and month of `quota`'s calendar (UTC without one). */
   usage(keyId: string, quota?: Quota): Promise<QuotaOutcome>;
   /**
@@ -58,6 +73,13 @@ export interface QuotaStore {
   settle?(subject: string, quota: Quota, ban: BanPolicy, settlement: Settlement & { id: string }): Promise<SettleResult>;
   /** Ends what the store holds open for itself (the notices' subscription). */
   close?(): Promise<void>;
+}
+
+/** The plan's outcome, and the rules' counters after the step (in the order asked). */
+export interface RulesOutcome extends QuotaOutcome {
+  rules: RuleState[];
+  /** The rule that refused the request (its verdict is then `limited`, the plan charged nothing), or -1. */
+  refusedBy: number;
 }
 
 /** A request answered "recalled": the step that published the recall, and how long a lease may still admit. */

@@ -96,6 +96,11 @@ export class Upstreams {
       requestHeaders: shownHeaderRules(service.config.requestHeaders),
       responseHeaders: shownHeaderRules(service.config.responseHeaders),
       validate: service.config.validate ?? null,
+      // Who may call it: the scopes required per method, anonymous callers' plan (null: none).
+      requireScopes: service.config.requireScopes ?? null,
+      anonymous: service.config.anonymous ?? null,
+      // Its limit rules as configured, after the global ones (docs/policies.md).
+      limits: service.config.limits,
       inFlight: service.inFlight,
       retriesInFlight: service.retriesInFlight,
       maxEjected: service.maxEjected(),

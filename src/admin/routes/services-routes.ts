@@ -6,13 +6,13 @@ import type { AdminDeps, AdminRoute } from '../admin-route.js';
  * own health view): each service's targets with their load, standing and ejections. And the purge
  * of a service's response cache, which reaches every replica.
  */
-export function servicesRoutes({ services, purgeCache, ipRules }: AdminDeps): AdminRoute[] {
+export function servicesRoutes({ services, purgeCache, ipRules, limits }: AdminDeps): AdminRoute[] {
   return [
     {
       method: 'GET',
       path: '/services',
       action: 'services.read',
-      handle: async () => ({ status: 200, body: { services: services(), ipRules: ipRules?.() ?? null } }),
+      handle: async () => ({ status: 200, body: { services: services(), ipRules: ipRules?.() ?? null, limits: limits?.() ?? [] } }),
     },
     {
       method: 'DELETE',

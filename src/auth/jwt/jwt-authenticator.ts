@@ -132,6 +132,7 @@ export class JwtAuthenticator {
       id: jwtConsumerId(issuer.settings.name, subject),
       plan: planOf(issuer.settings.plan, payload),
       ...(scopes && { scopes }),
+      claims: Object.freeze({ ...payload }),
     });
     const expiresAtMs = payload.exp! * 1000;
     const validUntilMs = expiresAtMs + issuer.settings.clockSkewSeconds * 1000;

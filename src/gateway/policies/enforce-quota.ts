@@ -6,7 +6,11 @@ import { quotaSubject } from '../../quota/quota-subject.js';
 import type { QuotaLeases } from '../../quota/quota-leases.js';
 import type { QuotaOutcome } from '../../quota/quota-state.js';
 import { rateLimitHeaders, retryAfterSeconds, undecidedHeaders } from '../../quota/rate-limit-headers.js';
-import type { QuotaStore, RecallWait } from '../../store/quota-store.js';
+import type { QuotaStore, RecallWait, RulesOutcome } from '../../store/quota-store.js';
+import type { RuleCharge } from '../../quota/limit-rules.js';
+import { rulesHeaders } from '../../quota/rule-headers.js';
+import type { ProxyTrust } from '../../http/proxy-trust.js';
+import type { LimitRules } from '../limit-rules.js';
 import type { StoreHealth } from '../../store/store-health.js';
 import { endSpan } from '../../tracing/gateway-trace.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
@@ -37,6 +41,10 @@ export interface QuotaDeps {
   logger: Logger;
   /** Settles the reservations of costs the upstream reports (absent: they stand as reserved). */
   reservations?: ReservationDeps;
+  /** gateway.yaml `limits` as of now (hot): the rules decided with the plan (limit-rules.ts); absent: none. */
+  limits?: () => LimitRules;
+  /** The one client address the rules' `client.*` read. */
+  proxyTrust?: ProxyTrust;
 }
 
 type Source = 'store' | 'local_cache' | 'lease' | 'fallback';
@@ -52,6 +60,8 @@ interface QuotaStep {
   cost: number;
   /** The cost the upstream reports (the route's rule, else the service's): `cost` is its reservation. */
   reported?: ReportedCost;
+  /** The limit rules it matches, decided with the plan, all or nothing; never leased. */
+  rules?: readonly RuleCharge[];
 }
 
 /**
@@ -88,7 +98,16 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     const reported = typeof rule === 'number' ? undefined : rule;
     const cost = (typeof rule === 'number' ? rule : rule.reserve) + (ctx.addedCost ?? 0);
     const step: QuotaStep = { ctx, quota, ban: plans.ban, subject, cost, reported };
+    const limits = deps.limits?.().forRequest(ctx, deps.proxyTrust!);
+    if (limits && 'missing' in limits) {
+      const { rule: name, attribute } = limits.missing;
+      metrics.limitRuleDecisions.inc({ rule: name, decision: 'refused_missing' });
+      return reject('limit_attribute_missing', `The limit rule "${name}" counts requests by ${attribute}, which this request lacks.`);
+    }
+    // A request its rules apply to takes no lease: the rules' counters are decided in Redis with the plan.
+    if (limits?.charges.length) step.rules = limits.charges;
     if (!health.shouldTry()) return degrade(step, deps);
+    if (step.rules) return fromStore(step, deps, recall, pending);
     // Units this replica reserved in Redis for a hot key (quota-leases.ts): no round trip; or,
     // while its own ask for them is on its way, its answer (rule 11). A quota with credits takes
     // no lease: each request spends its balance in the store's one atomic step.
@@ -117,7 +136,10 @@ function fromStore(
   const startedMs = performance.now();
   const span = ctx.trace?.storeCall('tollgate quota decision', key.id);
   const batched = span && ((requests: number) => span.setAttribute('tollgate.quota.batch_size', requests));
-  return store.consume(subject, quota, ban, cost, batched, recall).then(
+  const decided = step.rules
+    ? store.consumeRules(subject, quota, ban, cost, step.rules, recall)
+    : store.consume(subject, quota, ban, cost, batched, recall);
+  return decided.then(
     (outcome) => {
       pending.count--;
       // Guarded here too: the attributes object is not made for a request nobody traces.
@@ -132,7 +154,8 @@ function fromStore(
         local.answer(subject)?.bannedUntilMs !== outcome.bannedUntilMs;
       local.remember(subject, outcome);
       deps.degraded.heard(subject, outcome);
-      if (outcome.verdict !== 'allowed') deps.leases?.refused(subject);
+      // A rule's refusal says nothing of the plan's room: leases go on.
+      if (outcome.verdict !== 'allowed' && !((outcome as RulesOutcome).refusedBy >= 0)) deps.leases?.refused(subject);
       if (newBan) metrics.bans.inc({ plan: key.plan });
       // Units this replica holds on a lease of the key are left too (quota-leases.ts, rule 6).
       return judge(ctx, deps, quota, deps.leases ? deps.leases.told(subject, outcome) : outcome, 'store', step);
@@ -156,8 +179,10 @@ function fromStore(
  * (reported-cost/cost-reservation.ts). Decided without the store (degraded), it stands as reserved.
  */
 function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: QuotaOutcome, source: Source, step?: QuotaStep): Decision {
+  const rules = step?.rules;
   const plan = ctx.consumer!.plan;
-  const headers = rateLimitHeaders(quota, outcome);
+  const ruled = rules && rulesHeaders(quota, outcome, rules, (outcome as RulesOutcome).rules);
+  const headers = ruled ? ruled.headers : rateLimitHeaders(quota, outcome);
   for (const name in headers) ctx.res.setHeader(name, headers[name]!);
   if (outcome.verdict === 'allowed') {
     deps.metrics.quotaDecisions.inc({ plan, decision: 'allowed', source });
@@ -166,7 +191,17 @@ function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: Quot
       const reserved = { rule, subject, keyId: ctx.consumer!.id, quota, ban, reserve: cost, nowMs: outcome.nowMs };
       ctx.reservation = new CostReservation(reserved, deps.reservations, ctx.res);
     }
+    for (const rule of rules ?? []) deps.metrics.limitRuleDecisions.inc({ rule: rule.name, decision: 'allowed' });
     return CONTINUE;
+  }
+  // A rule refused: a real 429 whatever the plan (a shadow plan's too); the plan counted nothing.
+  const refusing = rules?.[(outcome as RulesOutcome).refusedBy];
+  if (refusing) {
+    deps.metrics.quotaDecisions.inc({ plan, decision: 'rule_limited', source });
+    deps.metrics.limitRuleDecisions.inc({ rule: refusing.name, decision: 'limited' });
+    return reject('rate_limit_exceeded', `The limit rule "${refusing.name}" is exceeded; retry after the time in Retry-After.`, {
+      'retry-after': ruled!.retryAfterSeconds,
+    });
   }
   // Even under a shadow plan: the balance is money, never spent past zero. No Retry-After: time
   // does not help, a top-up does.
@@ -186,7 +221,7 @@ function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: Quot
     return CONTINUE;
   }
   deps.metrics.quotaDecisions.inc({ plan, decision: outcome.verdict, source });
-  return reject(code, undefined, { 'retry-after': retryAfterSeconds(quota, outcome) });
+  return reject(code, undefined, { 'retry-after': ruled ? ruled.retryAfterSeconds : retryAfterSeconds(quota, outcome) });
 }
 
 /**
@@ -220,7 +255,13 @@ async function degrade(step: QuotaStep, deps: QuotaDeps): Promise<Decision> {
     deps.degraded.admittedOpen(subject, cost, quota);
     return CONTINUE;
   }
-  // This replica's share of what was left when it last heard from Redis (local-share.ts).
+  // This replica's share of what was left when it last heard from Redis (local-share.ts); of a
+  // rule's limit, its share of the whole (degraded-mode.ts).
+  if (step.rules) {
+    const ruled = await deps.degraded.decideRules(subject, quota, ban, cost, step.rules);
+    // Decided without the store: a reported cost's reservation stands, unsettled (as below).
+    return judge(ctx, deps, ruled.quota, ruled.outcome, 'fallback', { ...step, reported: undefined, rules: ruled.rules });
+  }
   const decided = await deps.degraded.decide(subject, quota, ban, cost);
   return judge(ctx, deps, decided.quota, decided.outcome, 'fallback');
 }

@@ -11,9 +11,11 @@ import {
   type Settlement,
 } from '../../quota/quota-state.js';
 import { MINUTE_MS } from '../../quota/windows.js';
-import type { CreditChange, CreditResult, QuotaStore, SettleResult } from '../quota-store.js';
+import type { CreditChange, CreditResult, QuotaStore, RulesOutcome, SettleResult } from '../quota-store.js';
 import { usageHourStartMs, usagePeriodsAt } from '../../quota/usage-hours.js';
 import type { MemoryUsage } from './memory-usage.js';
+import type { RuleCharge } from '../../quota/limit-rules.js';
+import { MemoryRuleCounters } from './memory-rule-counters.js';
 
 interface Stored {
   state: QuotaState;
@@ -34,11 +36,26 @@ export class MemoryQuotaStore implements QuotaStore {
   /** Settlements applied, by id, until when their id is remembered (as Redis's SETTLE markers). */
   private readonly settled = new Map<string, number>();
 
+  /** `usageRows`: usage for invoicing, kept by the embedded store (not by a replica's local limiter: reconcile adds that); `rules`: the limit rules' counters (a degraded replica's hold its share of each limit). */
   constructor(
     private readonly now: () => number = Date.now,
-    /** Usage for invoicing, kept by the embedded store (not by a replica's local limiter: reconcile adds that). */
     private readonly usageRows?: MemoryUsage,
+    private readonly rules = new MemoryRuleCounters(),
   ) {}
+
+  /** Rules checked first; the plan decided only when all fit; the rules charged only when it admits (limit-rules.ts). */
+  async consumeRules(keyId: string, quota: Quota, ban: BanPolicy, cost: number, charges: readonly RuleCharge[]): Promise<RulesOutcome> {
+    const nowMs = this.now();
+    const rules = this.rules.scaled(charges);
+    const checked = this.rules.check(rules, nowMs);
+    const plan = peek(this.read(keyId, nowMs), nowMs, quota.calendar);
+    if (plan.verdict === 'banned') return { ...plan, cost, rules: checked.current, refusedBy: -1 };
+    if (checked.refusedBy >= 0) return { ...plan, verdict: 'limited', cost, rules: checked.current, refusedBy: checked.refusedBy };
+    const outcome = await this.consume(keyId, quota, ban, cost);
+    if (outcome.verdict !== 'allowed') return { ...outcome, rules: checked.current, refusedBy: -1 };
+    this.rules.charge(rules, checked.admitted);
+    return { ...outcome, rules: checked.admitted, refusedBy: -1 };
+  }
 
   async consume(keyId: string, quota: Quota, ban: BanPolicy, cost = 1): Promise<QuotaOutcome> {
     const nowMs = this.now();
@@ -114,7 +131,14 @@ export class MemoryQuotaStore implements QuotaStore {
     const at = delta > 0 ? nowMs : settlement.minuteStartMs;
     const periods = usagePeriodsAt(at, quota.calendar);
     const credits = quota.credits !== 'required' ? 0 : delta > 0 ? delta - shortfall : delta;
-    this.usageRows!.add(keyId, { ...periods, hourStartMs: usageHourStartMs(periods.dayStartMs, at), admitted: 0, refused: 0, units: delta, credits });
+    this.usageRows!.add(keyId, {
+      ...periods,
+      hourStartMs: usageHourStartMs(periods.dayStartMs, at),
+      admitted: 0,
+      refused: 0,
+      units: delta,
+      credits,
+    });
   }
 
   private read(keyId: string, nowMs: number): QuotaState {

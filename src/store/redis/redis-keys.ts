@@ -35,3 +35,5 @@ export const USAGE_KEY_PREFIX = 'tg:usage:{';
 export function usageKeyPattern(subject?: string): string {
   return subject === undefined ? `${USAGE_KEY_PREFIX}*` : `${USAGE_KEY_PREFIX}${subject.replace(/[*?[\]\\]/g, '\\$&')}}:*`;
 }
+/** A limit rule's counter (limit-rules-script.ts): the rule's name and the digest of its values, in a hash tag of their own. */
+export const limitKey = (name: string, digest: string) => `tg:limit:${name}:{${digest}}`;

@@ -14,7 +14,12 @@ import type {
   Recall,
   RecallWait,
   SettleResult,
+  RulesOutcome,
 } from '../quota-store.js';
+import type { RuleCharge } from '../../quota/limit-rules.js';
+import { RULE_RELEASE_SCRIPT, RULE_RESERVE_SCRIPT, RULES_QUOTA_SCRIPT } from './limit-rules-script.js';
+import { consumeRulesOnCluster, rulesAt, rulesCallArgs, rulesReplyLength } from './redis-limit-rules.js';
+import type { RuleState } from '../../quota/limit-rules.js';
 import {
   CREDITS_SCRIPT,
   LEASE_SCRIPT,
@@ -43,6 +48,9 @@ interface QuotaCommands {
   tgReconcile(key: string, marker: string, ...args: Array<string | number>): Promise<number>;
   tgCredits(key: string, mode: string, amount: number): Promise<number[]>;
   tgSettle(key: string, marker: string, ...args: Array<string | number>): Promise<number[]>;
+  tgRulesQuota(keys: number, ...args: Array<string | number>): Promise<number[]>;
+  tgRuleReserve(key: string, nowMs: string | number, ...args: number[]): Promise<number[]>;
+  tgRuleRelease(key: string, nowMs: string | number, ...args: number[]): Promise<number>;
 }
 
 /** The quota script on a pipeline: queued, answered through its callback. */
@@ -66,6 +74,14 @@ interface Request {
 /** One request's answer from the script: an outcome, or a recall to wait on. */
 type Answer = QuotaOutcome | { recalled: Recall };
 
+/** A request matching limit rules (RULES_QUOTA_SCRIPT), and its answer with the rules' counters. */
+type RulesRequest = Request & { rules: readonly RuleCharge[] };
+interface RulesAnswer {
+  answer: Answer;
+  refusedBy: number;
+  rules: RuleState[];
+}
+
 /**
  * Shared counters, exact however many replicas share the Redis: one EVALSHA decides the requests
  * of one key that arrived in one event-loop turn, in their order (turn-batches.ts), so a hot key
@@ -75,6 +91,8 @@ type Answer = QuotaOutcome | { recalled: Recall };
 export class RedisQuotaStore implements QuotaStore {
   private readonly commands: QuotaCommands;
   private readonly batches = new TurnBatches<Request, Answer>((requests) => this.decide(requests), MAX_BATCH);
+  /** Requests matching limit rules, per key and turn, as `batches` (single server only). */
+  private readonly ruleBatches = new TurnBatches<RulesRequest, RulesAnswer>((requests) => this.decideRules(requests), MAX_BATCH);
   /** A single server (not a Cluster): its script calls of one turn are written together (`quotaCall`). */
   private readonly single?: Redis;
   private turnPipeline?: ChainableCommander;
@@ -100,6 +118,10 @@ export class RedisQuotaStore implements QuotaStore {
     redis.defineCommand('tgReconcile', { numberOfKeys: 2, lua: RECONCILE_SCRIPT });
     redis.defineCommand('tgCredits', { numberOfKeys: 1, lua: CREDITS_SCRIPT });
     redis.defineCommand('tgSettle', { numberOfKeys: 2, lua: SETTLE_SCRIPT });
+    // Limit rules (limit-rules-script.ts): one call on a single server; reserve and give back on a Cluster.
+    redis.defineCommand('tgRulesQuota', { lua: RULES_QUOTA_SCRIPT });
+    redis.defineCommand('tgRuleReserve', { numberOfKeys: 1, lua: RULE_RESERVE_SCRIPT });
+    redis.defineCommand('tgRuleRelease', { numberOfKeys: 1, lua: RULE_RELEASE_SCRIPT });
     this.commands = redis as unknown as QuotaCommands;
   }
 
@@ -140,11 +162,65 @@ export class RedisQuotaStore implements QuotaStore {
     return outcomes.length === 1 ? outcomes[0]! : outcomes.flat();
   }
 
-  private async call({ redisKey, quota, ban, recall }: Request, run: Request[]): Promise<Answer[]> {
-    const costs = run.map((request) => request.cost);
-    for (const request of run) request.batched?.(run.length);
-    const reply = await this.quotaCall(
-      redisKey,
+  /**
+   * A request matching limit rules: not batched (its rules are its own), and never leased; one
+   * RULES_QUOTA_SCRIPT call on a single server, reserve-then-commit on a Cluster
+   * (redis-limit-rules.ts). A recall (leases of the key out) is waited for as in `consume`.
+   */
+  async consumeRules(
+    keyId: string,
+    quota: Quota,
+    ban: BanPolicy,
+    cost: number,
+    rules: readonly RuleCharge[],
+    recall?: RecallWait,
+  ): Promise<RulesOutcome> {
+    if (!this.single) {
+      return consumeRulesOnCluster(
+        this.commands,
+        () => this.nowArg(),
+        rules,
+        () => this.consume(keyId, quota, ban, cost, undefined, recall),
+        async () => ({ ...(await this.usage(keyId, quota)), cost }),
+      );
+    }
+    const redisKey = quotaKey(keyId);
+    const request: RulesRequest = { redisKey, quota, ban, cost, rules, recall: recall !== undefined };
+    let decided = await this.ruleBatches.add(redisKey, request);
+    if ('recalled' in decided.answer) {
+      await recall!(keyId, decided.answer.recalled);
+      decided = await this.ruleBatches.add(redisKey, { ...request, recall: false });
+    }
+    return { ...(decided.answer as QuotaOutcome), refusedBy: decided.refusedBy, rules: decided.rules };
+  }
+
+  /** One key's rule requests of one turn: one RULES_QUOTA_SCRIPT call per run under the same limits. */
+  private async decideRules(requests: RulesRequest[]): Promise<RulesAnswer[]> {
+    const calls: Array<Promise<RulesAnswer[]>> = [];
+    for (let start = 0; start < requests.length;) {
+      const first = requests[start]!;
+      let end = start + 1;
+      while (end < requests.length && sameLimits(requests[end]!, first)) end++;
+      const run = requests.slice(start, end);
+      const { keys, args } = rulesCallArgs(first.redisKey, run);
+      calls.push(
+        this.commands.tgRulesQuota(keys.length, ...keys, ...this.quotaArgs(first.quota, first.ban, first.recall), ...args).then((reply) => {
+          let at = 0;
+          return run.map((request) => {
+            const answer = { answer: toAnswer(reply, at), ...rulesAt(reply, at + QUOTA_REPLY_LENGTH, request.rules.length) };
+            at += rulesReplyLength(request.rules.length);
+            return answer;
+          });
+        }),
+      );
+      start = end;
+    }
+    return (await Promise.all(calls)).flat();
+  }
+
+  /** QUOTA_SCRIPT's arguments before the costs. */
+  private quotaArgs(quota: Quota, ban: BanPolicy, recall: boolean): Array<string | number> {
+    return [
       quota.perMinute,
       quota.perDay,
       ban.afterRejections,
@@ -157,8 +233,13 @@ export class RedisQuotaStore implements QuotaStore {
       ...this.monthArgs(quota),
       quota.credits === 'required' ? 1 : 0,
       this.usageRetentionMs,
-      ...costs,
-    );
+    ];
+  }
+
+  private async call({ redisKey, quota, ban, recall }: Request, run: Request[]): Promise<Answer[]> {
+    const costs = run.map((request) => request.cost);
+    for (const request of run) request.batched?.(run.length);
+    const reply = await this.quotaCall(redisKey, ...this.quotaArgs(quota, ban, recall), ...costs);
     return costs.map((_, i) => toAnswer(reply, i * QUOTA_REPLY_LENGTH));
   }
 

@@ -1,0 +1,152 @@
+import { CLOCK, QUOTA_ARGS_BEFORE_COSTS, QUOTA_SCRIPT } from './quota-script.js';
+
+// Limit rules (src/quota/limit-rules.ts: the rules; this is their Lua transcription). A rule's
+// counter is one hash `tg:limit:<name>:{<digest>}` (keys.ts limitKey): 's' the fixed window's
+// start, 'c' its count, 't' a gcra rule's TAT in µs. The hash is self-describing (an ended window
+// or a passed TAT reads as empty), so Redis's expiry, a minute after, only collects garbage.
+
+/** Numbers per rule in ARGV: limit, windowMs, gcra (1 or 0), intervalUs, burst, cost. */
+export const RULE_ARGS = 6;
+
+const RULE_PIECES = `
+local function ruleArgs(at)
+  return { limit = tonumber(ARGV[at]), windowMs = tonumber(ARGV[at + 1]), gcra = ARGV[at + 2] == '1',
+    intervalUs = tonumber(ARGV[at + 3]), burst = tonumber(ARGV[at + 4]), cost = tonumber(ARGV[at + 5]) }
+end
+-- ruleCurrent(): the counter as of now.
+local function ruleCurrent(key, r, now)
+  local h = redis.call('HMGET', key, 's', 'c', 't')
+  local start = now - (now % r.windowMs)
+  local st = { s = start, c = 0, t = tonumber(h[3]) or 0, fresh = true }
+  if tonumber(h[1]) == start then st.c, st.fresh = tonumber(h[2]) or 0, false end
+  if st.t <= now * 1000 then st.t = 0 end
+  return st
+end
+-- ruleAdmit(): the counter after the request's cost, or nil when it does not fit.
+local function ruleAdmit(st, r, now)
+  if r.gcra then
+    local t = admit(st.t, now * 1000, r.cost, r.intervalUs, r.burst)
+    if t == nil then return nil end
+    return { s = st.s, c = st.c + r.cost, t = t }
+  end
+  if st.c + r.cost > r.limit then return nil end
+  return { s = st.s, c = st.c + r.cost, t = st.t, fresh = st.fresh }
+end
+-- ruleExpiresAtMs(), plus a minute: only garbage collection. A fixed window's expiry moves only
+-- when a new window begins ('fresh'); a gcra rule's with every TAT.
+local function ruleWrite(key, st, r, now)
+  redis.call('HSET', key, 's', st.s, 'c', st.c, 't', string.format('%.0f', st.t))
+  if not r.gcra and not st.fresh then return end
+  local ex = math.max(st.s + r.windowMs, math.ceil(st.t / 1000))
+  redis.call('PEXPIRE', key, string.format('%.0f', ex - now + MINUTE_MS))
+end
+`;
+
+/** QUOTA_SCRIPT without the shared pieces it starts with: run as a function below, unchanged. */
+const QUOTA_BODY = QUOTA_SCRIPT.slice(CLOCK.length);
+if (QUOTA_SCRIPT.slice(0, CLOCK.length) !== CLOCK) throw new Error('QUOTA_SCRIPT no longer starts with CLOCK');
+
+// The rules and plan steps of one consumer's requests of one event-loop turn, in one call (a
+// single server or Sentinel: the rule keys need not share the consumer's slot there), decided one
+// after another at one `now`, as the same requests sent one at a time within that millisecond.
+// KEYS[1]  tg:quota:{id}; KEYS[2..] the rules' counters the requests name
+// ARGV     QUOTA_SCRIPT's arguments before its costs, then the number of requests, then per
+//          request: its cost, its number of rules, and per rule the index of its counter in KEYS
+//          and its RULE_ARGS numbers
+// Reply    per request: QUOTA_SCRIPT's reply for it, then refusedBy (the 0-based rule that did not
+//          fit, -1: none), then per rule its counter after the step: start, count, TAT
+// For each request every rule is checked first; only when all fit does QUOTA_SCRIPT's step run for
+// it (its ban, windows, credits, leases' recall and notices exactly as for any request); only when
+// it admits are the rules charged. A rule's refusal changes nothing: no window, no ban count
+// (limit-rules.ts). QUOTA_SCRIPT reads its 'now' from ARGV[10] (set to this step's, so every part
+// decides at one time) and its costs from what follows its first arguments (set to one request's).
+export const RULES_QUOTA_SCRIPT = `${CLOCK}${RULE_PIECES}
+local function planStep()
+${QUOTA_BODY}
+end
+local now = clock(ARGV[10])
+ARGV[10] = string.format('%.0f', now)
+local costAt = ${QUOTA_ARGS_BEFORE_COSTS + 1}
+local requests = {}
+local at = costAt + 1
+for q = 1, tonumber(ARGV[costAt]) do
+  local req = { cost = ARGV[at], rules = {} }
+  local m = tonumber(ARGV[at + 1])
+  at = at + 2
+  for i = 1, m do
+    local r = ruleArgs(at + 1)
+    r.key = KEYS[tonumber(ARGV[at])]
+    req.rules[i] = r
+    at = at + 1 + ${RULE_ARGS}
+  end
+  requests[q] = req
+end
+for i = #ARGV, costAt + 1, -1 do ARGV[i] = nil end
+local out = {}
+for q = 1, #requests do
+  local req = requests[q]
+  local states, admitted = {}, {}
+  local refusedBy = -1
+  for i, r in ipairs(req.rules) do
+    states[i] = ruleCurrent(r.key, r, now)
+    admitted[i] = ruleAdmit(states[i], r, now)
+    if admitted[i] == nil and refusedBy < 0 then refusedBy = i - 1 end
+  end
+  ARGV[costAt] = req.cost
+  local replies
+  local s = current(now, 13)
+  if refusedBy >= 0 and s.bu <= now then
+    replies = reply(1, s, now, tonumber(req.cost))
+    replies[#replies + 1] = 0
+    replies[#replies + 1] = 0
+  else
+    refusedBy = -1
+    replies = planStep()
+    if replies[1] == 0 then
+      for i, r in ipairs(req.rules) do
+        ruleWrite(r.key, admitted[i], r, now)
+        states[i] = admitted[i]
+      end
+    end
+  end
+  for j = 1, #replies do out[#out + 1] = replies[j] end
+  out[#out + 1] = refusedBy
+  for i = 1, #req.rules do
+    out[#out + 1] = states[i].s
+    out[#out + 1] = states[i].c
+    out[#out + 1] = states[i].t
+  end
+end
+return out
+`;
+
+// Redis Cluster: a rule's counter lives in another slot than the consumer's, so each is reserved
+// on its own, then the plan decided, then each kept or given back (redis-limit-rules.ts).
+// KEYS[1] the counter; ARGV nowMs ('' = Redis TIME), then the rule's RULE_ARGS numbers.
+// Reply { reserved (1 or 0), start, count, TAT, nowMs }: the counter after (charged only if reserved).
+export const RULE_RESERVE_SCRIPT = `${CLOCK}${RULE_PIECES}
+local now = clock(ARGV[1])
+local r = ruleArgs(2)
+local st = ruleCurrent(KEYS[1], r, now)
+local nextState = ruleAdmit(st, r, now)
+if nextState == nil then return { 0, st.s, st.c, st.t, now } end
+ruleWrite(KEYS[1], nextState, r, now)
+return { 1, nextState.s, nextState.c, nextState.t, now }
+`;
+
+// Gives a reservation back. KEYS[1] the counter; ARGV nowMs, the rule's RULE_ARGS numbers, then the
+// reservation's window start and the TAT it left. A fixed window is credited only while it is the
+// one reserved in; a gcra TAT only while it is still the one the reservation left (nothing charged
+// after it): otherwise those units stay counted until the window ends or the TAT passes
+// (over-counted, never over-admitted).
+export const RULE_RELEASE_SCRIPT = `${CLOCK}${RULE_PIECES}
+local now = clock(ARGV[1])
+local r = ruleArgs(2)
+local st = ruleCurrent(KEYS[1], r, now)
+local start, tat = tonumber(ARGV[${2 + RULE_ARGS}]), tonumber(ARGV[${3 + RULE_ARGS}])
+local changed = false
+if st.s == start and st.c > 0 then st.c = math.max(0, st.c - r.cost); changed = true end
+if r.gcra and tat > 0 and st.t == tat then st.t = tat - r.cost * r.intervalUs; changed = true end
+if changed then ruleWrite(KEYS[1], st, r, now) end
+return 1
+`;
