@@ -2,7 +2,7 @@ import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import type { Logger } from '../observability/log.js';
 import type { QuotaOutcome } from '../quota/quota-state.js';
 import { MemoryQuotaStore } from '../store/memory/memory-quota-store.js';
-import type { QuotaStore } from '../store/quota-store.js';
+import type { QuotaStore, SlotClaim, SlotStore } from '../store/quota-store.js';
 import { DegradedLedger } from './degraded-ledger.js';
 import { inWholeTerms, LocalShare } from './local-share.js';
 
@@ -22,7 +22,7 @@ export class DegradedMode {
 
   constructor(
     readonly mode: StoreFailureMode,
-    replicas: number,
+    private readonly replicas: number,
     shared: QuotaStore,
     logger: Logger,
     maxSubjects: number,
@@ -39,11 +39,21 @@ export class DegradedMode {
 
   /**
    * `local` mode's decision for one request, told in the whole quota's terms (the headers show the
-   * plan's limit, and as remaining what this replica may still admit alone).
+   * plan's limit, and as remaining what this replica may still admit alone). With `slot`
+   * (maxConcurrent), the request also takes a slot of this replica's share of the limit,
+   * max / replicas (at least 1), in this process: `slots` gives it back.
    */
-  async decide(subject: string, quota: Quota, ban: BanPolicy, cost: number): Promise<{ outcome: QuotaOutcome; quota: Quota }> {
+  async decide(
+    subject: string,
+    quota: Quota,
+    ban: BanPolicy,
+    cost: number,
+    slot?: SlotClaim,
+  ): Promise<{ outcome: QuotaOutcome; quota: Quota; slot?: SlotClaim; slots: SlotStore }> {
     const share = this.share.shareOf(subject, quota, this.now());
-    const outcome = await this.store.consume(subject, share, ban, cost);
+    const ownSlot = slot && { ...slot, max: Math.max(1, Math.floor(slot.max / this.replicas)) };
+    const store = this.store;
+    const outcome = await store.consume(subject, share, ban, cost, undefined, undefined, ownSlot);
     this.ledger?.record(subject, outcome, quota);
     // The whole quota's limits, the month's too: inWholeTerms counts the month in them.
     const whole = {
@@ -52,7 +62,7 @@ export class DegradedMode {
       perDay: quota.perDay,
       ...(quota.perMonth !== undefined && { perMonth: quota.perMonth }),
     };
-    return { outcome: inWholeTerms(quota, share, outcome), quota: whole };
+    return { outcome: inWholeTerms(quota, share, outcome), quota: whole, slot: ownSlot, slots: store.slots };
   }
 
   /** `open` mode admitted a request unmetered: Redis still gets its units when it is back. */

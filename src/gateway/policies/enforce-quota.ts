@@ -1,4 +1,5 @@
 import type { BanPolicy, PlansConfig, Quota } from '../../config/plans-schema.js';
+import type { ErrorCode } from '../../errors/registry.js';
 import type { Logger } from '../../observability/log.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { quotaFor } from '../../quota/quota-for.js';
@@ -6,10 +7,11 @@ import { quotaSubject } from '../../quota/quota-subject.js';
 import type { QuotaLeases } from '../../quota/quota-leases.js';
 import type { QuotaOutcome } from '../../quota/quota-state.js';
 import { rateLimitHeaders, retryAfterSeconds } from '../../quota/rate-limit-headers.js';
-import type { QuotaStore, RecallWait } from '../../store/quota-store.js';
+import type { QuotaStore, RecallWait, SlotClaim, SlotStore } from '../../store/quota-store.js';
 import type { StoreHealth } from '../../store/store-health.js';
 import { endSpan } from '../../tracing/gateway-trace.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
+import type { ConcurrencySlots } from '../concurrency-slots.js';
 import type { DegradedMode } from '../degraded-mode.js';
 import type { LocalVerdicts } from '../local-verdicts.js';
 import type { RouteCosts } from '../route-costs.js';
@@ -31,6 +33,8 @@ export interface QuotaDeps {
    * quota.maxPendingDecisions); one more is shed with 503 and Retry-After, not counted locally.
    */
   maxPending: number;
+  /** This replica's concurrency slots (maxConcurrent): named, renewed and given back there. */
+  slots: ConcurrencySlots;
   metrics: Metrics;
   logger: Logger;
 }
@@ -46,6 +50,8 @@ interface QuotaStep {
   subject: string;
   /** Units asked for: the route's cost and what the configured policies added. */
   cost: number;
+  /** Under a quota with maxConcurrent: the slot the request takes with its windows. */
+  slot?: SlotClaim;
 }
 
 /**
@@ -79,12 +85,15 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     if (cached) return judge(ctx, deps, quota, cached, 'local_cache');
     // The route's cost, and what the configured policies added (user-policies/phases.ts).
     const cost = deps.costs().costOf(ctx.req.method ?? 'GET', pathOf(ctx.req.url)) + (ctx.addedCost ?? 0);
-    const step: QuotaStep = { ctx, quota, ban: plans.ban, subject, cost };
+    // A concurrency slot is taken in the same step as the windows (docs/policies.md, maxConcurrent).
+    const slot = quota.maxConcurrent === undefined ? undefined : deps.slots.claim(quota.maxConcurrent);
+    const step: QuotaStep = { ctx, quota, ban: plans.ban, subject, cost, slot };
     if (!health.shouldTry()) return degrade(step, deps);
     // Units this replica reserved in Redis for a hot key (quota-leases.ts): no round trip; or,
     // while its own ask for them is on its way, its answer (rule 11). A quota with credits takes
-    // no lease: each request spends its balance in the store's one atomic step.
-    const leased = quota.credits === 'required' ? undefined : deps.leases?.admit(subject, quota, plans.ban, cost);
+    // no lease: each request spends its balance in the store's one atomic step; nor one with
+    // maxConcurrent: a leased admission would take no slot.
+    const leased = quota.credits === 'required' || slot ? undefined : deps.leases?.admit(subject, quota, plans.ban, cost);
     if (leased instanceof Promise) {
       return leased.then((outcome) => (outcome ? judge(ctx, deps, quota, outcome, 'lease') : fromStore(step, deps, recall, pending)));
     }
@@ -100,7 +109,7 @@ function fromStore(
   recall: RecallWait | undefined,
   pending: { count: number },
 ): Decision | Promise<Decision> {
-  const { ctx, quota, ban, subject, cost } = step;
+  const { ctx, quota, ban, subject, cost, slot } = step;
   const { store, health, local, metrics } = deps;
   const key = ctx.consumer!;
   // A replica too busy to hear Redis in time answers less, not inexactly: shed, keep the promise.
@@ -109,7 +118,7 @@ function fromStore(
   const startedMs = performance.now();
   const span = ctx.trace?.storeCall('tollgate quota decision', key.id);
   const batched = span && ((requests: number) => span.setAttribute('tollgate.quota.batch_size', requests));
-  return store.consume(subject, quota, ban, cost, batched, recall).then(
+  return store.consume(subject, quota, ban, cost, batched, recall, slot).then(
     (outcome) => {
       pending.count--;
       // Guarded here too: the attributes object is not made for a request nobody traces.
@@ -126,6 +135,7 @@ function fromStore(
       deps.degraded.heard(subject, outcome);
       if (outcome.verdict !== 'allowed') deps.leases?.refused(subject);
       if (newBan) metrics.bans.inc({ plan: key.plan });
+      if (slot && store.slots && outcome.verdict === 'allowed') holdSlot(step, deps, store.slots);
       return judge(ctx, deps, quota, outcome, 'store');
     },
     (err: unknown) => {
@@ -141,6 +151,24 @@ function fromStore(
   );
 }
 
+/**
+ * The slot the store granted with the request: given back once, when its answer ends or its client
+ * goes (the response's 'close': also an upstream error, a timeout, an aborted body, the end of a
+ * WebSocket tunnel), or at once if the client went while the store decided.
+ */
+function holdSlot(step: QuotaStep, deps: QuotaDeps, store: SlotStore): void {
+  const { ctx, subject, slot } = step;
+  const release = deps.slots.hold(store, subject, slot!, ctx.consumer!.plan);
+  if (ctx.res.closed) release();
+  else ctx.res.once('close', release);
+}
+
+/** The code of each refusal that is not the windows' own. */
+const REFUSALS: Partial<Record<QuotaOutcome['verdict'], ErrorCode>> = {
+  banned: 'api_key_banned',
+  concurrent: 'too_many_concurrent_requests',
+};
+
 function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: QuotaOutcome, source: Source): Decision {
   const plan = ctx.consumer!.plan;
   const headers = rateLimitHeaders(quota, outcome);
@@ -155,7 +183,7 @@ function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: Quot
     deps.metrics.quotaDecisions.inc({ plan, decision: 'unfunded', source });
     return reject('insufficient_credits');
   }
-  const code = outcome.verdict === 'banned' ? 'api_key_banned' : 'rate_limit_exceeded';
+  const code = REFUSALS[outcome.verdict] ?? 'rate_limit_exceeded';
   if (quota.shadow) {
     // A shadow plan refuses nobody: the would-be refusal is counted, logged and told, then admitted.
     deps.metrics.quotaDecisions.inc({ plan, decision: 'shadow_limited', source });
@@ -167,6 +195,11 @@ function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: Quot
     return CONTINUE;
   }
   deps.metrics.quotaDecisions.inc({ plan, decision: outcome.verdict, source });
+  // A slot frees when some request in flight ends: no window says when, so one second.
+  if (outcome.verdict === 'concurrent') {
+    deps.metrics.concurrencyRefusals.inc({ plan });
+    return reject(code, undefined, { 'retry-after': 1 });
+  }
   return reject(code, undefined, { 'retry-after': retryAfterSeconds(quota, outcome) });
 }
 
@@ -178,7 +211,7 @@ function shed(deps: QuotaDeps, reason: 'pending' | 'timeout'): Decision {
 
 /** The configured failure mode, while the shared store cannot be asked. */
 async function degrade(step: QuotaStep, deps: QuotaDeps): Promise<Decision> {
-  const { ctx, quota, ban, subject, cost } = step;
+  const { ctx, quota, ban, subject, cost, slot } = step;
   const { mode } = deps.degraded;
   // A balance cannot be spent safely without the store that holds it: closed, whatever the mode.
   if (mode === 'closed' || quota.credits === 'required') return reject('rate_limit_store_unavailable', undefined, { 'retry-after': 1 });
@@ -189,6 +222,8 @@ async function degrade(step: QuotaStep, deps: QuotaDeps): Promise<Decision> {
     return CONTINUE;
   }
   // This replica's share of what was left when it last heard from Redis (local-share.ts).
-  const decided = await deps.degraded.decide(subject, quota, ban, cost);
+  // Its share of maxConcurrent too, in this process (degraded-mode.ts).
+  const decided = await deps.degraded.decide(subject, quota, ban, cost, slot);
+  if (slot && decided.outcome.verdict === 'allowed') holdSlot({ ...step, slot: decided.slot }, deps, decided.slots);
   return judge(ctx, deps, decided.quota, decided.outcome, 'fallback');
 }

@@ -1,7 +1,8 @@
 import type { BanPolicy, Quota } from '../../config/plans-schema.js';
 import { decide, EMPTY_STATE, expiresAtMs, lift, peek, type QuotaOutcome, type QuotaState } from '../../quota/quota-state.js';
 import { MINUTE_MS } from '../../quota/windows.js';
-import type { CreditChange, CreditResult, QuotaStore } from '../quota-store.js';
+import type { CreditChange, CreditResult, QuotaStore, SlotClaim } from '../quota-store.js';
+import { MemorySlotStore } from './memory-slot-store.js';
 
 interface Stored {
   state: QuotaState;
@@ -20,13 +21,27 @@ export class MemoryQuotaStore implements QuotaStore {
   private readonly balances = new Map<string, number>();
   private sweepAtMs = 0;
 
-  constructor(private readonly now: () => number = Date.now) {}
+  /** Concurrency slots, taken in the same step as the windows (`consume`'s `slot`). */
+  readonly slots: MemorySlotStore;
 
-  async consume(keyId: string, quota: Quota, ban: BanPolicy, cost = 1): Promise<QuotaOutcome> {
+  constructor(private readonly now: () => number = Date.now) {
+    this.slots = new MemorySlotStore(now);
+  }
+
+  async consume(
+    keyId: string,
+    quota: Quota,
+    ban: BanPolicy,
+    cost = 1,
+    _batched?: unknown,
+    _recall?: unknown,
+    slot?: SlotClaim,
+  ): Promise<QuotaOutcome> {
     const nowMs = this.now();
     this.sweep(nowMs);
     const previous = this.read(keyId, nowMs);
-    const { state, outcome } = decide(previous, nowMs, quota, ban, cost);
+    const takeSlot = slot && (() => this.slots.takeNow(keyId, slot));
+    const { state, outcome } = decide(previous, nowMs, quota, ban, cost, takeSlot);
     // A decision that changed nothing (a ban in force, a balance that cannot pay) stores nothing,
     // as the script writes nothing: its expiry stays the one computed when it was written.
     if (state === previous) return outcome;
