@@ -4,7 +4,16 @@ import WebSocket from 'ws';
 import { InFlightUpstream } from '../helpers/in-flight-upstream.js';
 import { pollUntil } from '../helpers/poll.js';
 import { TestRedis } from '../helpers/redis-server.js';
-import { bearer, configCopy, createKey, slackRedisTimeout, startGateways, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
+import {
+  bearer,
+  configCopy,
+  createKey,
+  keysCli,
+  slackRedisTimeout,
+  startGateways,
+  type CreatedKey,
+  type GatewayHandle,
+} from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
 // maxConcurrent: requests and WebSocket tunnels in flight per consumer, across three gateway
@@ -116,10 +125,11 @@ describe('maxConcurrent across three gateways on Redis', () => {
 
   it('gives the slot back when the client aborts, when the upstream fails, and holds one for a WebSocket tunnel until it closes', async () => {
     await awayFromDayEdge(30);
-    const key = await newKey(['--plan', 'free', '--max-concurrent', '1']);
-    // The key's own override is shown with it.
-    const shown = await fetch(`${gateways[0]!.url}/v1/categories`, { headers: bearer(key.key) });
-    expect(shown.status).toBe(200);
+    // The key's own limit, set and shown by the CLI (a plan without one).
+    const key = await newKey(['--plan', 'free', '--max-concurrent', '3']);
+    const set = await keysCli(redis, ['set-quota', key.id, '--max-concurrent', '1', '--json'], configDir);
+    expect(JSON.parse(set.stdout)).toMatchObject({ id: key.id, maxConcurrent: 1 });
+    expect(JSON.parse((await keysCli(redis, ['show', key.id, '--json'], configDir)).stdout)).toMatchObject({ maxConcurrent: 1 });
 
     // A client that goes mid-request.
     const abort = new AbortController();
