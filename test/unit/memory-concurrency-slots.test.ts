@@ -1,5 +1,7 @@
+import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
+import { DegradedMode } from '../../src/gateway/degraded-mode.js';
 import { MemoryQuotaStore } from '../../src/store/memory/memory-quota-store.js';
 
 // The memory store's concurrency slots (maxConcurrent): taken in the quota step once the windows
@@ -68,5 +70,26 @@ describe('memory quota store: concurrency slots', () => {
     expect(await store.slots.count('k1')).toBe(1);
     expect(await store.slots.take('k1', claim())).toBe(true);
     expect(await store.slots.take('k1', claim())).toBe(false);
+  });
+});
+
+describe('degraded mode: concurrency slots', () => {
+  it("admits this replica's share of maxConcurrent (max / replicas, at least 1), in its own memory", async () => {
+    const quota: Quota = { perMinute: 100, perDay: 1000, maxConcurrent: 7 };
+    const degraded = new DegradedMode('local', 3, new MemoryQuotaStore(), pino({ level: 'silent' }), 100);
+    let n = 0;
+    const decide = () => degraded.decide('k1', quota, BAN, 1, { member: `r:${++n}`, max: 7, lifeMs: LIFE_MS });
+    const verdicts = [];
+    for (let i = 0; i < 3; i++) verdicts.push((await decide()).outcome.verdict);
+    expect(verdicts).toEqual(['allowed', 'allowed', 'concurrent']);
+    // The slots are given back where they were taken.
+    const { slots, slot } = await decide();
+    expect(slot?.max).toBe(2);
+    await slots.release('k1', ['r:1']);
+    expect((await decide()).outcome.verdict).toBe('allowed');
+    // A limit below the number of replicas still admits one per replica.
+    const one = new DegradedMode('local', 3, new MemoryQuotaStore(), pino({ level: 'silent' }), 100);
+    const single = { member: 'x', max: 1, lifeMs: LIFE_MS };
+    expect((await one.decide('k1', { ...quota, maxConcurrent: 1 }, BAN, 1, single)).outcome.verdict).toBe('allowed');
   });
 });

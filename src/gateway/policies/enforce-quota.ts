@@ -159,7 +159,9 @@ function fromStore(
 function holdSlot(step: QuotaStep, deps: QuotaDeps, store: SlotStore): void {
   const { ctx, subject, slot } = step;
   const release = deps.slots.hold(store, subject, slot!, ctx.consumer!.plan);
-  if (ctx.res.closed) release();
+  // HTTP/2's compatibility response has no `closed`: its stream's tells.
+  const h2 = ctx.res as unknown as { stream?: { closed: boolean } };
+  if (ctx.res.closed || h2.stream?.closed) release();
   else ctx.res.once('close', release);
 }
 
