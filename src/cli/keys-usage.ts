@@ -16,9 +16,9 @@ export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL,
   set-plan ID PLAN                                          move a key to another plan
   set-quota ID [--per-minute X --per-day Y] [--per-month Z] [--max-concurrent C] [--billing-anchor DATE]
                [--shadow] | --clear                         negotiated quotas that override the plan's;
-                                                            --max-concurrent: requests and tunnels in flight
-                                                            at once; --shadow: refusals are only counted
-                                                            and logged
+                                                            --max-concurrent: most requests and tunnels
+                                                            in flight together; --shadow: refusals are only
+                                                            counted and logged
   set-expiry ID DATE | --clear                              the key stops at DATE (ISO 8601 with a zone)
   set-cidrs ID CIDR... | --clear                            the only networks the key may be used from
   set-scopes ID SCOPE... | --clear                          what the key may do (replaces its scopes)
