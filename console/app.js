@@ -445,6 +445,7 @@ async function keyPage(id) {
       ['Expires', when(record.expiresAt)],
       ['Own quota', record.perMinute ? `${record.perMinute}/min, ${record.perDay}/day` : 'the plan’s'],
       ['Own month', record.perMonth ? `${record.perMonth}/month` : 'the plan’s'],
+      ['Own max in flight', record.maxConcurrent ? `${record.maxConcurrent} at once` : 'the plan’s'],
       ['Billing anchor', record.billingAnchor ? `months begin on day ${Number(record.billingAnchor.slice(8))}` : 'calendar months'],
       ['Networks', record.allowedCidrs ? record.allowedCidrs.join(' ') : 'any'],
       ['Scopes', record.scopes ? record.scopes.join(' ') : 'none'],
@@ -493,6 +494,7 @@ async function keyPage(id) {
     const perMinute = h('input', { type: 'number', min: 1, value: record.perMinute ?? '' });
     const perDay = h('input', { type: 'number', min: 1, value: record.perDay ?? '' });
     const perMonth = h('input', { type: 'number', min: 1, value: record.perMonth ?? '' });
+    const maxConcurrent = h('input', { type: 'number', min: 1, value: record.maxConcurrent ?? '' });
     const anchor = h('input', { type: 'date', value: record.billingAnchor ?? '' });
     const expires = h('input', { type: 'datetime-local' });
     const grace = h('input', { type: 'number', min: 0, max: 2592000, value: 3600 });
@@ -527,6 +529,9 @@ async function keyPage(id) {
       ),
       form('Set month', [field('Per month', perMonth), field('Billing anchor (its day of the month begins each month)', anchor)], () =>
         change({ perMonth: perMonth.value ? Number(perMonth.value) : null, billingAnchor: anchor.value || null }, 'Month set.'),
+      ),
+      form('Set max in flight', field('Requests and tunnels at once (empty: the plan’s)', maxConcurrent), () =>
+        change({ maxConcurrent: maxConcurrent.value ? Number(maxConcurrent.value) : null }, 'Concurrency limit set.'),
       ),
       form(
         'Set expiry',

@@ -9,7 +9,18 @@ import type { KeyRecord } from '../keys/record.js';
 export type Consumer = Readonly<
   Pick<
     KeyRecord,
-    'id' | 'plan' | 'perMinute' | 'perDay' | 'perMonth' | 'billingAnchor' | 'shadow' | 'owner' | 'expiresAt' | 'allowedCidrs' | 'scopes'
+    | 'id'
+    | 'plan'
+    | 'perMinute'
+    | 'perDay'
+    | 'perMonth'
+    | 'maxConcurrent'
+    | 'billingAnchor'
+    | 'shadow'
+    | 'owner'
+    | 'expiresAt'
+    | 'allowedCidrs'
+    | 'scopes'
   > & {
     /** A caller without a credential, on a route that admits them (anonymous-consumer.ts): limited per client address. */
     anonymous?: true;

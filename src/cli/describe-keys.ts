@@ -7,6 +7,7 @@ import type { CreditsReport } from '../keys/lifecycle/key-credits.js';
 function quotaText(record: PublicKeyRecord): string {
   let windows = record.perMinute !== undefined ? `${record.perMinute}/min, ${record.perDay}/day (own quota)` : 'from plan';
   if (record.perMonth !== undefined) windows += `, ${record.perMonth}/month (own)`;
+  if (record.maxConcurrent !== undefined) windows += `, ${record.maxConcurrent} in flight (own)`;
   if (record.billingAnchor !== undefined) windows += `, month from day ${Number(record.billingAnchor.slice(8))}`;
   return record.shadow ? `${windows}, shadow` : windows;
 }

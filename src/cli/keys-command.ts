@@ -49,6 +49,7 @@ const OPTION_NAMES: Record<string, string> = {
   perMinute: '--per-minute',
   perDay: '--per-day',
   perMonth: '--per-month',
+  maxConcurrent: '--max-concurrent',
   billingAnchor: '--billing-anchor',
   expiresAt: '--expires-at',
   graceSeconds: '--grace-seconds',
@@ -83,6 +84,7 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
       'per-minute': { type: 'string' },
       'per-day': { type: 'string' },
       'per-month': { type: 'string' },
+      'max-concurrent': { type: 'string' },
       'billing-anchor': { type: 'string' },
       'expires-at': { type: 'string' },
       'grace-seconds': { type: 'string' },
@@ -198,14 +200,15 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv, io: Io
           const given = Object.values(quota).some((value) => value !== undefined) || values.shadow;
           if (values.clear && given) {
             throw new CliError(
-              'give either --clear or --per-minute and --per-day (and/or --per-month, --billing-anchor, --shadow), not both',
+              'give either --clear or --per-minute and --per-day (and/or --per-month, --max-concurrent, --billing-anchor, --shadow), not both',
             );
           }
           if (values.clear) {
-            const cleared = { perMinute: null, perDay: null, perMonth: null, billingAnchor: null, shadow: null };
+            const cleared = { perMinute: null, perDay: null, perMonth: null, maxConcurrent: null, billingAnchor: null, shadow: null };
             return show(await updateKey(deps, keyId, cleared, CLI));
           }
-          if (!given) throw new CliError('give --per-minute and --per-day, --per-month, --billing-anchor, --shadow, or --clear');
+          if (!given)
+            throw new CliError('give --per-minute and --per-day, --per-month, --max-concurrent, --billing-anchor, --shadow, or --clear');
           return show(await updateKey(deps, keyId, withoutUndefined({ ...quota, shadow: values.shadow || undefined }), CLI));
         }
         case 'set-expiry': {
@@ -273,10 +276,17 @@ function requireId(id: string | undefined): string {
 }
 
 /** Option strings become numbers here; what a valid quota (and anchor) is, the lifecycle decides. */
-function quotaOptions(values: { 'per-minute'?: string; 'per-day'?: string; 'per-month'?: string; 'billing-anchor'?: string }): {
+function quotaOptions(values: {
+  'per-minute'?: string;
+  'per-day'?: string;
+  'per-month'?: string;
+  'max-concurrent'?: string;
+  'billing-anchor'?: string;
+}): {
   perMinute?: number;
   perDay?: number;
   perMonth?: number;
+  maxConcurrent?: number;
   billingAnchor?: string;
 } {
   const number = (option: string, value: string | undefined) => (value === undefined ? undefined : wholeNumber(option, value));
@@ -284,6 +294,7 @@ function quotaOptions(values: { 'per-minute'?: string; 'per-day'?: string; 'per-
     perMinute: number('--per-minute', values['per-minute']),
     perDay: number('--per-day', values['per-day']),
     perMonth: number('--per-month', values['per-month']),
+    maxConcurrent: number('--max-concurrent', values['max-concurrent']),
     billingAnchor: values['billing-anchor'],
   };
 }

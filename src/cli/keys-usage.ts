@@ -1,8 +1,8 @@
 /** `tollgate keys` usage: its own file so that `tollgate --help` loads nothing else. */
 export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)
 
-  create --plan P [--name N] [--per-minute X --per-day Y] [--per-month Z] [--billing-anchor DATE]
-         [--expires-at DATE] [--shadow] [--owner O] [--allow-cidr CIDR]... [--scope S]...
+  create --plan P [--name N] [--per-minute X --per-day Y] [--per-month Z] [--max-concurrent C]
+         [--billing-anchor DATE] [--expires-at DATE] [--shadow] [--owner O] [--allow-cidr CIDR]... [--scope S]...
                                                             create a key; prints the secret once. --owner:
                                                             the customer it belongs to (scope: owner plans);
                                                             --allow-cidr (repeatable): the only networks it
@@ -14,9 +14,11 @@ export const KEYS_USAGE = `tollgate keys <command> [options]   (needs REDIS_URL,
   show ID                                                   one key
   revoke ID                                                 stop a key at once, on every replica
   set-plan ID PLAN                                          move a key to another plan
-  set-quota ID [--per-minute X --per-day Y] [--per-month Z] [--billing-anchor DATE] [--shadow] | --clear
-                                                            negotiated quotas that override the plan's;
-                                                            --shadow: refusals are only counted and logged
+  set-quota ID [--per-minute X --per-day Y] [--per-month Z] [--max-concurrent C] [--billing-anchor DATE]
+               [--shadow] | --clear                         negotiated quotas that override the plan's;
+                                                            --max-concurrent: most requests and tunnels
+                                                            in flight together; --shadow: refusals are only
+                                                            counted and logged
   set-expiry ID DATE | --clear                              the key stops at DATE (ISO 8601 with a zone)
   set-cidrs ID CIDR... | --clear                            the only networks the key may be used from
   set-scopes ID SCOPE... | --clear                          what the key may do (replaces its scopes)

@@ -39,6 +39,11 @@ const planFields = {
     .describe(
       'required: each admitted request also spends its cost from the prepaid balance of its key (or owner, under scope: owner); one that the balance cannot cover is refused 402',
     ),
+  maxConcurrent: count('maxConcurrent')
+    .optional()
+    .describe(
+      'requests and WebSocket tunnels in flight at once per key (or per owner, under scope: owner), across all replicas; one more is refused 429 too_many_concurrent_requests',
+    ),
   burst: count('burst').optional().describe('gcra only: units that may arrive at once (1..perMinute; default 1)'),
   services: z
     .array(z.string({ error: 'services must list service names' }).regex(SERVICE_NAME, 'a service name is 1-32 of a-z 0-9 _ -'), {

@@ -80,6 +80,10 @@ export const ERRORS = {
     status: 429,
     message: 'The API key is temporarily banned for continuing after rate-limit rejections; retry after the time in Retry-After.',
   },
+  too_many_concurrent_requests: {
+    status: 429,
+    message: 'Too many requests in flight for this API key (its maxConcurrent); retry when one has finished.',
+  },
   too_many_unauthenticated_requests: {
     status: 429,
     message: 'Too many unauthenticated requests from this address; retry after the time in Retry-After.',

@@ -2,7 +2,7 @@ import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import type { Logger } from '../observability/log.js';
 import type { QuotaOutcome } from '../quota/quota-state.js';
 import { MemoryQuotaStore } from '../store/memory/memory-quota-store.js';
-import type { QuotaStore, RulesOutcome } from '../store/quota-store.js';
+import type { QuotaStore, RulesOutcome, SlotClaim, SlotStore } from '../store/quota-store.js';
 import { MemoryRuleCounters } from '../store/memory/memory-rule-counters.js';
 import type { RuleCharge } from '../quota/limit-rules.js';
 import { DegradedLedger } from './degraded-ledger.js';
@@ -31,7 +31,7 @@ export class DegradedMode {
 
   constructor(
     readonly mode: StoreFailureMode,
-    replicas: number,
+    private readonly replicas: number,
     shared: QuotaStore,
     logger: Logger,
     maxSubjects: number,
@@ -61,12 +61,22 @@ export class DegradedMode {
 
   /**
    * `local` mode's decision for one request, told in the whole quota's terms (the headers show the
-   * plan's limit, and as remaining what this replica may still admit alone).
+   * plan's limit, and as remaining what this replica may still admit alone). With `slot`
+   * (maxConcurrent), the request also takes a slot of this replica's share of the limit,
+   * max / replicas (at least 1), in this process: `slots` gives it back.
    */
-  async decide(subject: string, quota: Quota, ban: BanPolicy, cost: number): Promise<{ outcome: QuotaOutcome; quota: Quota }> {
+  async decide(
+    subject: string,
+    quota: Quota,
+    ban: BanPolicy,
+    cost: number,
+    slot?: SlotClaim,
+  ): Promise<{ outcome: QuotaOutcome; quota: Quota; slot?: SlotClaim; slots: SlotStore }> {
     const share = this.share.shareOf(subject, quota, this.now());
-    const outcome = await this.store.consume(subject, share, ban, cost);
-    return this.told(subject, quota, share, outcome);
+    const ownSlot = slot && { ...slot, max: Math.max(1, Math.floor(slot.max / this.replicas)) };
+    const store = this.store;
+    const outcome = await store.consume(subject, share, ban, cost, undefined, undefined, ownSlot);
+    return { ...this.told(subject, quota, share, outcome), slot: ownSlot, slots: store.slots };
   }
 
   /** `decide` for a request matching limit rules: the rules on this replica's share of each (`rules`, for the headers). */

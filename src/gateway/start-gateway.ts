@@ -28,6 +28,7 @@ import { AssertionSigner } from './assertion-signer.js';
 import type { Policy } from './context.js';
 import { KeyCache } from './key-cache.js';
 import { LocalVerdicts } from './local-verdicts.js';
+import { ConcurrencySlots } from './concurrency-slots.js';
 import { QuotaLeases } from '../quota/quota-leases.js';
 import type { QuotaNotice } from '../store/quota-store.js';
 import { applyRouteRules } from './policies/apply-route-rules.js';
@@ -182,6 +183,8 @@ export async function startGateway(
   health.onChange((down) => metrics.degraded.set(down ? 1 : 0));
   const { onRedisFailure } = settings.quota;
   const degraded = new DegradedMode(onRedisFailure, settings.quota.replicas, ownStores.quotas, logger, settings.keyCache.maxEntries);
+  // Concurrency slots (maxConcurrent) this replica holds, kept alive while their requests are in flight.
+  const slots = new ConcurrencySlots(metrics, logger);
   // Back from an outage: what was admitted without Redis is added to it, once (degraded-ledger.ts).
   health.onChange((down) => (down ? ownStores.redis && reconnectIfStalled(ownStores.redis) : degraded.recovered()));
 
@@ -255,6 +258,7 @@ export async function startGateway(
     leases,
     degraded,
     maxPending: settings.quota.maxPendingDecisions,
+    slots,
     metrics,
     logger,
     limits: () => routes.current().limits,
@@ -424,6 +428,7 @@ export async function startGateway(
       await settler.idle();
       await leases?.close();
       degraded.close();
+      slots.close();
       loopLag.close();
       clearInterval(loopGauge);
       responseCache.close();

@@ -14,6 +14,8 @@ export interface KeyRecord {
   perMonth?: number;
   /** A date (`2026-01-31`): the key's month begins on its day of the month (or a shorter month's last day). */
   billingAnchor?: string;
+  /** Own concurrency limit: wins over the plan's `maxConcurrent` (requests and tunnels in flight at once). */
+  maxConcurrent?: number;
   /** ISO 8601 (UTC); from this instant on the key is refused with 401 api_key_expired. */
   expiresAt?: string;
   /** After a rotation with grace: the hash of the replaced key, still accepted until `graceEndsAt`. */
@@ -41,6 +43,7 @@ export type KeyPatch = Partial<
     | 'perMinute'
     | 'perDay'
     | 'perMonth'
+    | 'maxConcurrent'
     | 'billingAnchor'
     | 'name'
     | 'expiresAt'

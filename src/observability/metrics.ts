@@ -114,6 +114,18 @@ export function createMetrics() {
       help: '1 while the shared store is unavailable and the gateway runs in its configured failure mode.',
       registers: [registry],
     }),
+    slotsInFlight: new Gauge({
+      name: 'tollgate_concurrency_slots_in_flight',
+      help: 'Concurrency slots (maxConcurrent) this replica holds now: requests and WebSocket tunnels in flight, by plan.',
+      labelNames: ['plan'] as const,
+      registers: [registry],
+    }),
+    concurrencyRefusals: new Counter({
+      name: 'tollgate_concurrency_refusals_total',
+      help: 'Requests refused 429 too_many_concurrent_requests: the windows had room, no concurrency slot was free (maxConcurrent), by plan.',
+      labelNames: ['plan'] as const,
+      registers: [registry],
+    }),
     quotaShed: new Counter({
       name: 'tollgate_quota_shed_total',
       help: "Requests answered 503 gateway_overloaded instead of a quota decision: too many waiting on Redis (pending), or a Redis timeout that was no outage: behind this process's own stalled event loop, or while Redis still answered (timeout).",

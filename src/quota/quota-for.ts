@@ -4,8 +4,8 @@ import type { Consumer } from '../auth/consumer.js';
 
 /**
  * A key's own negotiated windows win over its plan's (how they are enforced stays the plan's), and
- * a key's own `shadow` and `perMonth` over the plan's. The day and month follow the plans' zone
- * (gateway.yaml quota.timeZone) and the key's billing anchor. Undefined when the key has no
+ * a key's own `shadow`, `perMonth` and `maxConcurrent` over the plan's. The day and month follow
+ * the plans' zone (gateway.yaml quota.timeZone) and the key's billing anchor. Undefined when the key has no
  * windows of its own and its plan is not configured.
  */
 export function quotaFor(key: Consumer, plans: PlansConfig): Quota | undefined {
@@ -30,7 +30,8 @@ function derive(key: Consumer, plans: PlansConfig): Quota | undefined {
   const own = key.perMinute !== undefined && key.perDay !== undefined;
   const anchorDay = key.billingAnchor === undefined ? undefined : anchorDayOf(key.billingAnchor);
   const zoned = plans.timeZone !== undefined || anchorDay !== undefined;
-  const plain = !own && key.shadow === undefined && key.perMonth === undefined && anchorDay === undefined;
+  const plain =
+    !own && key.shadow === undefined && key.perMonth === undefined && key.maxConcurrent === undefined && anchorDay === undefined;
   if (plain && !zoned) return plan;
   // A consumer with nothing of its own has its plan's quota in the plans' zone: one object per plan
   // and plans, whatever the consumer object (an anonymous caller is a new one on every request, and
@@ -48,6 +49,7 @@ function derive(key: Consumer, plans: PlansConfig): Quota | undefined {
     ...plan,
     ...windows,
     ...(key.perMonth !== undefined && { perMonth: key.perMonth }),
+    ...(key.maxConcurrent !== undefined && { maxConcurrent: key.maxConcurrent }),
     ...(key.shadow !== undefined && { shadow: key.shadow }),
     ...(zoned && { calendar: { timeZone: plans.timeZone ?? 'UTC', ...(anchorDay !== undefined && { anchorDay }) } }),
   };

@@ -36,8 +36,11 @@ export interface QuotaState {
   creditBalance: number;
 }
 
-/** `unfunded`: the windows had room, the credit balance did not (402; nothing spent or counted). */
-export type Verdict = 'allowed' | 'limited' | 'banned' | 'unfunded';
+/**
+ * `unfunded`: the windows had room, the credit balance did not (402; nothing spent or counted).
+ * `concurrent`: the windows had room, no concurrency slot was free (429; nothing charged or counted).
+ */
+export type Verdict = 'allowed' | 'limited' | 'banned' | 'unfunded' | 'concurrent';
 
 export interface QuotaOutcome {
   verdict: Verdict;
@@ -134,6 +137,8 @@ export function peek(previous: QuotaState, nowMs: number, calendar?: Calendar): 
  * "Shadow plans"). Under `credits: required` an admitted request also spends its cost from the
  * credit balance, and a request the balance cannot cover is `unfunded` (after a ban, before any
  * window): it changes nothing.
+ * `takeSlot`, under a quota with `maxConcurrent`, takes a concurrency slot once every window has
+ * room: false (none free) answers `concurrent`, which charges nothing and counts towards no ban.
  */
 export function decide(
   previous: QuotaState,
@@ -141,6 +146,7 @@ export function decide(
   quota: Quota,
   ban: BanPolicy,
   cost = 1,
+  takeSlot?: () => boolean,
 ): { state: QuotaState; outcome: QuotaOutcome } {
   const state = current(previous, nowMs, quota.calendar);
   // A ban in force changes nothing (the script writes nothing): the state stays as it was, which
@@ -161,6 +167,7 @@ export function decide(
     minuteFits = state.minuteCount + cost <= quota.perMinute;
   }
   if (minuteFits && dayFits && monthFits) {
+    if (takeSlot && !takeSlot()) return { state: previous, outcome: outcomeOf(state, nowMs, 'concurrent', cost) };
     state.minuteCount += cost;
     state.dayCount += cost;
     if (quota.perMonth !== undefined) state.monthCount += cost;

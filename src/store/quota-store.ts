@@ -17,6 +17,9 @@ export interface QuotaStore {
    * `recall`, when given (quota leases on), lets a request that does not fit while units of the
    * key are out on leases wait for them (src/quota/quota-leases.ts, rule 11) before it is
    * decided again, finally; without it every refusal is final. Stores without leases ignore it.
+   * `slot`, under a quota with `maxConcurrent`: the request also takes that concurrency slot in the
+   * same step, once the windows have room (none free: `concurrent`, nothing charged). Only a store
+   * with `slots` takes it; it is given back through `slots.release`.
    */
   consume(
     keyId: string,
@@ -25,6 +28,7 @@ export interface QuotaStore {
     cost?: number,
     batched?: (requests: number) => void,
     recall?: RecallWait,
+    slot?: SlotClaim,
   ): Promise<QuotaOutcome>;
   /**
    * A request that matches limit rules (src/quota/limit-rules.ts): every rule and the plan's step
@@ -40,6 +44,8 @@ export interface QuotaStore {
     rules: readonly RuleCharge[],
     recall?: RecallWait,
   ): Promise<RulesOutcome>;
+  /** Concurrency slots (maxConcurrent): taken by `consume`, or alone by `slots.take`. */
+  slots?: SlotStore;
   /** Current use without consuming anything; the day and month of `quota`'s calendar (UTC without one). */
   usage(keyId: string, quota?: Quota): Promise<QuotaOutcome>;
   /**
@@ -210,4 +216,29 @@ export interface SettleResult {
   shortfall: number;
   /** The balance after the step. */
   creditBalance: number;
+}
+
+/** A concurrency slot a request asks for (gateway/concurrency-slots.ts names it and keeps it alive). */
+export interface SlotClaim {
+  /** Unique while held: `<replicaId>:<n>`. */
+  member: string;
+  /** Slots the subject may hold at once, every replica's together. */
+  max: number;
+  /** How long the slot lives unless renewed (store clock): a dead replica's slots end after it. */
+  lifeMs: number;
+}
+
+/**
+ * A subject's concurrency slots (Redis: the sorted set `tg:slots:{subject}`, member → end of its
+ * life on Redis's clock; memory: the same per process). Slots past their life are not counted.
+ */
+export interface SlotStore {
+  /** Takes a slot for `subject` alone (no quota step): false when `max` are held already. */
+  take(subject: string, claim: SlotClaim): Promise<boolean>;
+  /** Gives slots back (a member no longer held is ignored). */
+  release(subject: string, members: readonly string[]): Promise<void>;
+  /** Extends the life of every slot listed (subject → members) to `lifeMs` from now: one batched call. */
+  renew(held: ReadonlyMap<string, readonly string[]>, lifeMs: number): Promise<void>;
+  /** Slots held now for `subject` (every replica's). */
+  count(subject: string): Promise<number>;
 }

@@ -37,6 +37,7 @@ describe('the role table', () => {
       'services.read',
       'traffic.read',
       'bans.read',
+      'usage.read',
     ]);
     expect(allowedActions(partner)).not.toContain('services.read');
     expect(allowedActions(partner)).toContain('keys.create');

@@ -1,4 +1,5 @@
 import type { BanPolicy, PlansConfig, Quota } from '../../config/plans-schema.js';
+import type { ErrorCode } from '../../errors/registry.js';
 import type { Logger } from '../../observability/log.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { quotaFor } from '../../quota/quota-for.js';
@@ -6,7 +7,7 @@ import { quotaSubject } from '../../quota/quota-subject.js';
 import type { QuotaLeases } from '../../quota/quota-leases.js';
 import type { QuotaOutcome } from '../../quota/quota-state.js';
 import { rateLimitHeaders, retryAfterSeconds, undecidedHeaders } from '../../quota/rate-limit-headers.js';
-import type { QuotaStore, RecallWait, RulesOutcome } from '../../store/quota-store.js';
+import type { QuotaStore, RecallWait, RulesOutcome, SlotClaim, SlotStore } from '../../store/quota-store.js';
 import type { RuleCharge } from '../../quota/limit-rules.js';
 import { rulesHeaders } from '../../quota/rule-headers.js';
 import type { ProxyTrust } from '../../http/proxy-trust.js';
@@ -14,6 +15,7 @@ import type { LimitRules } from '../limit-rules.js';
 import type { StoreHealth } from '../../store/store-health.js';
 import { endSpan } from '../../tracing/gateway-trace.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
+import type { ConcurrencySlots } from '../concurrency-slots.js';
 import type { DegradedMode } from '../degraded-mode.js';
 import type { LocalVerdicts } from '../local-verdicts.js';
 import type { RouteCosts } from '../route-costs.js';
@@ -37,6 +39,8 @@ export interface QuotaDeps {
    * quota.maxPendingDecisions); one more is shed with 503 and Retry-After, not counted locally.
    */
   maxPending: number;
+  /** This replica's concurrency slots (maxConcurrent): named, renewed and given back there. */
+  slots: ConcurrencySlots;
   metrics: Metrics;
   logger: Logger;
   /** Settles the reservations of costs the upstream reports (absent: they stand as reserved). */
@@ -62,6 +66,8 @@ interface QuotaStep {
   reported?: ReportedCost;
   /** The limit rules it matches, decided with the plan, all or nothing; never leased. */
   rules?: readonly RuleCharge[];
+  /** Under a quota with maxConcurrent: the slot the request takes with its windows. */
+  slot?: SlotClaim;
 }
 
 /**
@@ -97,7 +103,9 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     const rule = deps.costs().ruleOf(ctx.req.method ?? 'GET', pathOf(ctx.req.url), ctx.route?.service.config.cost);
     const reported = typeof rule === 'number' ? undefined : rule;
     const cost = (typeof rule === 'number' ? rule : rule.reserve) + (ctx.addedCost ?? 0);
-    const step: QuotaStep = { ctx, quota, ban: plans.ban, subject, cost, reported };
+    // A concurrency slot is taken in the same step as the windows (docs/policies.md, maxConcurrent).
+    const slot = quota.maxConcurrent === undefined ? undefined : deps.slots.claim(quota.maxConcurrent);
+    const step: QuotaStep = { ctx, quota, ban: plans.ban, subject, cost, reported, slot };
     const limits = deps.limits?.().forRequest(ctx, deps.proxyTrust!);
     if (limits && 'missing' in limits) {
       const { rule: name, attribute } = limits.missing;
@@ -110,8 +118,9 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     if (step.rules) return fromStore(step, deps, recall, pending);
     // Units this replica reserved in Redis for a hot key (quota-leases.ts): no round trip; or,
     // while its own ask for them is on its way, its answer (rule 11). A quota with credits takes
-    // no lease: each request spends its balance in the store's one atomic step.
-    const leased = quota.credits === 'required' ? undefined : deps.leases?.admit(subject, quota, plans.ban, cost);
+    // no lease: each request spends its balance in the store's one atomic step; nor one with
+    // maxConcurrent: a leased admission would take no slot.
+    const leased = quota.credits === 'required' || slot ? undefined : deps.leases?.admit(subject, quota, plans.ban, cost);
     if (leased instanceof Promise) {
       return leased.then((outcome) => (outcome ? judge(ctx, deps, quota, outcome, 'lease', step) : fromStore(step, deps, recall, pending)));
     }
@@ -127,7 +136,7 @@ function fromStore(
   recall: RecallWait | undefined,
   pending: { count: number },
 ): Decision | Promise<Decision> {
-  const { ctx, quota, ban, subject, cost } = step;
+  const { ctx, quota, ban, subject, cost, slot } = step;
   const { store, health, local, metrics } = deps;
   const key = ctx.consumer!;
   // A replica too busy to hear Redis in time answers less, not inexactly: shed, keep the promise.
@@ -136,9 +145,7 @@ function fromStore(
   const startedMs = performance.now();
   const span = ctx.trace?.storeCall('tollgate quota decision', key.id);
   const batched = span && ((requests: number) => span.setAttribute('tollgate.quota.batch_size', requests));
-  const decided = step.rules
-    ? store.consumeRules(subject, quota, ban, cost, step.rules, recall)
-    : store.consume(subject, quota, ban, cost, batched, recall);
+  const decided = step.rules ? consumeRules(store, step, recall) : store.consume(subject, quota, ban, cost, batched, recall, slot);
   return decided.then(
     (outcome) => {
       pending.count--;
@@ -157,8 +164,11 @@ function fromStore(
       // A rule's refusal says nothing of the plan's room: leases go on.
       if (outcome.verdict !== 'allowed' && !((outcome as RulesOutcome).refusedBy >= 0)) deps.leases?.refused(subject);
       if (newBan) metrics.bans.inc({ plan: key.plan });
+      if (slot && store.slots && outcome.verdict === 'allowed') holdSlot(step, deps, store.slots);
       // Units this replica holds on a lease of the key are left too (quota-leases.ts, rule 6).
-      return judge(ctx, deps, quota, deps.leases ? deps.leases.told(subject, outcome) : outcome, 'store', step);
+      const told = deps.leases ? deps.leases.told(subject, outcome) : outcome;
+      // A slot refused before the rules were asked (consumeRules): no rule has a state to tell.
+      return judge(ctx, deps, quota, told, 'store', outcome.verdict === 'concurrent' ? { ...step, rules: undefined } : step);
     },
     (err: unknown) => {
       pending.count--;
@@ -172,6 +182,40 @@ function fromStore(
     },
   );
 }
+
+/**
+ * A request matching limit rules (RULES_QUOTA_SCRIPT keeps no slots): under maxConcurrent its slot
+ * is taken alone first, one more round trip, and given back at once if the rules or the plan refuse.
+ */
+async function consumeRules(store: QuotaStore, step: QuotaStep, recall: RecallWait | undefined): Promise<QuotaOutcome> {
+  const { subject, quota, ban, cost, rules, slot } = step;
+  if (slot && store.slots && !(await store.slots.take(subject, slot))) {
+    return { ...(await store.usage(subject, quota)), verdict: 'concurrent', cost };
+  }
+  const outcome = await store.consumeRules(subject, quota, ban, cost, rules!, recall);
+  if (slot && store.slots && outcome.verdict !== 'allowed') await store.slots.release(subject, [slot.member]);
+  return outcome;
+}
+
+/**
+ * The slot the store granted with the request: given back once, when its answer ends or its client
+ * goes (the response's 'close': also an upstream error, a timeout, an aborted body, the end of a
+ * WebSocket tunnel), or at once if the client went while the store decided.
+ */
+function holdSlot(step: QuotaStep, deps: QuotaDeps, store: SlotStore): void {
+  const { ctx, subject, slot } = step;
+  const release = deps.slots.hold(store, subject, slot!, ctx.consumer!.plan);
+  // HTTP/2's compatibility response has no `closed`: its stream's tells.
+  const h2 = ctx.res as unknown as { stream?: { closed: boolean } };
+  if (ctx.res.closed || h2.stream?.closed) release();
+  else ctx.res.once('close', release);
+}
+
+/** The code of each refusal that is not the windows' own. */
+const REFUSALS: Partial<Record<QuotaOutcome['verdict'], ErrorCode>> = {
+  banned: 'api_key_banned',
+  concurrent: 'too_many_concurrent_requests',
+};
 
 /**
  * `step`, for a decision of the shared store (or a lease of it): an admitted request whose cost
@@ -209,7 +253,7 @@ function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: Quot
     deps.metrics.quotaDecisions.inc({ plan, decision: 'unfunded', source });
     return reject('insufficient_credits');
   }
-  const code = outcome.verdict === 'banned' ? 'api_key_banned' : 'rate_limit_exceeded';
+  const code = REFUSALS[outcome.verdict] ?? 'rate_limit_exceeded';
   if (quota.shadow) {
     // A shadow plan refuses nobody: the would-be refusal is counted, logged and told, then admitted.
     deps.metrics.quotaDecisions.inc({ plan, decision: 'shadow_limited', source });
@@ -221,6 +265,11 @@ function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: Quot
     return CONTINUE;
   }
   deps.metrics.quotaDecisions.inc({ plan, decision: outcome.verdict, source });
+  // A slot frees when some request in flight ends: no window says when, so one second.
+  if (outcome.verdict === 'concurrent') {
+    deps.metrics.concurrencyRefusals.inc({ plan });
+    return reject(code, undefined, { 'retry-after': 1 });
+  }
   return reject(code, undefined, { 'retry-after': ruled ? ruled.retryAfterSeconds : retryAfterSeconds(quota, outcome) });
 }
 
@@ -242,7 +291,7 @@ function undecided({ ctx, quota, subject, cost }: QuotaStep, deps: QuotaDeps): v
 
 /** The configured failure mode, while the shared store cannot be asked. */
 async function degrade(step: QuotaStep, deps: QuotaDeps): Promise<Decision> {
-  const { ctx, quota, ban, subject, cost } = step;
+  const { ctx, quota, ban, subject, cost, slot } = step;
   const { mode } = deps.degraded;
   // A balance cannot be spent safely without the store that holds it: closed, whatever the mode.
   if (mode === 'closed' || quota.credits === 'required') {
@@ -262,6 +311,8 @@ async function degrade(step: QuotaStep, deps: QuotaDeps): Promise<Decision> {
     // Decided without the store: a reported cost's reservation stands, unsettled (as below).
     return judge(ctx, deps, ruled.quota, ruled.outcome, 'fallback', { ...step, reported: undefined, rules: ruled.rules });
   }
-  const decided = await deps.degraded.decide(subject, quota, ban, cost);
+  // Its share of maxConcurrent too, in this process (degraded-mode.ts).
+  const decided = await deps.degraded.decide(subject, quota, ban, cost, slot);
+  if (slot && decided.outcome.verdict === 'allowed') holdSlot({ ...step, slot: decided.slot }, deps, decided.slots);
   return judge(ctx, deps, decided.quota, decided.outcome, 'fallback');
 }

@@ -6,8 +6,8 @@ import { notFound } from './find-key.js';
 import { futureInstant, monthNotBelowDay, parseInput, patchKeyInput, quotaPair, requirePlan } from './inputs.js';
 
 /**
- * `{plan?, name?, perMinute?, perDay?, perMonth?, billingAnchor?, shadow?, expiresAt?, allowedCidrs?, scopes?}`
- * (null removes own quotas, the own month, the anchor, shadow, the expiry, the networks or the scopes) →
+ * `{plan?, name?, perMinute?, perDay?, perMonth?, maxConcurrent?, billingAnchor?, shadow?, expiresAt?, allowedCidrs?, scopes?}`
+ * (null removes own quotas, the own month, the own concurrency limit, the anchor, shadow, the expiry, the networks or the scopes) →
  * the changed record; in force on every replica at once (the store announces it).
  */
 export async function updateKey(deps: LifecycleDeps, id: string, input: unknown, caller: Caller): Promise<PublicKeyRecord> {
@@ -21,6 +21,8 @@ export async function updateKey(deps: LifecycleDeps, id: string, input: unknown,
   monthNotBelowDay(fields.perMonth, quota?.perDay, caller.label);
   if (fields.perMonth === null) patch.perMonth = undefined;
   else if (fields.perMonth !== undefined) patch.perMonth = fields.perMonth;
+  if (fields.maxConcurrent === null) patch.maxConcurrent = undefined;
+  else if (fields.maxConcurrent !== undefined) patch.maxConcurrent = fields.maxConcurrent;
   if (fields.billingAnchor === null) patch.billingAnchor = undefined;
   else if (fields.billingAnchor !== undefined) patch.billingAnchor = fields.billingAnchor;
   if (fields.shadow === null || fields.shadow === false) patch.shadow = undefined;

@@ -10,7 +10,7 @@ export interface CreatedKey {
   key: string;
 }
 
-/** `{plan, name?, expiresAt?, perMinute?, perDay?, perMonth?, billingAnchor?, shadow?, owner?, allowedCidrs?, scopes?}` → a new key, stored, announced and audited. */
+/** `{plan, name?, expiresAt?, perMinute?, perDay?, perMonth?, maxConcurrent?, billingAnchor?, shadow?, owner?, allowedCidrs?, scopes?}` → a new key, stored, announced and audited. */
 export async function createKey(deps: LifecycleDeps, input: unknown, caller: Caller): Promise<CreatedKey> {
   const fields = parseInput(createKeyInput, input, caller.label);
   const plan = requirePlan(fields.plan, deps.plans());
@@ -27,6 +27,7 @@ export async function createKey(deps: LifecycleDeps, input: unknown, caller: Cal
     createdAt: new Date(nowMs).toISOString(),
     ...quota,
     ...(fields.perMonth !== undefined && { perMonth: fields.perMonth }),
+    ...(fields.maxConcurrent !== undefined && { maxConcurrent: fields.maxConcurrent }),
     ...(fields.billingAnchor !== undefined && { billingAnchor: fields.billingAnchor }),
     ...(fields.shadow && { shadow: true }),
     ...(fields.owner !== undefined && { owner: fields.owner }),

@@ -46,6 +46,8 @@ export const createKeyInput = z.strictObject({
   perDay: count.optional(),
   /** The key's own month window (with or without its own minute and day). */
   perMonth: count.optional(),
+  /** The key's own concurrency limit (requests and tunnels in flight at once). */
+  maxConcurrent: count.optional(),
   billingAnchor: billingAnchor.optional(),
   /** Shadow override: the key's refusals are counted and logged, never enforced. */
   shadow: shadow.optional(),
@@ -66,6 +68,7 @@ export const patchKeyInput = z
     perMinute: count.nullable().optional(),
     perDay: count.nullable().optional(),
     perMonth: count.nullable().optional(),
+    maxConcurrent: count.nullable().optional(),
     billingAnchor: billingAnchor.nullable().optional(),
     shadow: shadow.nullable().optional(),
     allowedCidrs: allowedCidrs.nullable().optional(),

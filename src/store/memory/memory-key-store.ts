@@ -62,6 +62,7 @@ export function withPatch(record: KeyRecord, patch: KeyPatch): KeyRecord {
     'perMinute',
     'perDay',
     'perMonth',
+    'maxConcurrent',
     'billingAnchor',
     'expiresAt',
     'shadow',

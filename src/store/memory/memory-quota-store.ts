@@ -11,11 +11,12 @@ import {
   type Settlement,
 } from '../../quota/quota-state.js';
 import { MINUTE_MS } from '../../quota/windows.js';
-import type { CreditChange, CreditResult, QuotaStore, RulesOutcome, SettleResult } from '../quota-store.js';
+import type { CreditChange, CreditResult, QuotaStore, RulesOutcome, SettleResult, SlotClaim } from '../quota-store.js';
 import { usageHourStartMs, usagePeriodsAt } from '../../quota/usage-hours.js';
 import type { MemoryUsage } from './memory-usage.js';
 import type { RuleCharge } from '../../quota/limit-rules.js';
 import { MemoryRuleCounters } from './memory-rule-counters.js';
+import { MemorySlotStore } from './memory-slot-store.js';
 
 interface Stored {
   state: QuotaState;
@@ -36,12 +37,16 @@ export class MemoryQuotaStore implements QuotaStore {
   /** Settlements applied, by id, until when their id is remembered (as Redis's SETTLE markers). */
   private readonly settled = new Map<string, number>();
 
+  /** Concurrency slots, taken in the same step as the windows (`consume`'s `slot`). */
+  readonly slots: MemorySlotStore;
   /** `usageRows`: usage for invoicing, kept by the embedded store (not by a replica's local limiter: reconcile adds that); `rules`: the limit rules' counters (a degraded replica's hold its share of each limit). */
   constructor(
     private readonly now: () => number = Date.now,
     private readonly usageRows?: MemoryUsage,
     private readonly rules = new MemoryRuleCounters(),
-  ) {}
+  ) {
+    this.slots = new MemorySlotStore(now);
+  }
 
   /** Rules checked first; the plan decided only when all fit; the rules charged only when it admits (limit-rules.ts). */
   async consumeRules(keyId: string, quota: Quota, ban: BanPolicy, cost: number, charges: readonly RuleCharge[]): Promise<RulesOutcome> {
@@ -57,11 +62,20 @@ export class MemoryQuotaStore implements QuotaStore {
     return { ...outcome, rules: checked.admitted, refusedBy: -1 };
   }
 
-  async consume(keyId: string, quota: Quota, ban: BanPolicy, cost = 1): Promise<QuotaOutcome> {
+  async consume(
+    keyId: string,
+    quota: Quota,
+    ban: BanPolicy,
+    cost = 1,
+    _batched?: unknown,
+    _recall?: unknown,
+    slot?: SlotClaim,
+  ): Promise<QuotaOutcome> {
     const nowMs = this.now();
     this.sweep(nowMs);
     const previous = this.read(keyId, nowMs);
-    const { state, outcome } = decide(previous, nowMs, quota, ban, cost);
+    const takeSlot = slot && (() => this.slots.takeNow(keyId, slot));
+    const { state, outcome } = decide(previous, nowMs, quota, ban, cost, takeSlot);
     if (this.usageRows) this.keepUsage(keyId, outcome, quota);
     // A decision that changed nothing (a ban in force, a balance that cannot pay) stores nothing,
     // as the script writes nothing: its expiry stays the one computed when it was written.

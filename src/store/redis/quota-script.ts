@@ -192,6 +192,16 @@ local mayRecall = leased and ARGV[11] == '1' and not shadow
 local seq = 0
 if leased then seq = nextSeq(s, now) end
 local changed, admitted, recalled, spent = false, false, false, false
+-- Concurrency slots (SLOT_ARGS below): with KEYS[2], tg:slots:{id}, the first two numbers after
+-- the fixed ARGV are maxConcurrent and a slot's life in ms, then each request is a cost and its
+-- slot's member. A request the windows admit takes a slot too, or is answered 5 and charged nothing.
+local firstCost, costStep, slotMax, slotLife, member = ${QUOTA_ARGS_BEFORE_COSTS + 1}, 1, 0, 0, nil
+-- (Only a key of that name: RULES_QUOTA_SCRIPT runs this body with its rules' keys from KEYS[2] on.)
+if KEYS[2] and string.sub(KEYS[2], 1, 9) == 'tg:slots:' then
+  slotMax, slotLife = tonumber(ARGV[firstCost]), tonumber(ARGV[firstCost + 1])
+  firstCost, costStep = firstCost + 2, 2
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+end
 
 -- decide(): one request of cost units on s, which it updates; the verdict.
 local function decide(cost)
@@ -210,6 +220,12 @@ local function decide(cost)
     minuteFits = s.mc + cost <= perMinute
   end
   if minuteFits and dayFits and monthFits then
+    if member then
+      -- Not a refusal of the windows: no ban count, nothing charged (docs/policies.md, maxConcurrent).
+      if redis.call('ZCARD', KEYS[2]) >= slotMax then return 5 end
+      redis.call('ZADD', KEYS[2], now + slotLife, member)
+      redis.call('PEXPIRE', KEYS[2], slotLife + MINUTE_MS)
+    end
     s.mc = s.mc + cost
     s.dc = s.dc + cost
     if perMonth > 0 then s.yc = s.yc + cost end
@@ -239,8 +255,9 @@ end
 local replies = {}
 -- Usage (CLOCK's usageAdd): what this step admitted, refused (a recall is decided again later), charged and spent.
 local ua, ur, uu, uc = 0, 0, 0, 0
-for i = ${QUOTA_ARGS_BEFORE_COSTS + 1}, #ARGV do
+for i = firstCost, #ARGV, costStep do
   local cost = tonumber(ARGV[i])
+  if costStep == 2 then member = ARGV[i + 1] end
   local r = reply(decide(cost), s, now, cost)
   if r[1] == 0 then
     ua, uu = ua + 1, uu + cost

@@ -143,6 +143,7 @@ function toFields(record: KeyRecord): Record<string, string> {
   if (record.perMinute !== undefined) fields.perMinute = String(record.perMinute);
   if (record.perDay !== undefined) fields.perDay = String(record.perDay);
   if (record.perMonth !== undefined) fields.perMonth = String(record.perMonth);
+  if (record.maxConcurrent !== undefined) fields.maxConcurrent = String(record.maxConcurrent);
   for (const field of OPTIONAL_TEXT) if (record[field] !== undefined) fields[field] = record[field];
   if (record.shadow !== undefined) fields.shadow = String(record.shadow);
   for (const field of LIST_FIELDS) if (record[field] !== undefined) fields[field] = record[field].join(LIST_SEPARATORS[field]);
@@ -162,6 +163,7 @@ function fromFields(fields: Record<string, string>): KeyRecord | null {
   if (fields.perMinute !== undefined) record.perMinute = Number(fields.perMinute);
   if (fields.perDay !== undefined) record.perDay = Number(fields.perDay);
   if (fields.perMonth !== undefined) record.perMonth = Number(fields.perMonth);
+  if (fields.maxConcurrent !== undefined) record.maxConcurrent = Number(fields.maxConcurrent);
   for (const field of OPTIONAL_TEXT) if (fields[field] !== undefined) record[field] = fields[field];
   if (fields.shadow !== undefined) record.shadow = fields.shadow === 'true';
   for (const field of LIST_FIELDS) if (fields[field]) record[field] = fields[field].split(LIST_SEPARATORS[field]);

@@ -13,6 +13,8 @@ export const keyRecordKey = (id: string) => `tg:key:{${id}}`;
 export const quotaKey = (id: string) => `tg:quota:{${id}}`;
 /** The replicas holding a lease of a quotaKey's subject, each with its lease's end (quota-script.ts LEASE_SCRIPT). */
 export const leaseHoldersKey = (id: string) => `tg:lease-holders:{${id}}`;
+/** The concurrency slots held for a quotaKey's subject (slot-scripts.ts): same hash tag, same Cluster slot. */
+export const slotsKey = (id: string) => `tg:slots:{${id}}`;
 /** The id of a quotaKey; undefined for any other name. */
 export function quotaSubject(redisKey: string): string | undefined {
   return redisKey.startsWith('tg:quota:{') && redisKey.endsWith('}') ? redisKey.slice(10, -1) : undefined;

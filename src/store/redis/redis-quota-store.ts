@@ -15,6 +15,7 @@ import type {
   RecallWait,
   SettleResult,
   RulesOutcome,
+  SlotClaim,
 } from '../quota-store.js';
 import type { RuleCharge } from '../../quota/limit-rules.js';
 import { RULE_RELEASE_SCRIPT, RULE_RESERVE_SCRIPT, RULES_QUOTA_SCRIPT } from './limit-rules-script.js';
@@ -29,7 +30,8 @@ import {
   UNBAN_SCRIPT,
   USAGE_SCRIPT,
 } from './quota-script.js';
-import { QUOTA_NOTICE_CHANNEL, leaseHoldersKey, quotaKey, quotaSubject, reconciledKey, settledKey } from './redis-keys.js';
+import { QUOTA_NOTICE_CHANNEL, leaseHoldersKey, quotaKey, quotaSubject, reconciledKey, settledKey, slotsKey } from './redis-keys.js';
+import { RedisSlotStore } from './redis-slot-store.js';
 import { RECONCILE_SCRIPT, RECONCILED_MARKER_MS } from './reconcile-script.js';
 import { TurnBatches } from './turn-batches.js';
 import { gcraMinute } from '../../quota/gcra.js';
@@ -38,10 +40,11 @@ import { DEFAULT_USAGE_RETENTION_MS } from '../usage-store.js';
 import type { UsagePeriods } from '../../quota/usage-hours.js';
 
 /** The script's verdicts by number (3, recalled, is an answer of its own: toAnswer). */
-const VERDICTS: Record<number, Verdict> = { 0: 'allowed', 1: 'limited', 2: 'banned', 4: 'unfunded' };
+const VERDICTS: Record<number, Verdict> = { 0: 'allowed', 1: 'limited', 2: 'banned', 4: 'unfunded', 5: 'concurrent' };
 
 interface QuotaCommands {
   tgQuota(key: string, ...args: Array<string | number>): Promise<number[]>;
+  tgQuotaSlots(key: string, slots: string, ...args: Array<string | number>): Promise<number[]>;
   tgQuotaUsage(key: string, nowMs: string | number, ...edges: number[]): Promise<number[]>;
   tgUnban(key: string, nowMs: string | number): Promise<number>;
   tgLease(key: string, holders: string, ...args: Array<string | number>): Promise<number[]>;
@@ -56,6 +59,8 @@ interface QuotaCommands {
 /** The quota script on a pipeline: queued, answered through its callback. */
 interface QuotaPipeline {
   tgQuota(key: string, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
+  /** With the subject's slots as KEYS[2] (QUOTA_SCRIPT's concurrency slots). */
+  tgQuotaSlots(key: string, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
 }
 
 /** Requests of one key decided in one script call at most: bounds the time one call holds Redis. */
@@ -69,6 +74,8 @@ interface Request {
   batched?: (requests: number) => void;
   /** A refusal while leases are out may be a recall (QUOTA_SCRIPT's `recall`). */
   recall: boolean;
+  /** A concurrency slot taken with the windows (QUOTA_SCRIPT's KEYS[2]). */
+  slot?: SlotClaim;
 }
 
 /** One request's answer from the script: an outcome, or a recall to wait on. */
@@ -97,6 +104,7 @@ export class RedisQuotaStore implements QuotaStore {
   private readonly single?: Redis;
   private turnPipeline?: ChainableCommander;
   private stopListening?: () => void;
+  readonly slots: RedisSlotStore;
   /** Once the lease notices' subscription has taken effect (tests wait for it; a lease granted before it ends then). */
   noticesReady: Promise<void> = Promise.resolve();
 
@@ -112,6 +120,7 @@ export class RedisQuotaStore implements QuotaStore {
   ) {
     if (!(redis instanceof Cluster)) this.single = redis;
     redis.defineCommand('tgQuota', { numberOfKeys: 1, lua: QUOTA_SCRIPT });
+    redis.defineCommand('tgQuotaSlots', { numberOfKeys: 2, lua: QUOTA_SCRIPT });
     redis.defineCommand('tgQuotaUsage', { numberOfKeys: 1, lua: USAGE_SCRIPT });
     redis.defineCommand('tgUnban', { numberOfKeys: 1, lua: UNBAN_SCRIPT });
     redis.defineCommand('tgLease', { numberOfKeys: 2, lua: LEASE_SCRIPT });
@@ -123,6 +132,7 @@ export class RedisQuotaStore implements QuotaStore {
     redis.defineCommand('tgRuleReserve', { numberOfKeys: 1, lua: RULE_RESERVE_SCRIPT });
     redis.defineCommand('tgRuleRelease', { numberOfKeys: 1, lua: RULE_RELEASE_SCRIPT });
     this.commands = redis as unknown as QuotaCommands;
+    this.slots = new RedisSlotStore(redis, () => this.nowArg());
   }
 
   /**
@@ -136,12 +146,13 @@ export class RedisQuotaStore implements QuotaStore {
     cost = 1,
     batched?: (requests: number) => void,
     recall?: RecallWait,
+    slot?: SlotClaim,
   ): Promise<QuotaOutcome> {
     const redisKey = quotaKey(keyId);
-    const answer = await this.batches.add(redisKey, { redisKey, quota, ban, cost, batched, recall: recall !== undefined });
+    const answer = await this.batches.add(redisKey, { redisKey, quota, ban, cost, batched, recall: recall !== undefined, slot });
     if (!('recalled' in answer)) return answer;
     await recall!(keyId, answer.recalled);
-    return (await this.batches.add(redisKey, { redisKey, quota, ban, cost, batched, recall: false })) as QuotaOutcome;
+    return (await this.batches.add(redisKey, { redisKey, quota, ban, cost, batched, recall: false, slot })) as QuotaOutcome;
   }
 
   /**
@@ -236,10 +247,16 @@ export class RedisQuotaStore implements QuotaStore {
     ];
   }
 
-  private async call({ redisKey, quota, ban, recall }: Request, run: Request[]): Promise<Answer[]> {
+  private async call({ redisKey, quota, ban, recall, slot }: Request, run: Request[]): Promise<Answer[]> {
     const costs = run.map((request) => request.cost);
     for (const request of run) request.batched?.(run.length);
-    const reply = await this.quotaCall(redisKey, ...this.quotaArgs(quota, ban, recall), ...costs);
+    // With slots: maxConcurrent and the slots' life, then each request's cost and member.
+    const perRequest = slot ? [slot.max, slot.lifeMs, ...run.flatMap((request) => [request.cost, request.slot!.member])] : costs;
+    const reply = await this.quotaCall(
+      slot ? [redisKey, slotsKey(quotaSubject(redisKey)!)] : [redisKey],
+      ...this.quotaArgs(quota, ban, recall),
+      ...perRequest,
+    );
     return costs.map((_, i) => toAnswer(reply, i * QUOTA_REPLY_LENGTH));
   }
 
@@ -252,8 +269,9 @@ export class RedisQuotaStore implements QuotaStore {
    * up by a Redis round trip and more (README, Performance). A Cluster keeps auto-pipelining: a
    * pipeline there must hold one slot, and it groups the calls by node itself.
    */
-  private quotaCall(key: string, ...args: Array<string | number>): Promise<number[]> {
-    if (!this.single) return this.commands.tgQuota(key, ...args);
+  private quotaCall(keys: string[], ...args: Array<string | number>): Promise<number[]> {
+    if (!this.single)
+      return keys.length === 2 ? this.commands.tgQuotaSlots(keys[0]!, keys[1]!, ...args) : this.commands.tgQuota(keys[0]!, ...args);
     let pipeline = this.turnPipeline;
     if (!pipeline) {
       pipeline = this.turnPipeline = this.single.pipeline();
@@ -265,9 +283,10 @@ export class RedisQuotaStore implements QuotaStore {
       });
     }
     return new Promise((resolve, reject) => {
-      (pipeline as unknown as QuotaPipeline).tgQuota(key, ...args, (err: Error | null, reply?: number[]) =>
-        err ? reject(err) : resolve(reply!),
-      );
+      const done = (err: Error | null, reply?: number[]) => (err ? reject(err) : resolve(reply!));
+      const queued = pipeline as unknown as QuotaPipeline;
+      if (keys.length === 2) queued.tgQuotaSlots(keys[0]!, keys[1]!, ...args, done);
+      else queued.tgQuota(keys[0]!, ...args, done);
     });
   }
 
@@ -415,6 +434,7 @@ const monthArgs = new WeakMap<Periods, readonly number[]>();
 /** Whether two requests are decided under the same windows and ban (the script's shared arguments). */
 function sameLimits(a: Request, b: Request): boolean {
   if (a.recall !== b.recall) return false;
+  if (a.slot?.max !== b.slot?.max || a.slot?.lifeMs !== b.slot?.lifeMs) return false;
   if (a.quota === b.quota && a.ban === b.ban) return true;
   const [q, r] = [a.quota, b.quota];
   return (
