@@ -99,6 +99,11 @@ class DayLedger {
     const known = this.used.get(name);
     let before = known?.startMs === startMs ? known.units : 0;
     if (known && known.startMs !== startMs && outcome.nowMs < known.endMs && count - admitted === known.units) before = known.units;
+    // The same start but past the end it was counted with: a reload to another anchor made the
+    // window longer after the old one had ended (anchor 28 → 31 on the 28th: [Feb 28, Mar 31) after
+    // [Feb 28, Mar 28)), and the state, which expired with the old window, starts again at 0
+    // (fast-check seed -2021264618).
+    if (known && known.startMs === startMs && outcome.nowMs >= known.endMs && count - admitted === 0) before = 0;
     if (wrote) this.used.set(name, { startMs, endMs, units: before + admitted });
     return before;
   }
