@@ -15,7 +15,8 @@ export const MANY_KEYS_WRK_TARGET = 'tollgate-2000-keys';
  * the same key at the same moment.
  */
 export function rotatingAuthorizationScript(keys: string[]): string {
-  if (keys.some((key) => !/^[\w.~-]+$/.test(key))) throw new Error('wrk: a key with other characters than [A-Za-z0-9_.~-] cannot be rotated');
+  if (keys.some((key) => !/^[\w.~-]+$/.test(key)))
+    throw new Error('wrk: a key with other characters than [A-Za-z0-9_.~-] cannot be rotated');
   return `
 local keys = { ${keys.map((key) => `"${key}"`).join(', ')} }
 local threads = 0

@@ -370,7 +370,12 @@ export function targets(r: BenchResults): Target[] {
   }
   list.push(...manyKeysTargets(r), ...exactnessTargets(r.exactness));
   const wrkKeys = Number(r.options.wrkKeys ?? 2000);
-  list.push(...manyKeysWrkTargets([...(r.throughput?.plainSides ?? []), ...(r.throughput?.sides ?? [])], wrkKeys).map((row) => ({ issue: 42, ...row })));
+  list.push(
+    ...manyKeysWrkTargets([...(r.throughput?.plainSides ?? []), ...(r.throughput?.sides ?? [])], wrkKeys).map((row) => ({
+      issue: 42,
+      ...row,
+    })),
+  );
   if (r.overLimit) {
     const c = r.overLimit.redis.commandsPerRequest;
     const measured = `${per(c)} (${r.overLimit.redis.totalCommands} in ${int(r.overLimit.redis.requests)})`;

@@ -282,7 +282,9 @@ export class Stack {
         await addGateway(name, () => this.startGateway(`gateway-${name}${suffix}`, [], CLI, quotaVariantConfig(name), upstreamUrl));
     }
     if (want.has(MANY_KEYS_WRK_TARGET)) {
-      await addGateway(MANY_KEYS_WRK_TARGET, () => this.startGateway(`gateway-${MANY_KEYS_WRK_TARGET}${suffix}`, [], CLI, undefined, upstreamUrl));
+      await addGateway(MANY_KEYS_WRK_TARGET, () =>
+        this.startGateway(`gateway-${MANY_KEYS_WRK_TARGET}${suffix}`, [], CLI, undefined, upstreamUrl),
+      );
       // One set of keys for the run: every table's process sends the same ones.
       this.manyKeys ??= createKeysInBulk(this.admin, options.wrkKeys, 'enterprise');
       list.at(-1)!.rotateKeys = await this.manyKeys;

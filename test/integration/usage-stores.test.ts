@@ -72,14 +72,23 @@ describe('usage for invoicing in the stores', { timeout: 300_000 }, () => {
     for (const [name, store] of Object.entries(stores)) {
       clock.nowMs = reservedAtMs;
       await store.changeCredits(`settled-${name}`, { set: 100 });
-      const windows = { minuteStartMs: reservedAtMs - (reservedAtMs % 60_000), dayStartMs: Date.parse('2026-11-16T00:00:00Z'), monthStartMs: 0 };
+      const windows = {
+        minuteStartMs: reservedAtMs - (reservedAtMs % 60_000),
+        dayStartMs: Date.parse('2026-11-16T00:00:00Z'),
+        monthStartMs: 0,
+      };
       // Two reservations of 10: one settled to 25 an hour later, one to 4.
       await store.consume(`settled-${name}`, quota, ban, 10);
       await store.consume(`settled-${name}`, quota, ban, 10);
       clock.nowMs = reservedAtMs + HOUR_MS;
       await store.settle(`settled-${name}`, quota, ban, { id: `a-${name}`, reserve: 10, cost: 25, ...windows });
       await store.settle(`settled-${name}`, quota, ban, { id: `b-${name}`, reserve: 10, cost: 4, ...windows });
-      const rows = await collect(readers[name]!, { fromMs: reservedAtMs - HOUR_MS, toMs: reservedAtMs + 2 * HOUR_MS, by: 'hour', format: 'jsonl' });
+      const rows = await collect(readers[name]!, {
+        fromMs: reservedAtMs - HOUR_MS,
+        toMs: reservedAtMs + 2 * HOUR_MS,
+        by: 'hour',
+        format: 'jsonl',
+      });
       expect(rows.filter((r) => r.consumer === `settled-${name}`).map((r) => [r.from, r.admitted, r.units, r.credits])).toEqual([
         ['2026-11-16T10:00:00.000Z', 2, 14, 14],
         ['2026-11-16T11:00:00.000Z', 0, 15, 15],
