@@ -119,7 +119,9 @@ function loadedRun(leases: boolean) {
   };
 }
 
-describe('3 gateways × 30 loops over a key limit on a loaded machine', () => {
+// Leases off (not the shipped config) runs under `npm run test:loaded` only: the file keeps two
+// cores spinning for its whole run, and both halves took four minutes of `npm test`.
+describe.skipIf(!process.env.TOLLGATE_LOADED_SUITE)('3 gateways × 30 loops over a key limit on a loaded machine', () => {
   it('never admits past the limit, tells Remaining honestly and bans at the count', loadedRun(false), 400_000);
 });
 

@@ -34,6 +34,8 @@ const args = process.argv.slice(2);
 // workers and the gateways and redis-servers they started) and nothing else.
 const suite = spawn(npm, ['test', ...(args.length ? ['--', ...args] : [])], {
   stdio: 'inherit',
+  // Tests that only this run takes (test/integration/quota-loaded-exact.test.ts, leases off).
+  env: { ...process.env, TOLLGATE_LOADED_SUITE: '1' },
   detached: process.platform !== 'win32',
 });
 
