@@ -3,7 +3,7 @@ import ipaddr from 'ipaddr.js';
 import type { ServiceConfig } from '../config/services-schema.js';
 import { parseByPart, RULE_WINDOWS, type ByPart, type LimitRuleConfig } from '../config/limits-schema.js';
 import { addressOf } from '../policies/ip-rules/cidr.js';
-import { clientOf } from '../http/client-address.js';
+import { clientAddressOf, clientOf } from '../http/client-address.js';
 import type { ProxyTrust } from '../http/proxy-trust.js';
 import { ruleGcra, type RuleCharge } from '../quota/limit-rules.js';
 import type { RequestContext } from './context.js';
@@ -70,7 +70,7 @@ export class LimitRules {
     const path = pathOf(ctx.req.url);
     const charges: RuleCharge[] = [];
     let client: string | undefined;
-    const clientAddress = () => (client ??= trust.chain(ctx.req).client);
+    const clientAddress = () => (client ??= clientAddressOf(ctx.req, trust));
     for (const rule of service ? [...this.global, ...service] : this.global) {
       if (rule.methods && !rule.methods.has(method)) continue;
       let params: RegExpExecArray | null = null;
