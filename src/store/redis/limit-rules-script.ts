@@ -56,9 +56,9 @@ if (QUOTA_SCRIPT.slice(0, CLOCK.length) !== CLOCK) throw new Error('QUOTA_SCRIPT
 // single server or Sentinel: the rule keys need not share the consumer's slot there), decided one
 // after another at one `now`, as the same requests sent one at a time within that millisecond.
 // KEYS[1]  tg:quota:{id}; KEYS[2..] the rules' counters the requests name
-// ARGV     QUOTA_SCRIPT's arguments before its costs, then the number of requests, then per
-//          request: its cost, its number of rules, and per rule the index of its counter in KEYS
-//          and its RULE_ARGS numbers
+// ARGV     QUOTA_SCRIPT's arguments before its costs, then the number of requests, the number of
+//          rules, then per rule the index of its counter in KEYS and its RULE_ARGS numbers, then
+//          per request: its cost, its number of rules, and the index of each among the rules (from 1)
 // Reply    per request: QUOTA_SCRIPT's reply for it, then refusedBy (the 0-based rule that did not
 //          fit, -1: none), then per rule its counter after the step: start, count, TAT
 // For each request every rule is checked first; only when all fit does QUOTA_SCRIPT's step run for
@@ -81,17 +81,20 @@ end
 local now = clock(ARGV[10])
 ARGV[10] = string.format('%.0f', now)
 local costAt = ${QUOTA_ARGS_BEFORE_COSTS + 1}
-local requests = {}
-local at = costAt + 1
+local rules, requests = {}, {}
+local at = costAt + 2
+for d = 1, tonumber(ARGV[costAt + 1]) do
+  rules[d] = ruleArgs(at + 1)
+  rules[d].key = KEYS[tonumber(ARGV[at])]
+  at = at + 1 + ${RULE_ARGS}
+end
 for q = 1, tonumber(ARGV[costAt]) do
   local req = { cost = ARGV[at], rules = {} }
   local m = tonumber(ARGV[at + 1])
   at = at + 2
   for i = 1, m do
-    local r = ruleArgs(at + 1)
-    r.key = KEYS[tonumber(ARGV[at])]
-    req.rules[i] = r
-    at = at + 1 + ${RULE_ARGS}
+    req.rules[i] = rules[tonumber(ARGV[at])]
+    at = at + 1
   end
   requests[q] = req
 end
