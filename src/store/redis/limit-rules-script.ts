@@ -140,14 +140,25 @@ while q <= n do
     end
     if nextStates == nil then break end
     for i, r in ipairs(req.rules) do trial[r.key] = fieldsOf(nextStates[i]) end
+    req.trial = nextStates
     run[#run + 1] = req
   end
   if #run > 0 then
     local replies = planFor(run)
+    -- The plan admitted the whole run (the usual answer): its counters are the trial's.
+    local all = true
+    for k = 1, #run do
+      if replies[(k - 1) * ${QUOTA_REPLY_LENGTH} + 1] ~= 0 then all = false end
+    end
     for k, req in ipairs(run) do
       local states = {}
-      for i, r in ipairs(req.rules) do states[i] = ruleState(storedOf(r.key), r, now) end
-      if replies[(k - 1) * ${QUOTA_REPLY_LENGTH} + 1] == 0 then
+      if all then
+        states = req.trial
+        for i, r in ipairs(req.rules) do charge(r.key, states[i], r) end
+      else
+        for i, r in ipairs(req.rules) do states[i] = ruleState(storedOf(r.key), r, now) end
+      end
+      if not all and replies[(k - 1) * ${QUOTA_REPLY_LENGTH} + 1] == 0 then
         -- Fits: it did with more charged (trial), and a counter with less in it admits what one with more did.
         for i, r in ipairs(req.rules) do states[i] = ruleAdmit(states[i], r, now) end
         for i, r in ipairs(req.rules) do charge(r.key, states[i], r) end
