@@ -64,8 +64,9 @@ if (QUOTA_SCRIPT.slice(0, CLOCK.length) !== CLOCK) throw new Error('QUOTA_SCRIPT
 // For each request every rule is checked first; only when all fit does QUOTA_SCRIPT's step run for
 // it (its ban, windows, credits, leases' recall and notices as for any request: one notice per
 // step, as for the plan's requests of one turn); only when it admits are the rules charged. A
-// rule's refusal changes nothing: no window, no ban count (limit-rules.ts). QUOTA_SCRIPT reads its 'now' from ARGV[10] (set to this step's, so every part
-// decides at one time) and its costs from what follows its first arguments.
+// rule's refusal changes nothing: no window, no ban count (limit-rules.ts). QUOTA_SCRIPT reads its
+// 'now' from ARGV[10] (set to this step's, so every part decides at one time) and its costs from
+// what follows its first arguments.
 // The plan's step is the costly part (its hash, usage and expiry written each time), so it runs
 // once per run of requests whose rules all fit even with every earlier one of the run charged, as
 // QUOTA_SCRIPT decides the costs of one turn: a counter only fills, so each of them fits whatever
