@@ -82,8 +82,10 @@ export const HELP = `npm run bench -- [options]
                         of cost 3, on an owner-scoped plan, or on a plan with a month in Europe/Berlin
                         (bench/quota-variants.ts): each feature's cost beside fixed windows, in the
                         same rounds. tollgate-limits: three limit rules matching the path, decided
-                        with the plan (one script call a request; beside tollgate-no-leases, the plan
-                        alone on the same path). tollgate-3-targets: the path served
+                        with the plan (one script call per key and turn; beside tollgate-no-leases, the
+                        plan alone on the same path). With --phases profile, each of these quota
+                        variants in --targets is profiled too, beside the first one named.
+                        tollgate-3-targets: the path served
                         by a service of three instances of the upstream, round robin
                         (bench/spread-target.ts); the report shows how its requests spread.
                         tollgate-policies: a configured no-op policy in every phase

@@ -8,6 +8,7 @@ import { workDir } from '../processes.js';
 import { aggregate, diff, formatDiff, formatSummary, summarise, type Aggregate, type CpuProfile } from '../profile-summary.js';
 import type { ProfileResults } from '../report.js';
 import { POLICY_TARGET, policyConfig } from '../policy-target.js';
+import { QUOTA_VARIANT_NAMES, quotaVariantConfig, type QuotaVariant } from '../quota-variants.js';
 import { PATH, type Stack } from '../stack.js';
 import { say } from './common.js';
 
@@ -53,6 +54,12 @@ export async function profilePhase(stack: Stack, options: Options): Promise<Prof
           },
         ]
       : []),
+    // The quota variants in --targets (quota-variants.ts), in its order: what a quota feature adds.
+    ...quotaVariantsIn(options.targets).map((name) => ({
+      name,
+      start: (a: string[]) => stack.startGateway(`${name}-profiled`, a, undefined, quotaVariantConfig(name), upstream.url),
+      listening: 'gateway',
+    })),
   ];
   say(
     `\nprofile: ${sides.map((s) => s.name).join(', ')}, one after the other under node --cpu-prof in front of the ${upstream.name} upstream, ${options.connections} connections for ${seconds} s after ${options.warmupSeconds} s warmup`,
@@ -65,9 +72,13 @@ export async function profilePhase(stack: Stack, options: Options): Promise<Prof
   const summary = summarise(tollgate.aggregate, 30);
   const d = diff(tollgate.aggregate, tollgate.requests, bare.aggregate, bare.requests, 30);
   let text = `gateway:\n${formatSummary(summary)}\n\n${formatDiff(d)}`;
+  // A quota variant is read beside the first one in --targets (tollgate-limits beside tollgate-no-leases), the first beside tollgate.
+  const quotaVariants = quotaVariantsIn(variants.map((v) => v.name));
+  const baseline = variants.find((v) => v.name === quotaVariants[0]);
   for (const variant of variants) {
-    const v = diff(variant.aggregate, variant.requests, tollgate.aggregate, tollgate.requests, 30);
-    text += `\n\nvariant ${variant.name} against tollgate (negative: saved):\n${formatDiff(v, variant.name, 'tollgate')}`;
+    const against = baseline && baseline !== variant && (quotaVariants as string[]).includes(variant.name) ? baseline : tollgate;
+    const v = diff(variant.aggregate, variant.requests, against.aggregate, against.requests, 30);
+    text += `\n\nvariant ${variant.name} against ${against.name} (negative: saved):\n${formatDiff(v, variant.name, against.name)}`;
   }
   writeFileSync(join(options.outDir, 'profile.txt'), `${text}\n`);
   say(`\n${text}`);
@@ -78,6 +89,11 @@ export async function profilePhase(stack: Stack, options: Options): Promise<Prof
     summary,
     diff: d,
   };
+}
+
+/** The quota variants among `names`, in their order. */
+function quotaVariantsIn(names: readonly string[]): QuotaVariant[] {
+  return names.filter((name): name is QuotaVariant => (QUOTA_VARIANT_NAMES as string[]).includes(name));
 }
 
 async function profileOne(

@@ -1,5 +1,6 @@
-import { createHmac, hkdfSync } from 'node:crypto';
+import { createHmac, createSecretKey, hkdfSync, type KeyObject } from 'node:crypto';
 import ipaddr from 'ipaddr.js';
+import { LRUCache } from 'lru-cache';
 import type { ServiceConfig } from '../config/services-schema.js';
 import { parseByPart, RULE_WINDOWS, type ByPart, type LimitRuleConfig } from '../config/limits-schema.js';
 import { addressOf } from '../policies/ip-rules/cidr.js';
@@ -12,7 +13,16 @@ import { pathOf } from './route-rules.js';
 /** Characters of a digest kept in a counter's key: 132 bits of base64url. */
 const DIGEST_CHARS = 22;
 
+/**
+ * Charges kept per rule and request values (`LimitRules.charges`): the hot values (a key, its
+ * addresses, a tenant) are few, and a miss costs only the HMAC. Bounded, so that values an
+ * attacker chooses (headers, addresses) cost memory no more than this: about 2 MB.
+ */
+const MEMO_ENTRIES = 10_000;
+
 interface CompiledRule {
+  /** Its place among the load's rules: names it in the memo of charges. */
+  id: number;
   config: LimitRuleConfig;
   /** Upper-case methods (a GET rule also covers HEAD); undefined: every method. */
   methods?: ReadonlySet<string>;
@@ -38,21 +48,25 @@ const NONE: RulesFor = Object.freeze({ charges: [] });
  */
 export class LimitRules {
   private readonly global: CompiledRule[];
+  /** A service's rules after the global ones: the list its requests are matched against. */
   private readonly byService = new Map<string, CompiledRule[]>();
   readonly size: number;
+  /** The digests' key as a KeyObject: createHmac with raw bytes makes one per call, most of an HMAC's cost. */
+  private readonly key: KeyObject;
+  /**
+   * Each rule's charge per request values (the raw ones: a `client.*` part's address before its
+   * prefix is taken), so that a hot key or address costs neither an HMAC nor an address parse per
+   * request. One load's rules and key: a reload (a rotated secret) starts an empty one.
+   */
+  private readonly charges = new LRUCache<string, RuleCharge>({ max: MEMO_ENTRIES });
 
-  constructor(
-    global: readonly LimitRuleConfig[],
-    services: readonly ServiceConfig[],
-    private readonly key: Buffer,
-  ) {
-    this.global = global.map(compile);
-    let size = this.global.length;
+  constructor(global: readonly LimitRuleConfig[], services: readonly ServiceConfig[], key: Buffer) {
+    this.key = createSecretKey(key);
+    let size = 0;
+    const compileNext = (config: LimitRuleConfig) => compile(config, size++);
+    this.global = global.map(compileNext);
     for (const service of services)
-      if (service.limits.length) {
-        this.byService.set(service.name, service.limits.map(compile));
-        size += service.limits.length;
-      }
+      if (service.limits.length) this.byService.set(service.name, [...this.global, ...service.limits.map(compileNext)]);
     this.size = size;
   }
 
@@ -64,31 +78,44 @@ export class LimitRules {
   /** The rules `ctx`'s request matches (the global ones, then its service's), with their counters. */
   forRequest(ctx: RequestContext, trust: ProxyTrust): RulesFor {
     if (this.size === 0) return NONE;
-    const service = ctx.route && this.byService.get(ctx.route.service.config.name);
-    if (this.global.length === 0 && !service) return NONE;
+    const rules = (ctx.route && this.byService.get(ctx.route.service.config.name)) ?? this.global;
+    if (rules.length === 0) return NONE;
     const method = ctx.req.method ?? 'GET';
     const path = pathOf(ctx.req.url);
     const charges: RuleCharge[] = [];
     let client: string | undefined;
     const clientAddress = () => (client ??= clientAddressOf(ctx.req, trust));
-    for (const rule of service ? [...this.global, ...service] : this.global) {
+    for (const rule of rules) {
       if (rule.methods && !rule.methods.has(method)) continue;
       let params: RegExpExecArray | null = null;
       if (rule.pattern && !(params = rule.pattern.exec(path))) continue;
-      const values: string[] = [];
+      const raws: string[] = [];
+      // The memo's key: the rule, then each raw value length-prefixed (no two lists read alike).
+      let memo = String(rule.id);
       let missing: string | undefined;
       for (let i = 0; i < rule.by.length && missing === undefined; i++) {
-        const value = valueOf(rule.by[i]!, ctx, clientAddress, rule.params, params);
-        if (value === undefined) missing = rule.config.by[i];
-        else values.push(value);
+        const raw = rawValueOf(rule.by[i]!, ctx, clientAddress, rule.params, params);
+        if (raw === undefined) missing = rule.config.by[i];
+        else {
+          raws.push(raw);
+          memo += `\0${raw.length}:${raw}`;
+        }
       }
       if (missing !== undefined) {
         if (rule.config.whenMissing === 'refuse') return { missing: { rule: rule.config.name, attribute: missing } };
         continue;
       }
-      charges.push({ ...rule.limit, digest: this.digest(rule.config.name, values) });
+      charges.push(this.charges.get(memo) ?? this.charge(rule, raws, memo));
     }
     return charges.length ? { charges } : NONE;
+  }
+
+  /** A rule's charge for the request values `raws`, kept under `memo`; never changed after (shared by the requests that name it). */
+  private charge(rule: CompiledRule, raws: readonly string[], memo: string): RuleCharge {
+    const values = raws.map((raw, i) => valueOf(rule.by[i]!, raw));
+    const charge = Object.freeze({ ...rule.limit, digest: this.digest(rule.config.name, values) });
+    this.charges.set(memo, charge);
+    return charge;
   }
 
   /** Each value length-prefixed, so that no two lists of values read alike. */
@@ -99,7 +126,7 @@ export class LimitRules {
   }
 }
 
-function compile(config: LimitRuleConfig): CompiledRule {
+function compile(config: LimitRuleConfig, id: number): CompiledRule {
   const window = (Object.keys(RULE_WINDOWS) as Array<keyof typeof RULE_WINDOWS>).find((w) => config[w] !== undefined)!;
   const limit = config[window]!;
   const windowMs = RULE_WINDOWS[window];
@@ -108,6 +135,7 @@ function compile(config: LimitRuleConfig): CompiledRule {
   const params: string[] = [];
   const pattern = config.match.path === undefined ? undefined : patternWithParams(config.match.path, params);
   return {
+    id,
     config,
     methods,
     pattern,
@@ -139,7 +167,11 @@ function patternWithParams(pattern: string, params: string[]): RegExp {
   return new RegExp(`^/${parts.join('/')}/?$`, 'i');
 }
 
-function valueOf(
+/**
+ * The request's value of `part` as read, or undefined when it has none: a `client.*` part's is
+ * the client address (`valueOf` makes the counted value from it), any other's is the value.
+ */
+function rawValueOf(
   part: ByPart,
   ctx: RequestContext,
   client: () => string,
@@ -155,9 +187,8 @@ function valueOf(
     case 'consumer.owner':
       return consumer.owner || undefined;
     case 'client.address':
-      return clientOf(client());
     case 'client.prefix':
-      return prefixOf(client(), part.v4Bits, part.v6Bits);
+      return client();
     case 'header': {
       const value = ctx.req.headers[part.name];
       const text = Array.isArray(value) ? value.join(', ') : value;
@@ -173,6 +204,13 @@ function valueOf(
       return at < 0 ? undefined : matched?.[at + 1];
     }
   }
+}
+
+/** The value counted for `part` from its raw value: a client address's own form (clientOf) or its network. */
+function valueOf(part: ByPart, raw: string): string {
+  if (part.kind === 'client.address') return clientOf(raw);
+  if (part.kind === 'client.prefix') return prefixOf(raw, part.v4Bits, part.v6Bits);
+  return raw;
 }
 
 /** The network of `address` (an IPv4-mapped IPv6 address as its IPv4), as `a.b.c.0/24` or `2001:db8::/48`. */

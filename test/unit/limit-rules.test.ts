@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { gatewayFileSchema } from '../../src/config/gateway-schema.js';
@@ -168,6 +169,32 @@ describe('which rules a request matches', () => {
     const c = charges(rules.forRequest(ctx('GET', '/v1/items/8', {}, '203.0.113.5'), trust)).find((c) => c.name === 'item')!;
     expect(a.digest).toBe(b.digest);
     expect(a.digest).not.toBe(c.digest);
+  });
+
+  it('names a counter by the HMAC of the rule and its values, the same when the charge is remembered', () => {
+    // The digest as every replica, and every earlier version, makes it: upgrades keep the counters.
+    const hmac = (name: string, ...values: string[]) => {
+      const h = createHmac('sha256', LimitRules.keyFrom(Buffer.alloc(32, 1))).update(name);
+      for (const value of values) h.update(`\0${value.length}:${value}`);
+      return h.digest('base64url').slice(0, 22);
+    };
+    const both = new LimitRules(
+      limitsSchema.parse([
+        { name: 'address', by: ['client.address', 'consumer.id'], perMinute: 10 },
+        { name: 'network', by: ['client.prefix/24', 'consumer.id'], perMinute: 10 },
+      ]),
+      [],
+      LimitRules.keyFrom(Buffer.alloc(32, 1)),
+    );
+    const expected = [hmac('address', '203.0.113.5', 'k1'), hmac('network', '203.0.113.0/24', 'k1')];
+    // Twice: the first computes the charges, the second finds them remembered.
+    for (let i = 0; i < 2; i++) {
+      const found = charges(both.forRequest(ctx('GET', '/v1/x', {}, '203.0.113.5'), trust));
+      expect(found.map((c) => c.digest)).toEqual(expected);
+    }
+    // The same address under another key: other counters, not the remembered ones.
+    const other = charges(both.forRequest(ctx('GET', '/v1/x', {}, '203.0.113.5', { id: 'k2' }), trust));
+    expect(other.map((c) => c.digest)).toEqual([hmac('address', '203.0.113.5', 'k2'), hmac('network', '203.0.113.0/24', 'k2')]);
   });
 
   it('skips or refuses a request lacking a value, as the rule says', () => {

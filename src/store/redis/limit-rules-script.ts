@@ -1,4 +1,4 @@
-import { CLOCK, QUOTA_ARGS_BEFORE_COSTS, QUOTA_SCRIPT } from './quota-script.js';
+import { CLOCK, QUOTA_ARGS_BEFORE_COSTS, QUOTA_REPLY_LENGTH, QUOTA_SCRIPT } from './quota-script.js';
 
 // Limit rules (src/quota/limit-rules.ts: the rules; this is their Lua transcription). A rule's
 // counter is one hash `tg:limit:<name>:{<digest>}` (keys.ts limitKey): 's' the fixed window's
@@ -13,14 +13,16 @@ local function ruleArgs(at)
   return { limit = tonumber(ARGV[at]), windowMs = tonumber(ARGV[at + 1]), gcra = ARGV[at + 2] == '1',
     intervalUs = tonumber(ARGV[at + 3]), burst = tonumber(ARGV[at + 4]), cost = tonumber(ARGV[at + 5]) }
 end
--- ruleCurrent(): the counter as of now.
-local function ruleCurrent(key, r, now)
-  local h = redis.call('HMGET', key, 's', 'c', 't')
+-- ruleCurrent(): the counter as of now, from its stored fields h = { s, c, t } (HMGET's reply).
+local function ruleState(h, r, now)
   local start = now - (now % r.windowMs)
   local st = { s = start, c = 0, t = tonumber(h[3]) or 0, fresh = true }
   if tonumber(h[1]) == start then st.c, st.fresh = tonumber(h[2]) or 0, false end
   if st.t <= now * 1000 then st.t = 0 end
   return st
+end
+local function ruleCurrent(key, r, now)
+  return ruleState(redis.call('HMGET', key, 's', 'c', 't'), r, now)
 end
 -- ruleAdmit(): the counter after the request's cost, or nil when it does not fit.
 local function ruleAdmit(st, r, now)
@@ -33,12 +35,16 @@ local function ruleAdmit(st, r, now)
   return { s = st.s, c = st.c + r.cost, t = st.t, fresh = st.fresh }
 end
 -- ruleExpiresAtMs(), plus a minute: only garbage collection. A fixed window's expiry moves only
--- when a new window begins ('fresh'); a gcra rule's with every TAT.
+-- when a new window begins ('fresh'); a gcra rule's with every TAT. nil: the expiry stays.
+local function ruleTtl(st, r, now)
+  if not r.gcra and not st.fresh then return nil end
+  local ex = math.max(st.s + r.windowMs, math.ceil(st.t / 1000))
+  return string.format('%.0f', ex - now + MINUTE_MS)
+end
 local function ruleWrite(key, st, r, now)
   redis.call('HSET', key, 's', st.s, 'c', st.c, 't', string.format('%.0f', st.t))
-  if not r.gcra and not st.fresh then return end
-  local ex = math.max(st.s + r.windowMs, math.ceil(st.t / 1000))
-  redis.call('PEXPIRE', key, string.format('%.0f', ex - now + MINUTE_MS))
+  local ttl = ruleTtl(st, r, now)
+  if ttl then redis.call('PEXPIRE', key, ttl) end
 end
 `;
 
@@ -50,16 +56,25 @@ if (QUOTA_SCRIPT.slice(0, CLOCK.length) !== CLOCK) throw new Error('QUOTA_SCRIPT
 // single server or Sentinel: the rule keys need not share the consumer's slot there), decided one
 // after another at one `now`, as the same requests sent one at a time within that millisecond.
 // KEYS[1]  tg:quota:{id}; KEYS[2..] the rules' counters the requests name
-// ARGV     QUOTA_SCRIPT's arguments before its costs, then the number of requests, then per
-//          request: its cost, its number of rules, and per rule the index of its counter in KEYS
-//          and its RULE_ARGS numbers
+// ARGV     QUOTA_SCRIPT's arguments before its costs, then the number of requests, the number of
+//          rules, then per rule the index of its counter in KEYS and its RULE_ARGS numbers, then
+//          per request: its cost, its number of rules, and the index of each among the rules (from 1)
 // Reply    per request: QUOTA_SCRIPT's reply for it, then refusedBy (the 0-based rule that did not
 //          fit, -1: none), then per rule its counter after the step: start, count, TAT
 // For each request every rule is checked first; only when all fit does QUOTA_SCRIPT's step run for
-// it (its ban, windows, credits, leases' recall and notices exactly as for any request); only when
-// it admits are the rules charged. A rule's refusal changes nothing: no window, no ban count
-// (limit-rules.ts). QUOTA_SCRIPT reads its 'now' from ARGV[10] (set to this step's, so every part
-// decides at one time) and its costs from what follows its first arguments (set to one request's).
+// it (its ban, windows, credits, leases' recall and notices as for any request: one notice per
+// step, as for the plan's requests of one turn); only when it admits are the rules charged. A
+// rule's refusal changes nothing: no window, no ban count (limit-rules.ts). QUOTA_SCRIPT reads its
+// 'now' from ARGV[10] (set to this step's, so every part decides at one time) and its costs from
+// what follows its first arguments.
+// The plan's step is the costly part (its hash, usage and expiry written each time), so it runs
+// once per run of requests whose rules all fit even with every earlier one of the run charged, as
+// QUOTA_SCRIPT decides the costs of one turn: a counter only fills, so each of them fits whatever
+// the plan answers the others, and the run is decided as one request after another would be. The
+// rules are then charged for the requests the plan admitted, in order. A request a rule refuses
+// ends the run; it is checked again on the counters as the run left them (without the charges of
+// requests the plan refused). Counters are read once per call and written once at its end: what
+// one read and one write per request would leave (the expiry of the last write that set one).
 export const RULES_QUOTA_SCRIPT = `${CLOCK}${RULE_PIECES}
 local function planStep()
 ${QUOTA_BODY}
@@ -67,55 +82,117 @@ end
 local now = clock(ARGV[10])
 ARGV[10] = string.format('%.0f', now)
 local costAt = ${QUOTA_ARGS_BEFORE_COSTS + 1}
-local requests = {}
-local at = costAt + 1
+local rules, requests = {}, {}
+local at = costAt + 2
+for d = 1, tonumber(ARGV[costAt + 1]) do
+  rules[d] = ruleArgs(at + 1)
+  rules[d].key = KEYS[tonumber(ARGV[at])]
+  at = at + 1 + ${RULE_ARGS}
+end
 for q = 1, tonumber(ARGV[costAt]) do
   local req = { cost = ARGV[at], rules = {} }
   local m = tonumber(ARGV[at + 1])
   at = at + 2
   for i = 1, m do
-    local r = ruleArgs(at + 1)
-    r.key = KEYS[tonumber(ARGV[at])]
-    req.rules[i] = r
-    at = at + 1 + ${RULE_ARGS}
+    req.rules[i] = rules[tonumber(ARGV[at])]
+    at = at + 1
   end
   requests[q] = req
 end
-for i = #ARGV, costAt + 1, -1 do ARGV[i] = nil end
+-- Counters as stored ({ s, c, t }), read at first use; those written, in order, and their expiries.
+local stored, written, ttls = {}, {}, {}
+local function storedOf(key)
+  if stored[key] == nil then stored[key] = redis.call('HMGET', key, 's', 'c', 't') end
+  return stored[key]
+end
+local function fieldsOf(st)
+  return { st.s, st.c, tonumber(string.format('%.0f', st.t)) }
+end
+local function charge(key, st, r)
+  if ttls[key] == nil then written[#written + 1] = key; ttls[key] = false end
+  stored[key] = fieldsOf(st)
+  ttls[key] = ruleTtl(st, r, now) or ttls[key]
+end
+-- QUOTA_SCRIPT's step for the costs of 'run'.
+local function planFor(run)
+  for i = #ARGV, costAt, -1 do ARGV[i] = nil end
+  for k, req in ipairs(run) do ARGV[costAt + k - 1] = req.cost end
+  return planStep()
+end
 local out = {}
-for q = 1, #requests do
-  local req = requests[q]
-  local states, admitted = {}, {}
-  local refusedBy = -1
-  for i, r in ipairs(req.rules) do
-    states[i] = ruleCurrent(r.key, r, now)
-    admitted[i] = ruleAdmit(states[i], r, now)
-    if admitted[i] == nil and refusedBy < 0 then refusedBy = i - 1 end
-  end
-  ARGV[costAt] = req.cost
-  local replies
-  local s = current(now, 13)
-  if refusedBy >= 0 and s.bu <= now then
-    replies = reply(1, s, now, tonumber(req.cost))
-    replies[#replies + 1] = 0
-    replies[#replies + 1] = 0
-  else
-    refusedBy = -1
-    replies = planStep()
-    if replies[1] == 0 then
-      for i, r in ipairs(req.rules) do
-        ruleWrite(r.key, admitted[i], r, now)
-        states[i] = admitted[i]
-      end
-    end
-  end
-  for j = 1, #replies do out[#out + 1] = replies[j] end
+local function answer(replies, from, refusedBy, states)
+  for j = from, from + ${QUOTA_REPLY_LENGTH} - 1 do out[#out + 1] = replies[j] end
   out[#out + 1] = refusedBy
-  for i = 1, #req.rules do
+  for i = 1, #states do
     out[#out + 1] = states[i].s
     out[#out + 1] = states[i].c
     out[#out + 1] = states[i].t
   end
+end
+local q, n = 1, #requests
+while q <= n do
+  -- The run from q: each request's rules fit with the run's earlier requests charged (in 'trial').
+  local trial, run = {}, {}
+  for j = q, n do
+    local req, nextStates = requests[j], {}
+    for i, r in ipairs(req.rules) do
+      nextStates[i] = ruleAdmit(ruleState(trial[r.key] or storedOf(r.key), r, now), r, now)
+      if nextStates[i] == nil then nextStates = nil; break end
+    end
+    if nextStates == nil then break end
+    for i, r in ipairs(req.rules) do trial[r.key] = fieldsOf(nextStates[i]) end
+    req.trial = nextStates
+    run[#run + 1] = req
+  end
+  if #run > 0 then
+    local replies = planFor(run)
+    -- The plan admitted the whole run (the usual answer): its counters are the trial's.
+    local all = true
+    for k = 1, #run do
+      if replies[(k - 1) * ${QUOTA_REPLY_LENGTH} + 1] ~= 0 then all = false end
+    end
+    for k, req in ipairs(run) do
+      local states = {}
+      if all then
+        states = req.trial
+        for i, r in ipairs(req.rules) do charge(r.key, states[i], r) end
+      else
+        for i, r in ipairs(req.rules) do states[i] = ruleState(storedOf(r.key), r, now) end
+      end
+      if not all and replies[(k - 1) * ${QUOTA_REPLY_LENGTH} + 1] == 0 then
+        -- Fits: it did with more charged (trial), and a counter with less in it admits what one with more did.
+        for i, r in ipairs(req.rules) do states[i] = ruleAdmit(states[i], r, now) end
+        for i, r in ipairs(req.rules) do charge(r.key, states[i], r) end
+      end
+      answer(replies, (k - 1) * ${QUOTA_REPLY_LENGTH} + 1, -1, states)
+    end
+    q = q + #run
+  else
+    -- A rule refuses the request at q on the counters as they are: the plan is not asked, unless
+    -- it is banned (the ban answers, and nothing is charged).
+    local req, states, refusedBy = requests[q], {}, -1
+    for i, r in ipairs(req.rules) do
+      states[i] = ruleState(storedOf(r.key), r, now)
+      if refusedBy < 0 and ruleAdmit(states[i], r, now) == nil then refusedBy = i - 1 end
+    end
+    local replies
+    local s = current(now, 13)
+    if s.bu <= now then
+      replies = reply(1, s, now, tonumber(req.cost))
+      replies[#replies + 1] = 0
+      replies[#replies + 1] = 0
+    else
+      refusedBy = -1
+      replies = planFor({ req })
+    end
+    answer(replies, 1, refusedBy, states)
+    q = q + 1
+  end
+end
+for _, key in ipairs(written) do
+  local h = stored[key]
+  redis.call('HSET', key, 's', h[1], 'c', h[2], 't', string.format('%.0f', h[3]))
+  if ttls[key] then redis.call('PEXPIRE', key, ttls[key]) end
 end
 return out
 `;

@@ -20,23 +20,31 @@ export function rulesAt(reply: number[], at: number, rules: number): { refusedBy
 }
 
 /**
- * RULES_QUOTA_SCRIPT's keys and per-request arguments for `requests` (each its cost and rules):
- * every counter once in KEYS, each rule naming its index there.
+ * RULES_QUOTA_SCRIPT's keys and arguments for `requests` (each its cost and rules): every counter
+ * once in KEYS, every rule once with its numbers (a request's charges are the same objects from
+ * one request to the next: limit-rules.ts remembers them), each request naming its rules there.
  */
 export function rulesCallArgs(quotaKey: string, requests: ReadonlyArray<{ cost: number; rules: readonly RuleCharge[] }>) {
   const keys = [quotaKey];
-  const index = new Map<string, number>();
-  const args: number[] = [requests.length];
+  const keyAt = new Map<string, number>();
+  const ruleAt = new Map<RuleCharge, number>();
+  const rules: number[] = [];
+  const perRequest: number[] = [];
   for (const request of requests) {
-    args.push(request.cost, request.rules.length);
+    perRequest.push(request.cost, request.rules.length);
     for (const rule of request.rules) {
-      const key = limitKey(rule.name, rule.digest);
-      let at = index.get(key);
-      if (at === undefined) index.set(key, (at = keys.push(key)));
-      args.push(at, ...ruleArgs(rule));
+      let r = ruleAt.get(rule);
+      if (r === undefined) {
+        const key = limitKey(rule.name, rule.digest);
+        let at = keyAt.get(key);
+        if (at === undefined) keyAt.set(key, (at = keys.push(key)));
+        ruleAt.set(rule, (r = ruleAt.size + 1));
+        rules.push(at, ...ruleArgs(rule));
+      }
+      perRequest.push(r);
     }
   }
-  return { keys, args };
+  return { keys, args: [requests.length, ruleAt.size, ...rules, ...perRequest] };
 }
 
 /** Numbers one request takes in RULES_QUOTA_SCRIPT's reply. */

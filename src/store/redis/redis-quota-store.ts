@@ -51,7 +51,6 @@ interface QuotaCommands {
   tgReconcile(key: string, marker: string, ...args: Array<string | number>): Promise<number>;
   tgCredits(key: string, mode: string, amount: number): Promise<number[]>;
   tgSettle(key: string, marker: string, ...args: Array<string | number>): Promise<number[]>;
-  tgRulesQuota(keys: number, ...args: Array<string | number>): Promise<number[]>;
   tgRuleReserve(key: string, nowMs: string | number, ...args: number[]): Promise<number[]>;
   tgRuleRelease(key: string, nowMs: string | number, ...args: number[]): Promise<number>;
 }
@@ -61,6 +60,7 @@ interface QuotaPipeline {
   tgQuota(key: string, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
   /** With the subject's slots as KEYS[2] (QUOTA_SCRIPT's concurrency slots). */
   tgQuotaSlots(key: string, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
+  tgRulesQuota(keys: number, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
 }
 
 /** Requests of one key decided in one script call at most: bounds the time one call holds Redis. */
@@ -214,8 +214,10 @@ export class RedisQuotaStore implements QuotaStore {
       while (end < requests.length && sameLimits(requests[end]!, first)) end++;
       const run = requests.slice(start, end);
       const { keys, args } = rulesCallArgs(first.redisKey, run);
+      const quotaArgs = this.quotaArgs(first.quota, first.ban, first.recall);
+      // In the turn's pipeline, as the plan's calls (quotaCall): not behind the last turn's round trip.
       calls.push(
-        this.commands.tgRulesQuota(keys.length, ...keys, ...this.quotaArgs(first.quota, first.ban, first.recall), ...args).then((reply) => {
+        this.pipelined((pipeline, done) => pipeline.tgRulesQuota(keys.length, ...keys, ...quotaArgs, ...args, done)).then((reply) => {
           let at = 0;
           return run.map((request) => {
             const answer = { answer: toAnswer(reply, at), ...rulesAt(reply, at + QUOTA_REPLY_LENGTH, request.rules.length) };
@@ -261,8 +263,9 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   /**
-   * One script call. On a single server the calls of one turn (one per key that had requests) go
-   * out in one explicit pipeline: one write, sent at once, and in flight beside any earlier one.
+   * One script call. On a single server the calls of one turn (one per key that had requests, and
+   * one per key that had requests matching limit rules: decideRules) go out in one explicit
+   * pipeline: one write, sent at once, and in flight beside any earlier one.
    * ioredis's auto-pipelining would also share the write, but it starts a pipeline only after
    * another loop turn (setImmediate) and only once the previous one has been answered, so each
    * turn's decisions queued behind the last turn's round trip: the p99 of a fixed-rate load went
@@ -272,9 +275,16 @@ export class RedisQuotaStore implements QuotaStore {
   private quotaCall(keys: string[], ...args: Array<string | number>): Promise<number[]> {
     if (!this.single)
       return keys.length === 2 ? this.commands.tgQuotaSlots(keys[0]!, keys[1]!, ...args) : this.commands.tgQuota(keys[0]!, ...args);
+    return this.pipelined((pipeline, done) =>
+      keys.length === 2 ? pipeline.tgQuotaSlots(keys[0]!, keys[1]!, ...args, done) : pipeline.tgQuota(keys[0]!, ...args, done),
+    );
+  }
+
+  /** One script call queued on this turn's pipeline (a single server only): `queue` adds it with `done` as its callback. */
+  private pipelined(queue: (pipeline: QuotaPipeline, done: (err: Error | null, reply?: number[]) => void) => unknown): Promise<number[]> {
     let pipeline = this.turnPipeline;
     if (!pipeline) {
-      pipeline = this.turnPipeline = this.single.pipeline();
+      pipeline = this.turnPipeline = this.single!.pipeline();
       // After this turn's flush (turn-batches.ts) has added every key's call.
       queueMicrotask(() => {
         this.turnPipeline = undefined;
@@ -283,10 +293,7 @@ export class RedisQuotaStore implements QuotaStore {
       });
     }
     return new Promise((resolve, reject) => {
-      const done = (err: Error | null, reply?: number[]) => (err ? reject(err) : resolve(reply!));
-      const queued = pipeline as unknown as QuotaPipeline;
-      if (keys.length === 2) queued.tgQuotaSlots(keys[0]!, keys[1]!, ...args, done);
-      else queued.tgQuota(keys[0]!, ...args, done);
+      queue(pipeline as unknown as QuotaPipeline, (err, reply) => (err ? reject(err) : resolve(reply!)));
     });
   }
 
