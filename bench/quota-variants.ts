@@ -34,16 +34,14 @@ export const QUOTA_VARIANTS = {
     'gateway.yaml': (y: string) => y.replace(/^ {2}timeZone: UTC\b/m, '  timeZone: Europe/Berlin'),
   },
   // The plan an API business sells: a month and prepaid credits beside the minute and day, leases
-  // off (a key with credits takes no lease: each request spends its balance in the script call),
-  // to be read beside tollgate-no-leases (minute and day alone, the same path without a lease).
-  // The run's key holds a balance no run spends (stack.ts).
+  // as shipped (a block of a credits key holds credits too), to be read beside tollgate (minute and
+  // day alone). The run's key holds a balance no run spends (stack.ts).
   'tollgate-month-credits': {
     'plans.yaml': (y: string) =>
       y.replace(
         /enterprise: \{ perMinute: 3000, perDay: 1000000 \}/,
         'enterprise: { perMinute: 3000, perDay: 1000000, perMonth: 100000000000, credits: required }',
       ),
-    'gateway.yaml': (y: string) => y.replace(/^ {2}leases: \{ enabled: \w+ \}/m, '  leases: { enabled: false }'),
   },
   // Quota leases on (docs/quota-leases.md), as shipped: the hot key is admitted against blocks reserved in Redis.
   'tollgate-leases': {

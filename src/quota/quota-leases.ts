@@ -99,6 +99,17 @@ import { MINUTE_MS } from './windows.js';
  *    off that hour again. A block used up sends a give-back of nothing but its requests when it
  *    ends (one command per block, in the background). A replica killed with blocks out loses
  *    their request counts only: their units stay charged, as they stay counted in the windows.
+ *
+ * 14. Credits (a quota with `credits: required`): a block is also that many credits, taken from the
+ *    balance in the grant's step (no more than the balance / (`spread` × replicas)), so a request
+ *    admitted from it has spent its cost, once, and the balance never goes below zero. Its unused
+ *    credits go back with its units (the give-back's number applies them once), to the balance
+ *    whatever the windows did, but only as many as blocks still hold in Redis, and only while the
+ *    balance is of the grant's epoch: an operator's `set` makes the blocks out spent (their holders
+ *    are recalled). A request the balance cannot cover while a lease may be out is recalled as a
+ *    window's refusal is (rule 11), then decided again: 402 only if it still cannot. Headers: the
+ *    balance as last heard (grant or notice; blocks out not in it) plus this lease's unused units:
+ *    never more than the balance and every block's unused credits together.
  */
 export interface LeaseSettings {
   leaseMs: number;
@@ -125,6 +136,8 @@ interface Block {
   tatUs: number;
   /** Its grant's notice sequence number: a store decision with a higher one counted its units. */
   grantSeq: number;
+  /** Credits (rule 14): the balance's epoch at its grant, which its give-back carries. */
+  creditEpoch: number;
 }
 
 interface Lease {
@@ -148,6 +161,8 @@ interface Lease {
   dayCount: number;
   monthCount: number;
   tatUs: number;
+  /** The store's credit balance as last heard, blocks out not in it (rule 14). */
+  creditBalance: number;
   storeNowMs: number;
   askedAtMs: number;
   /** The renewal on its way: requests the lease cannot cover wait for it (rule 11). */
@@ -252,6 +267,7 @@ export class QuotaLeases {
       dayCount: outcome.dayCount - left,
       monthCount: lease.quota.perMonth === undefined ? outcome.monthCount : (outcome.monthCount ?? 0) - left,
       minuteTatUs: gcra ? outcome.minuteTatUs - left * gcra.intervalUs : outcome.minuteTatUs,
+      creditBalance: lease.quota.credits === 'required' ? (outcome.creditBalance ?? 0) + left : outcome.creditBalance,
     };
   }
 
@@ -400,6 +416,7 @@ export class QuotaLeases {
     lease.dayCount = notice.dayCount;
     lease.monthCount = notice.monthCount ?? 0;
     lease.tatUs = notice.minuteTatUs;
+    if (notice.creditBalance !== undefined) lease.creditBalance = notice.creditBalance;
   }
 
   /**
@@ -502,8 +519,10 @@ export class QuotaLeases {
         const next = this.leaseOf(lease.quota, lease.ban, grant, askedAtMs);
         if (this.leases.get(subject) !== lease) return this.end(subject, next);
         const gcra = lease.quota.algorithm === 'gcra';
-        // gcra: only the UTC day is a window (rule 8); fixed: the minute too.
-        if (grant.dayStartMs !== lease.dayStartMs || (!gcra && grant.minuteStartMs !== lease.minuteStartMs)) {
+        // gcra: only the UTC day is a window (rule 8); fixed: the minute too. A balance `set` since the
+        // old blocks (rule 14): they are spent, and go back on their own, never into the new block.
+        const newWindow = grant.dayStartMs !== lease.dayStartMs || (!gcra && grant.minuteStartMs !== lease.minuteStartMs);
+        if (newWindow || lease.blocks.some((block) => block.creditEpoch !== next.blocks[0]!.creditEpoch)) {
           // Granted in a new window: the old units stay in their window (the day gets them back).
           // This replica still holds the key (the new grant): it does not leave the holders.
           void this.end(subject, lease, false);
@@ -565,6 +584,7 @@ export class QuotaLeases {
           monthStartMs,
           tatUs: quota.algorithm === 'gcra' ? tatUs : 0,
           grantSeq: grant.seq,
+          creditEpoch: grant.creditEpoch ?? 0,
         },
       ],
       lastBlock: left,
@@ -573,6 +593,7 @@ export class QuotaLeases {
       dayCount: grant.dayCount,
       monthCount: grant.monthCount ?? 0,
       tatUs,
+      creditBalance: grant.creditBalance ?? 0,
       storeNowMs: grant.nowMs,
       askedAtMs,
       heldUntilMs: grant.nowMs + this.settings.leaseMs,
@@ -603,7 +624,17 @@ export class QuotaLeases {
     const blocks = lease.blocks.reverse().filter((block) => block.left > 0 || block.requests > 0);
     lease.blocks = [];
     if (blocks.length === 0 && leaving)
-      blocks.push({ left: 0, requests: 0, expiresAtMs: 0, minuteStartMs: 0, dayStartMs: 0, monthStartMs: 0, tatUs: 0, grantSeq: 0 });
+      blocks.push({
+        left: 0,
+        requests: 0,
+        expiresAtMs: 0,
+        minuteStartMs: 0,
+        dayStartMs: 0,
+        monthStartMs: 0,
+        tatUs: 0,
+        grantSeq: 0,
+        creditEpoch: 0,
+      });
     return blocks.reduce<Promise<void>>(
       (previous, block, i) => previous.then(() => this.giveBack(subject, lease, block, leaving && i === blocks.length - 1)),
       Promise.resolve(),
@@ -625,6 +656,9 @@ export class QuotaLeases {
       holder: this.holder,
       ends,
       heldUntilMs: lease.heldUntilMs,
+      // Its unused units are credits too (rule 14).
+      giveBackCredits: lease.quota.credits === 'required' ? block.left : 0,
+      giveBackCreditEpoch: block.creditEpoch,
     };
     block.left = 0;
     block.requests = 0;
@@ -652,8 +686,9 @@ function heardOf({
   dayCount,
   monthCount,
   tatUs,
-}: Lease): Pick<Lease, 'seq' | 'minuteCount' | 'dayCount' | 'monthCount' | 'tatUs'> {
-  return { seq, minuteCount, dayCount, monthCount, tatUs };
+  creditBalance,
+}: Lease): Pick<Lease, 'seq' | 'minuteCount' | 'dayCount' | 'monthCount' | 'tatUs' | 'creditBalance'> {
+  return { seq, minuteCount, dayCount, monthCount, tatUs, creditBalance };
 }
 
 /** Units per second: the last whole second's, or this one's so far when it is more. */
@@ -708,5 +743,7 @@ function outcomeOf(lease: Lease, gcra: GcraWindow | null, nowMs: number, cost: n
     bannedUntilMs: 0,
     cost,
     minuteTatUs: gcra ? lease.tatUs - left * gcra.intervalUs : 0,
+    // Credits (rule 14): the balance as last heard plus this lease's unused block.
+    ...(lease.quota.credits === 'required' && { creditBalance: lease.creditBalance + left }),
   };
 }

@@ -131,6 +131,12 @@ export interface LeaseRequest {
    * whatever the retries. Absent or 0: unnumbered.
    */
   giveBackNo?: number;
+  /**
+   * Under a quota with `credits: required` (quota-leases.ts, rule 14): the given-back block's unused
+   * credits, and the credit epoch its grant replied (a balance `set` since returns them nowhere).
+   */
+  giveBackCredits?: number;
+  giveBackCreditEpoch?: number;
 }
 
 export interface LeaseGrant {
@@ -150,6 +156,10 @@ export interface LeaseGrant {
   minuteTatUs: number;
   /** The key's notice sequence number after this step: notices with a higher one are newer. */
   seq: number;
+  /** The credit balance in the store after this step, blocks out on leases not in it (absent: 0). */
+  creditBalance?: number;
+  /** The balance's epoch (a `set` moves it on): a block's give-back carries its grant's. */
+  creditEpoch?: number;
 }
 
 /** A leased key's state after a change in the shared store (published while a lease may be out). */
@@ -175,6 +185,8 @@ export interface QuotaNotice {
   leasedUntilMs?: number;
   /** A request did not fit while leases were out: their holders give their unused units back now. */
   recall?: boolean;
+  /** The credit balance in the store, blocks out on leases not in it; undefined from a version without it. */
+  creditBalance?: number;
 }
 
 /** One subject's admissions of one replica while the shared store was away (reconcile). */

@@ -117,10 +117,10 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     if (!health.shouldTry()) return degrade(step, deps);
     if (step.rules) return fromStore(step, deps, recall, pending);
     // Units this replica reserved in Redis for a hot key (quota-leases.ts): no round trip; or,
-    // while its own ask for them is on its way, its answer (rule 11). A quota with credits takes
-    // no lease: each request spends its balance in the store's one atomic step; nor one with
-    // maxConcurrent: a leased admission would take no slot.
-    const leased = quota.credits === 'required' || slot ? undefined : deps.leases?.admit(subject, quota, plans.ban, cost);
+    // while its own ask for them is on its way, its answer (rule 11). A quota with credits leases
+    // them too (rule 14). A quota with maxConcurrent takes no lease: a leased admission would take
+    // no slot.
+    const leased = slot ? undefined : deps.leases?.admit(subject, quota, plans.ban, cost);
     if (leased instanceof Promise) {
       return leased.then((outcome) => (outcome ? judge(ctx, deps, quota, outcome, 'lease', step) : fromStore(step, deps, recall, pending)));
     }

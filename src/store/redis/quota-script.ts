@@ -86,11 +86,12 @@ end
 -- then hear nothing, as without notices (docs/quota-leases.md).
 -- After the key and the eight numbers of the minute, day and ban come the month's start and count,
 -- then 'le' after the step (a request waiting on a recall is decided again once it has passed: no
--- lease may still admit) and 1 for a recall (rule 11), else 0.
+-- lease may still admit), 1 for a recall (rule 11), else 0, and the credit balance ('cb': a lease
+-- of a credits key tells Redis's balance plus its own unused block).
 local function notify(seq, s, now, recall)
   redis.pcall('PUBLISH', '${QUOTA_NOTICE_CHANNEL}', table.concat({ KEYS[1], string.format('%.0f', seq), s.ms, s.mc,
     s.ds, s.dc, string.format('%.0f', s.mt), string.format('%.0f', s.bu), now, s.ys, s.yc,
-    string.format('%.0f', s.le), recall }, ' '))
+    string.format('%.0f', s.le), recall, s.cb }, ' '))
 end
 -- The next sequence number: one more than the last, and never below Redis's clock × 1000. A
 -- state lost in Redis (FLUSHDB, eviction, DEL: no reconnection, so no subscription gap) starts
@@ -159,7 +160,8 @@ end
 //          TS), nowMs ('' = Redis TIME), recall (1: a refusal while a lease of the key may be out
 //          is a recall, below; 0: final), perMonth (0: no month window), the day's four edges and
 //          the month's (calendar.ts), credits (1: the quota requires credits: an admitted request
-//          spends its cost from 'cb', one 'cb' cannot cover is answered 4), usage retentionMs (0: keep
+//          spends its cost from 'cb', one 'cb' cannot cover is answered 4, or 3 with `recall` 1 while
+//          a lease may be out: its block may hold the credits), usage retentionMs (0: keep
 //          no usage; CLOCK's usageAdd), then the cost of each request to decide, one or more, in the
 //          order they arrived
 // Reply    per request, QUOTA_REPLY_LENGTH numbers in a row: { verdict (0 allowed, 1 limited,
@@ -206,8 +208,16 @@ end
 -- decide(): one request of cost units on s, which it updates; the verdict.
 local function decide(cost)
   if s.bu > now then return 2 end
-  -- quota-state.ts: a balance that cannot pay changes nothing (no window, no ban count).
-  if credits and s.cb < cost then return 4 end
+  -- quota-state.ts: a balance that cannot pay changes nothing (no window, no ban count). Credits out
+  -- on leases may be what it lacks: recalled first, as a window's refusal (a shadow plan's too: the
+  -- balance is money), then decided again.
+  if credits and s.cb < cost then
+    if leased and ARGV[11] == '1' then
+      changed, recalled = true, true
+      return 3
+    end
+    return 4
+  end
   changed = true
   local dayFits = s.dc + cost <= perDay
   local monthFits = perMonth == 0 or s.yc + cost <= perMonth
@@ -337,10 +347,13 @@ return 0
 //          (with ends: the end of that lease's last grant; a newer grant keeps the holder),
 //          perMonth (0: no month window), the day's and the month's edges (calendar.ts),
 //          returnMonthStartMs, usage retentionMs (0: keep no usage), returnRequests (the requests the
-//          returned block admitted), returnNo (0: unnumbered; else applied once per holder, below)
+//          returned block admitted), returnNo (0: unnumbered; else applied once per holder, below),
+//          credits (1: the quota requires credits: a block also takes its units from 'cb'),
+//          returnCredits (the returned block's unused credits), returnEpoch (the 'ce' its grant
+//          replied; below)
 // Reply    { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs, seq,
-//          monthStartMs, monthCount } (after the step; seq: the notice sequence number of this
-//          state, rule 10)
+//          monthStartMs, monthCount, creditBalance, creditEpoch } (after the step; seq: the notice
+//          sequence number of this state, rule 10; creditBalance: 'cb', blocks out not in it)
 // Given-back units are credited only to the windows they were taken from: a window that has since
 // rolled over is not credited (its counters are the new window's). No block while banned, none
 // while a recall is pending ('rq', rule 11), and none once the units left are fewer than
@@ -373,10 +386,16 @@ local usageMs, backRequests = tonumber(ARGV[29]) or 0, tonumber(ARGV[30]) or 0
 -- every replica's units out, which a duplicate could still take from.) Written into a missing hash too (a Redis restarted empty),
 -- kept a day, for a retry after new grants.
 local backNo = tonumber(ARGV[31]) or 0
+-- Credits (quota-leases.ts, rule 14): a block of a credits key is also that many credits taken from
+-- 'cb'; its unused ones go back to 'cb', whatever the windows did meanwhile, but no more than 'lc'
+-- (credits granted on blocks less those given back: at least what blocks still hold, as 'lm'), and
+-- only while 'ce' is the grant's: CREDITS_SCRIPT's 'set' moves it on, and the blocks out before the
+-- set go back to no balance.
+local credits, backCredits, backEpoch = ARGV[32] == '1', tonumber(ARGV[33]) or 0, tonumber(ARGV[34]) or 0
 if (back > 0 or backRequests > 0) and backNo > 0 then
   local mark = 'gb:' .. holder
   if (tonumber(redis.call('HGET', KEYS[1], mark)) or 0) >= backNo then
-    back, backRequests = 0, 0
+    back, backRequests, backCredits = 0, 0, 0
   else
     local fresh = redis.call('EXISTS', KEYS[1]) == 0
     redis.call('HSET', KEYS[1], mark, backNo)
@@ -384,22 +403,30 @@ if (back > 0 or backRequests > 0) and backNo > 0 then
   end
 end
 if back > 0 or backRequests > 0 then
-  local held = tonumber(redis.call('HGET', usageKey(backDay), usageHour(backDay, backMinute) .. ':u')) or 0
+  local hour = usageHour(backDay, backMinute)
+  local held = tonumber(redis.call('HGET', usageKey(backDay), hour .. ':u')) or 0
+  local heldCredits = 0
+  if backCredits > 0 then heldCredits = tonumber(redis.call('HGET', usageKey(backDay), hour .. ':c')) or 0 end
   -- (Its day's hash has its 'p' from the grant; one lost meanwhile gets the ends as far as known.)
   local periods = '0 ' .. string.format('%.0f', backMonth) .. ' 0'
   if backDay == s.ds then periods = usagePeriods(s) end
-  usageAdd(usageMs, backDay, periods, backMinute, backRequests, 0, -math.min(back, held), 0)
+  usageAdd(usageMs, backDay, periods, backMinute, backRequests, 0, -math.min(back, held), -math.min(backCredits, heldCredits))
 end
 -- Units out on leases in this minute and this day ('lm', 'ld', each with the window start it
 -- belongs to): a give-back credits a window with no more than these, so never with units its
 -- counters do not hold (a Redis restarted empty, a give-back run twice).
-local raw = redis.call('HMGET', KEYS[1], 'lms', 'lds', 'lm', 'ld', 'rq', 'lys', 'ly')
+local raw = redis.call('HMGET', KEYS[1], 'lms', 'lds', 'lm', 'ld', 'rq', 'lys', 'ly', 'lc', 'ce')
 local lm, ld, ly = 0, 0, 0
 if tonumber(raw[1]) == s.ms then lm = tonumber(raw[3]) or 0 end
 if tonumber(raw[2]) == s.ds then ld = tonumber(raw[4]) or 0 end
 local recallUntil = tonumber(raw[5]) or 0
 if tonumber(raw[6]) == s.ys then ly = tonumber(raw[7]) or 0 end
-local changed = false
+local lc, ce = tonumber(raw[8]) or 0, tonumber(raw[9]) or 0
+local changed, creditsMoved = false, false
+if backCredits > 0 and backEpoch == ce and lc > 0 then
+  local credit = math.min(backCredits, lc)
+  s.cb = s.cb + credit; lc = lc - credit; changed, creditsMoved = true, true
+end
 if back > 0 then
   if s.ms == backMinute and s.mc > 0 then
     local credit = math.min(back, lm)
@@ -433,6 +460,7 @@ local granted = 0
 if want > 0 and s.bu <= now and recallUntil <= now then
   local left = perDay - s.dc
   if perMonth > 0 then left = math.min(left, perMonth - s.yc) end
+  if credits then left = math.min(left, s.cb) end
   local from = 0
   if gcra then
     local nowUs = now * 1000
@@ -451,7 +479,9 @@ if want > 0 and s.bu <= now and recallUntil <= now then
     ld = ld + granted
     if perMonth > 0 then s.yc = s.yc + granted; ly = ly + granted end
     if gcra then s.mt = from + granted * intervalUs end
-    usageAdd(usageMs, s.ds, usagePeriods(s), now, 0, 0, granted, 0)
+    local spent = 0
+    if credits then s.cb = s.cb - granted; lc = lc + granted; spent = granted; creditsMoved = true end
+    usageAdd(usageMs, s.ds, usagePeriods(s), now, 0, 0, granted, spent)
     changed = true
     -- A block admits no later than leaseMs after this moment (quota-leases.ts, rules 4 and 8).
     local untilMs = now + leaseUs / 1000
@@ -471,18 +501,26 @@ if changed then
   local fields = stateFields(s, ex)
   for _, field in ipairs({ 'lms', s.ms, 'lm', lm, 'lds', s.ds, 'ld', ld, 'lys', s.ys, 'ly', ly,
     'le', string.format('%.0f', s.le), 'sq', string.format('%.0f', seq) }) do fields[#fields + 1] = field end
+  if creditsMoved then
+    for _, field in ipairs({ 'cb', s.cb, 'lc', lc }) do fields[#fields + 1] = field end
+  end
   write(s, now, ex, fields)
   if published then notify(seq, s, now, 0) end
 end
-return { granted, s.ms, s.ds, now, s.mc, s.dc, s.mt, seq, s.ys, s.yc }
+return { granted, s.ms, s.ds, now, s.mc, s.dc, s.mt, seq, s.ys, s.yc, s.cb, ce }
 `;
 
 // An operator's change of the credit balance ('cb', beside the windows: one hash, one slot).
 // ARGV  mode ('add', 'set' or 'show'), amount. A result below zero is not applied. The hash is made
 // persistent: the balance must outlive the windows' expiry (QUOTA_SCRIPT then sets no TTL on it).
 // Reply { applied (1 or 0), before, after }
+// 'add' adds to Redis's balance; credits out on leases' blocks (LEASE_SCRIPT, 'lc') come back on
+// top of it. 'set' makes Redis's balance the amount, and the blocks out are spent: 'lc' becomes 0
+// and the epoch 'ce' moves on, so their give-backs return nothing, and while a lease may still
+// admit ('le') a recall tells their holders to stop now (a notice as QUOTA_SCRIPT's, rule 11).
 export const CREDITS_SCRIPT = `
-local before = tonumber(redis.call('HGET', KEYS[1], 'cb')) or 0
+local h = redis.call('HMGET', KEYS[1], 'cb', 'lc', 'le', 'sq', 'ms', 'mc', 'ds', 'dc', 'mt', 'bu', 'ys', 'yc')
+local before = tonumber(h[1]) or 0
 local mode, amount = ARGV[1], tonumber(ARGV[2])
 local after = before
 if mode == 'add' then after = before + amount elseif mode == 'set' then after = amount end
@@ -490,6 +528,21 @@ if after < 0 then return { 0, before, before } end
 if mode ~= 'show' then
   redis.call('HSET', KEYS[1], 'cb', after)
   redis.call('PERSIST', KEYS[1])
+end
+if mode == 'set' and (tonumber(h[2]) or 0) > 0 then
+  redis.call('HSET', KEYS[1], 'lc', 0)
+  redis.call('HINCRBY', KEYS[1], 'ce', 1)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local le = tonumber(h[3]) or 0
+  if le > now then
+    local seq = string.format('%.0f', math.max((tonumber(h[4]) or 0) + 1, now * 1000))
+    redis.call('HSET', KEYS[1], 'sq', seq)
+    local n = {}
+    for i = 5, 12 do n[#n + 1] = h[i] or '0' end
+    redis.pcall('PUBLISH', '${QUOTA_NOTICE_CHANNEL}', table.concat({ KEYS[1], seq, n[1], n[2], n[3], n[4], n[5], n[6], now,
+      n[7], n[8], string.format('%.0f', le), 1, after }, ' '))
+  end
 end
 return { 1, before, after }
 `;

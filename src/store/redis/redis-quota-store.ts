@@ -337,6 +337,9 @@ export class RedisQuotaStore implements QuotaStore {
       this.usageRetentionMs,
       request.giveBackRequests ?? 0,
       request.giveBackNo ?? 0,
+      quota.credits === 'required' ? 1 : 0,
+      request.giveBackCredits ?? 0,
+      request.giveBackCreditEpoch ?? 0,
     );
     return named(GRANT_FIELDS, reply.map(Number));
   }
@@ -501,13 +504,15 @@ function toNotice(message: string): QuotaNotice | undefined {
   const [redisKey, ...fields] = message.split(' ');
   const subject = quotaSubject(redisKey ?? '');
   const numbers = fields.map(Number);
-  const known = numbers.length === NOTICE_FIELDS.length || numbers.length === NOTICE_FIELDS.length + RECALL_FIELDS;
+  const extra = numbers.length - NOTICE_FIELDS.length;
+  const known = extra === 0 || extra === RECALL_FIELDS || extra === RECALL_FIELDS + 1;
   if (subject === undefined || !known || !numbers.every(Number.isFinite)) return undefined;
   const notice: QuotaNotice = { subject, ...named(NOTICE_FIELDS, numbers) };
-  if (numbers.length > NOTICE_FIELDS.length) {
+  if (extra > 0) {
     notice.leasedUntilMs = numbers[NOTICE_FIELDS.length]!;
     notice.recall = numbers[NOTICE_FIELDS.length + 1] === 1;
   }
+  if (extra > RECALL_FIELDS) notice.creditBalance = numbers[NOTICE_FIELDS.length + RECALL_FIELDS]!;
   return notice;
 }
 
@@ -523,6 +528,8 @@ const GRANT_FIELDS = [
   'seq',
   'monthStartMs',
   'monthCount',
+  'creditBalance',
+  'creditEpoch',
 ] as const;
 const NOTICE_FIELDS = [
   'seq',
@@ -536,7 +543,7 @@ const NOTICE_FIELDS = [
   'monthStartMs',
   'monthCount',
 ] as const;
-/** After those: leasedUntilMs and the recall flag. */
+/** After those: leasedUntilMs and the recall flag (then the credit balance, quota-leases.ts rule 14). */
 const RECALL_FIELDS = 2;
 
 function named<K extends string>(names: readonly K[], values: number[]): Record<K, number> {
