@@ -34,7 +34,7 @@ import { QUOTA_NOTICE_CHANNEL, leaseHoldersKey, quotaKey, quotaSubject, reconcil
 import { RedisSlotStore } from './redis-slot-store.js';
 import { RECONCILE_SCRIPT, RECONCILED_MARKER_MS } from './reconcile-script.js';
 import { TurnBatches } from './turn-batches.js';
-import { queueWait, waitFor, type ReplicaWait, type ReplicaWaitListener } from './replica-wait.js';
+import { queueWait, type ReplicaWait, type ReplicaWaitListener } from './replica-wait.js';
 import { gcraMinute } from '../../quota/gcra.js';
 import { periodsAt, type Periods } from '../../quota/calendar.js';
 import { DEFAULT_USAGE_RETENTION_MS } from '../usage-store.js';
@@ -62,6 +62,11 @@ interface QuotaPipeline {
   tgQuota(key: string, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
   /** With the subject's slots as KEYS[2] (QUOTA_SCRIPT's concurrency slots). */
   tgQuotaSlots(key: string, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
+}
+
+/** The lease script on a pipeline, as QuotaPipeline. */
+interface LeasePipeline {
+  tgLease(key: string, holders: string, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
 }
 
 /** Requests of one key decided in one script call at most: bounds the time one call holds Redis. */
@@ -339,9 +344,7 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   async reserve(keyId: string, quota: Quota, ban: BanPolicy, request: LeaseRequest): Promise<LeaseGrant> {
-    const reply = await this.commands.tgLease(
-      quotaKey(keyId),
-      leaseHoldersKey(keyId),
+    const args = [
       quota.perMinute,
       quota.perDay,
       ban.window * 1000,
@@ -363,16 +366,27 @@ export class RedisQuotaStore implements QuotaStore {
       this.usageRetentionMs,
       request.giveBackRequests ?? 0,
       request.giveBackNo ?? 0,
-    );
-    const grant = named(GRANT_FIELDS, reply.map(Number));
+    ];
     const wait = this.replicaWait;
-    if (wait && this.single) {
-      // The granted units are admitted from memory later: the grant's write is what counts them.
-      if (await waitFor(this.single, wait)) wait.listener.replicated();
-      else if (grant.granted > 0) {
-        const units = { verdict: 'allowed' as const, nowMs: grant.nowMs, cost: grant.granted, bannedUntilMs: 0 };
-        wait.listener.unreplicated(keyId, units, quota);
-      }
+    if (!wait || !this.single)
+      return named(GRANT_FIELDS, (await this.commands.tgLease(quotaKey(keyId), leaseHoldersKey(keyId), ...args)).map(Number));
+    // The WAIT goes right behind the grant in one pipeline, as a turn's decisions (quotaCall), not
+    // after the grant's answer: both answers come within one command timeout of the ask.
+    const pipeline = this.single.pipeline();
+    const granting = new Promise<number[]>((resolve, reject) =>
+      (pipeline as unknown as LeasePipeline).tgLease(quotaKey(keyId), leaseHoldersKey(keyId), ...args, (err, reply) =>
+        err ? reject(err) : resolve(reply!),
+      ),
+    );
+    const replicating = queueWait(pipeline, wait);
+    pipeline.exec().catch(() => undefined);
+    const [reply, replicated] = await Promise.all([granting, replicating]);
+    const grant = named(GRANT_FIELDS, reply.map(Number));
+    // The granted units are admitted from memory later: the grant's write is what counts them.
+    if (replicated) wait.listener.replicated();
+    else if (grant.granted > 0) {
+      const units = { verdict: 'allowed' as const, nowMs: grant.nowMs, cost: grant.granted, bannedUntilMs: 0 };
+      wait.listener.unreplicated(keyId, units, quota);
     }
     return grant;
   }

@@ -1,4 +1,4 @@
-import type { ChainableCommander, Redis } from 'ioredis';
+import type { ChainableCommander } from 'ioredis';
 import type { Quota } from '../../config/plans-schema.js';
 import type { QuotaOutcome } from '../../quota/quota-state.js';
 
@@ -33,12 +33,4 @@ export function queueWait(pipeline: ChainableCommander, wait: ReplicaWait): Prom
       resolve(!err && Number(acked) >= wait.replicas),
     );
   });
-}
-
-/** One WAIT on its own (after a lease grant), as `queueWait`. */
-export function waitFor(client: Redis, wait: ReplicaWait): Promise<boolean> {
-  return client.call('WAIT', wait.replicas, wait.timeoutMs).then(
-    (acked) => Number(acked) >= wait.replicas,
-    () => false,
-  );
 }
