@@ -304,7 +304,9 @@ export class QuotaLeases {
 
   /**
    * Rule 11: a request this replica's own ask may cover waits for its answer, then takes from the
-   * lease it brought, or goes to Redis (undefined) as it would have.
+   * lease it brought, or goes to Redis (undefined) as it would have. An ask that failed fails the
+   * requests that waited for it with its error: they have waited one command timeout already,
+   * and are decided as a failed store call's (enforce-quota.ts), not sent to Redis for another.
    */
   private async afterAsk(
     answered: Promise<unknown>,
@@ -313,7 +315,8 @@ export class QuotaLeases {
     ban: BanPolicy,
     cost: number,
   ): Promise<QuotaOutcome | undefined> {
-    await answered;
+    const answer = await answered;
+    if (answer instanceof AskFailed) throw answer.err;
     const gcra = this.kindOf(quota);
     const nowMs = this.now();
     const lease = gcra === undefined || this.closed ? undefined : this.current(subject, quota, ban, nowMs);
@@ -487,7 +490,10 @@ export class QuotaLeases {
         // Notices can overtake the grant's reply (another connection).
         if (ask.heard) this.apply(subject, lease, ask.heard);
       },
-      () => this.asking.delete(subject),
+      (err: unknown) => {
+        this.asking.delete(subject);
+        return new AskFailed(err);
+      },
     );
     ask.answered = asked;
     this.track(asked);
@@ -522,7 +528,10 @@ export class QuotaLeases {
         this.leases.set(subject, next);
         if (lease.later) this.apply(subject, next, lease.later);
       },
-      () => (lease.renewal = undefined),
+      (err: unknown) => {
+        lease.renewal = undefined;
+        return new AskFailed(err);
+      },
     );
     lease.renewal = asked;
     this.track(asked);
@@ -709,4 +718,9 @@ function outcomeOf(lease: Lease, gcra: GcraWindow | null, nowMs: number, cost: n
     cost,
     minuteTatUs: gcra ? lease.tatUs - left * gcra.intervalUs : 0,
   };
+}
+
+/** What an ask's answer (`Asking.answered`, `Lease.renewal`) resolves to when the store failed it. */
+class AskFailed {
+  constructor(readonly err: unknown) {}
 }
