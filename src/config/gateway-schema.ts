@@ -212,6 +212,18 @@ export const gatewayFileSchema = z
           })
           .refine((l) => l.minBlock <= l.maxBlock, { message: 'minBlock cannot exceed maxBlock', path: ['minBlock'] })
           .prefault({}),
+        /**
+         * A single Redis or Sentinel master: after each turn's quota decisions (and each lease grant)
+         * a WAIT for this many replicas, up to timeoutMs, before the answers (docs/operations.md,
+         * "Replicated decisions"). Off by default: asynchronous replication loses the writes a
+         * demoted master had not sent yet. Ignored on a Cluster.
+         */
+        waitForReplica: z
+          .strictObject({
+            replicas: z.number().int().min(1).max(16),
+            timeoutMs: ms(1, 10_000),
+          })
+          .optional(),
         /** Usage for invoicing (docs/operations.md): per consumer and hour, written by the quota step. */
         usage: z
           .strictObject({
@@ -285,6 +297,21 @@ export const gatewayFileSchema = z
       })
       .prefault({}),
   })
-  .superRefine((file, ctx) => duplicateLimitNames(file.limits, file.services, ctx));
+  .superRefine((file, ctx) => duplicateLimitNames(file.limits, file.services, ctx))
+  .superRefine((file, ctx) => waitWithinCommandTimeout(file.quota.waitForReplica, file.redis.commandTimeoutMs, ctx));
 
 export type GatewayFile = z.infer<typeof gatewayFileSchema>;
+
+/**
+ * The WAIT runs on the quota connection under its command timeout: one at least as long would
+ * time the whole turn's decisions out instead of telling that no replica acknowledged in time.
+ */
+function waitWithinCommandTimeout(wait: { timeoutMs: number } | undefined, commandTimeoutMs: number, ctx: z.RefinementCtx): void {
+  if (wait && wait.timeoutMs >= commandTimeoutMs) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['quota', 'waitForReplica', 'timeoutMs'],
+      message: `must be less than redis.commandTimeoutMs (${commandTimeoutMs})`,
+    });
+  }
+}

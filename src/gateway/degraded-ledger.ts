@@ -32,6 +32,8 @@ export class DegradedLedger {
   constructor(
     private readonly store: QuotaStore,
     private readonly logger: Logger,
+    /** The log line of each applied flush (tests and operators count the units in it). */
+    private readonly flushedMessage = 'degraded-mode admissions added to redis',
   ) {}
 
   /**
@@ -69,6 +71,11 @@ export class DegradedLedger {
     addUsage(hour, { admitted: admitted > 0 ? 1 : 0, refused: outcome.verdict === 'allowed' ? 0 : 1, units: admitted, credits: 0 });
   }
 
+  /** Forgets what was recorded and not yet sealed for a flush (Redis turned out to hold it). */
+  discard(): void {
+    this.open.clear();
+  }
+
   /** Nothing left to add to Redis. */
   get empty(): boolean {
     return this.open.size === 0 && this.sealed.length === 0;
@@ -100,7 +107,7 @@ export class DegradedLedger {
     this.sealed.splice(0, this.sealed.length, ...left);
     if (applied.length > 0) {
       const units = applied.reduce((sum, { batch }) => sum + batch.dayUnits, 0);
-      this.logger.info({ subjects: applied.length, units }, 'degraded-mode admissions added to redis');
+      this.logger.info({ subjects: applied.length, units }, this.flushedMessage);
     }
     if (left.length > 0 && !this.retry) {
       this.retry = setTimeout(() => {

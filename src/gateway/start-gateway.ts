@@ -15,7 +15,7 @@ import { Drain } from '../http/drain.js';
 import { closeGracefully, listen } from '../http/listen.js';
 import { assertionSecretsFromEnv, logSecretSource, type AssertionSecrets } from '../identity/assertion-secrets.js';
 import type { Logger } from '../observability/log.js';
-import { createMetrics } from '../observability/metrics.js';
+import { createMetrics, type Metrics } from '../observability/metrics.js';
 import { scraper } from '../observability/scrape.js';
 import { guardProcess } from '../observability/process-guard.js';
 import { tracingFromEnv } from '../tracing/tracing-from-env.js';
@@ -24,6 +24,8 @@ import { LoopLag } from '../observability/loop-lag.js';
 import { reconnectIfStalled } from '../store/redis/connect.js';
 import { DegradedMode } from './degraded-mode.js';
 import { openStores, type Stores } from '../store/open-stores.js';
+import { RedisQuotaStore } from '../store/redis/redis-quota-store.js';
+import { UnreplicatedWrites } from './unreplicated-writes.js';
 import { AssertionSigner } from './assertion-signer.js';
 import type { Policy } from './context.js';
 import { KeyCache } from './key-cache.js';
@@ -183,6 +185,7 @@ export async function startGateway(
   health.onChange((down) => metrics.degraded.set(down ? 1 : 0));
   const { onRedisFailure } = settings.quota;
   const degraded = new DegradedMode(onRedisFailure, settings.quota.replicas, ownStores.quotas, logger, settings.keyCache.maxEntries);
+  const unreplicated = waitForReplicas(settings, ownStores, logger, metrics);
   // Concurrency slots (maxConcurrent) this replica holds, kept alive while their requests are in flight.
   const slots = new ConcurrencySlots(metrics, logger);
   // Back from an outage: what was admitted without Redis is added to it, once (degraded-ledger.ts).
@@ -428,6 +431,7 @@ export async function startGateway(
       await settler.idle();
       await leases?.close();
       degraded.close();
+      unreplicated?.close();
       slots.close();
       loopLag.close();
       clearInterval(loopGauge);
@@ -436,4 +440,19 @@ export async function startGateway(
       await tracing?.shutdown();
     },
   };
+}
+
+/**
+ * quota.waitForReplica on a single Redis or Sentinel master: each turn's decisions wait for a
+ * replica's acknowledgement (redis-quota-store.ts), and those it did not come for in time are
+ * kept until it does, or added to the master found after a lost connection (unreplicated-writes.ts).
+ */
+function waitForReplicas(settings: Settings, stores: Stores, logger: Logger, metrics: Metrics): UnreplicatedWrites | undefined {
+  const wait = settings.quota.waitForReplica;
+  if (!wait || !stores.redis || !(stores.quotas instanceof RedisQuotaStore)) return undefined;
+  const listener = new UnreplicatedWrites(stores.quotas, stores.redis, logger, metrics);
+  if (stores.quotas.waitForReplicas(wait, listener)) return listener;
+  listener.close();
+  logger.warn('quota.waitForReplica is ignored on a Redis Cluster');
+  return undefined;
 }

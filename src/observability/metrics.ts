@@ -96,6 +96,11 @@ export function createMetrics() {
       labelNames: ['operation'] as const,
       registers: [registry],
     }),
+    quotaUnreplicated: new Counter({
+      name: 'tollgate_quota_unreplicated_total',
+      help: 'Quota decisions and lease grants answered although no replica acknowledged their write within quota.waitForReplica.timeoutMs.',
+      registers: [registry],
+    }),
     redisSeconds: new PlainHistogram({
       name: 'tollgate_redis_duration_seconds',
       help: 'Latency of Redis operations on the request path, by operation.',

@@ -320,7 +320,9 @@ export class QuotaLeases {
 
   /**
    * Rule 11: a request this replica's own ask may cover waits for its answer, then takes from the
-   * lease it brought, or goes to Redis (undefined) as it would have.
+   * lease it brought, or goes to Redis (undefined) as it would have. An ask that failed fails the
+   * requests that waited for it with its error: they have waited one command timeout already,
+   * and are decided as a failed store call's (enforce-quota.ts), not sent to Redis for another.
    */
   private async afterAsk(
     answered: Promise<unknown>,
@@ -329,7 +331,8 @@ export class QuotaLeases {
     ban: BanPolicy,
     cost: number,
   ): Promise<QuotaOutcome | undefined> {
-    await answered;
+    const answer = await answered;
+    if (answer instanceof AskFailed) throw answer.err;
     const gcra = this.kindOf(quota);
     const nowMs = this.now();
     const lease = gcra === undefined || this.closed ? undefined : this.current(subject, quota, ban, nowMs);
@@ -504,7 +507,10 @@ export class QuotaLeases {
         // Notices can overtake the grant's reply (another connection).
         if (ask.heard) this.apply(subject, lease, ask.heard);
       },
-      () => this.asking.delete(subject),
+      (err: unknown) => {
+        this.asking.delete(subject);
+        return new AskFailed(err);
+      },
     );
     ask.answered = asked;
     this.track(asked);
@@ -541,7 +547,10 @@ export class QuotaLeases {
         this.leases.set(subject, next);
         if (lease.later) this.apply(subject, next, lease.later);
       },
-      () => (lease.renewal = undefined),
+      (err: unknown) => {
+        lease.renewal = undefined;
+        return new AskFailed(err);
+      },
     );
     lease.renewal = asked;
     this.track(asked);
@@ -746,4 +755,9 @@ function outcomeOf(lease: Lease, gcra: GcraWindow | null, nowMs: number, cost: n
     // Credits (rule 14): the balance as last heard plus this lease's unused block.
     ...(lease.quota.credits === 'required' && { creditBalance: lease.creditBalance + left }),
   };
+}
+
+/** What an ask's answer (`Asking.answered`, `Lease.renewal`) resolves to when the store failed it. */
+class AskFailed {
+  constructor(readonly err: unknown) {}
 }

@@ -81,4 +81,17 @@ describe('lease recall', () => {
     refused.asks[0]!.answer({ granted: 0 });
     expect(await next).toBeUndefined();
   });
+
+  it('an ask that fails fails the requests that waited for it, with its error: they are not sent to Redis for another timeout', async () => {
+    const { store, asks } = scriptedStore();
+    const leases = new QuotaLeases(store, SETTINGS, () => 5_000);
+    for (let i = 0; i < 3; i++) expect(leases.admit('k', QUOTA, NO_BANS, 1)).toBeUndefined();
+    const waiting = leases.admit('k', QUOTA, NO_BANS, 1);
+    expect(waiting).toBeInstanceOf(Promise);
+    const timedOut = new Error('Command timed out');
+    asks[0]!.fail(timedOut);
+    await expect(waiting).rejects.toBe(timedOut);
+    // Nothing is held, and the next request is Redis's again, or a new ask.
+    expect(leases.held('k')).toBe(0);
+  });
 });

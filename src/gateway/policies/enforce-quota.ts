@@ -122,7 +122,10 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     // no slot.
     const leased = slot ? undefined : deps.leases?.admit(subject, quota, plans.ban, cost);
     if (leased instanceof Promise) {
-      return leased.then((outcome) => (outcome ? judge(ctx, deps, quota, outcome, 'lease', step) : fromStore(step, deps, recall, pending)));
+      return leased.then(
+        (outcome) => (outcome ? judge(ctx, deps, quota, outcome, 'lease', step) : fromStore(step, deps, recall, pending)),
+        (err: unknown) => storeFailed(step, deps, err),
+      );
     }
     if (leased) return judge(ctx, deps, quota, leased, 'lease', step);
     return fromStore(step, deps, recall, pending);
@@ -173,14 +176,22 @@ function fromStore(
     (err: unknown) => {
       pending.count--;
       endSpan(span, { 'tollgate.quota.cost': cost }, 'store_unavailable');
-      metrics.redisErrors.inc({ operation: 'quota' });
-      // A timeout that is no outage (our own stalled event loop, or a Redis still answering,
-      // late: store-health.ts): the script may well have counted this request, and local
-      // counting would admit past the limit. Shed it; the next request asks Redis again.
-      if (!health.failed(err)) return shed(step, deps, 'timeout');
-      return degrade(step, deps);
+      return storeFailed(step, deps, err);
     },
   );
+}
+
+/**
+ * A request whose store call failed (or the lease ask it waited for: quota-leases.ts, rule 11),
+ * after one command timeout at most: decided without Redis now, never sent for another.
+ */
+function storeFailed(step: QuotaStep, deps: QuotaDeps, err: unknown): Decision | Promise<Decision> {
+  deps.metrics.redisErrors.inc({ operation: 'quota' });
+  // A timeout that is no outage (our own stalled event loop, or a Redis still answering,
+  // late: store-health.ts): the script may well have counted this request, and local
+  // counting would admit past the limit. Shed it; the next request asks Redis again.
+  if (!deps.health.failed(err)) return shed(step, deps, 'timeout');
+  return degrade(step, deps);
 }
 
 /**

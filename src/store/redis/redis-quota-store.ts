@@ -34,6 +34,7 @@ import { QUOTA_NOTICE_CHANNEL, leaseHoldersKey, quotaKey, quotaSubject, reconcil
 import { RedisSlotStore } from './redis-slot-store.js';
 import { RECONCILE_SCRIPT, RECONCILED_MARKER_MS } from './reconcile-script.js';
 import { TurnBatches } from './turn-batches.js';
+import { queueWait, type ReplicaWait, type ReplicaWaitListener } from './replica-wait.js';
 import { gcraMinute } from '../../quota/gcra.js';
 import { periodsAt, type Periods } from '../../quota/calendar.js';
 import { DEFAULT_USAGE_RETENTION_MS } from '../usage-store.js';
@@ -61,6 +62,11 @@ interface QuotaPipeline {
   /** With the subject's slots as KEYS[2] (QUOTA_SCRIPT's concurrency slots). */
   tgQuotaSlots(key: string, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
   tgRulesQuota(keys: number, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
+}
+
+/** The lease script on a pipeline, as QuotaPipeline. */
+interface LeasePipeline {
+  tgLease(key: string, holders: string, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
 }
 
 /** Requests of one key decided in one script call at most: bounds the time one call holds Redis. */
@@ -102,7 +108,9 @@ export class RedisQuotaStore implements QuotaStore {
   private readonly ruleBatches = new TurnBatches<RulesRequest, RulesAnswer>((requests) => this.decideRules(requests), MAX_BATCH);
   /** A single server (not a Cluster): its script calls of one turn are written together (`quotaCall`). */
   private readonly single?: Redis;
-  private turnPipeline?: ChainableCommander;
+  private turn?: { pipeline: ChainableCommander; replicated?: Promise<boolean> };
+  /** gateway.yaml quota.waitForReplica, and who hears how the WAITs went (`waitForReplicas`). */
+  private replicaWait?: ReplicaWait & { listener: ReplicaWaitListener };
   private stopListening?: () => void;
   readonly slots: RedisSlotStore;
   /** Once the lease notices' subscription has taken effect (tests wait for it; a lease granted before it ends then). */
@@ -133,6 +141,19 @@ export class RedisQuotaStore implements QuotaStore {
     redis.defineCommand('tgRuleRelease', { numberOfKeys: 1, lua: RULE_RELEASE_SCRIPT });
     this.commands = redis as unknown as QuotaCommands;
     this.slots = new RedisSlotStore(redis, () => this.nowArg());
+  }
+
+  /**
+   * From now on each turn's decisions (and each lease grant) are followed by a WAIT for
+   * `wait.replicas` replicas before their answers: one more round trip per turn, and the answers
+   * of the turn wait for it. A decision no replica acknowledged in time is still answered as the
+   * master decided (see gateway/unreplicated-writes.ts for why), and told to `listener`. False on
+   * a Cluster, where one WAIT would cover one node's writes only: there it is not done.
+   */
+  waitForReplicas(wait: ReplicaWait, listener: ReplicaWaitListener): boolean {
+    if (!this.single) return false;
+    this.replicaWait = { ...wait, listener };
+    return true;
   }
 
   /**
@@ -217,7 +238,7 @@ export class RedisQuotaStore implements QuotaStore {
       const quotaArgs = this.quotaArgs(first.quota, first.ban, first.recall);
       // In the turn's pipeline, as the plan's calls (quotaCall): not behind the last turn's round trip.
       calls.push(
-        this.pipelined((pipeline, done) => pipeline.tgRulesQuota(keys.length, ...keys, ...quotaArgs, ...args, done)).then((reply) => {
+        this.pipelined((pipeline, done) => pipeline.tgRulesQuota(keys.length, ...keys, ...quotaArgs, ...args, done)).then(({ reply }) => {
           let at = 0;
           return run.map((request) => {
             const answer = { answer: toAnswer(reply, at), ...rulesAt(reply, at + QUOTA_REPLY_LENGTH, request.rules.length) };
@@ -254,12 +275,18 @@ export class RedisQuotaStore implements QuotaStore {
     for (const request of run) request.batched?.(run.length);
     // With slots: maxConcurrent and the slots' life, then each request's cost and member.
     const perRequest = slot ? [slot.max, slot.lifeMs, ...run.flatMap((request) => [request.cost, request.slot!.member])] : costs;
-    const reply = await this.quotaCall(
+    const { reply, replicated } = await this.quotaCall(
       slot ? [redisKey, slotsKey(quotaSubject(redisKey)!)] : [redisKey],
       ...this.quotaArgs(quota, ban, recall),
       ...perRequest,
     );
-    return costs.map((_, i) => toAnswer(reply, i * QUOTA_REPLY_LENGTH));
+    const answers = costs.map((_, i) => toAnswer(reply, i * QUOTA_REPLY_LENGTH));
+    if (replicated === true) this.replicaWait?.listener.replicated();
+    if (replicated === false) {
+      const subject = quotaSubject(redisKey)!;
+      for (const answer of answers) if (!('recalled' in answer)) this.replicaWait!.listener.unreplicated(subject, answer, quota);
+    }
+    return answers;
   }
 
   /**
@@ -272,29 +299,44 @@ export class RedisQuotaStore implements QuotaStore {
    * up by a Redis round trip and more (README, Performance). A Cluster keeps auto-pipelining: a
    * pipeline there must hold one slot, and it groups the calls by node itself.
    */
-  private quotaCall(keys: string[], ...args: Array<string | number>): Promise<number[]> {
-    if (!this.single)
-      return keys.length === 2 ? this.commands.tgQuotaSlots(keys[0]!, keys[1]!, ...args) : this.commands.tgQuota(keys[0]!, ...args);
+  private quotaCall(keys: string[], ...args: Array<string | number>): Promise<{ reply: number[]; replicated?: boolean }> {
+    if (!this.single) {
+      const call = keys.length === 2 ? this.commands.tgQuotaSlots(keys[0]!, keys[1]!, ...args) : this.commands.tgQuota(keys[0]!, ...args);
+      return call.then((reply) => ({ reply }));
+    }
     return this.pipelined((pipeline, done) =>
       keys.length === 2 ? pipeline.tgQuotaSlots(keys[0]!, keys[1]!, ...args, done) : pipeline.tgQuota(keys[0]!, ...args, done),
     );
   }
 
-  /** One script call queued on this turn's pipeline (a single server only): `queue` adds it with `done` as its callback. */
-  private pipelined(queue: (pipeline: QuotaPipeline, done: (err: Error | null, reply?: number[]) => void) => unknown): Promise<number[]> {
-    let pipeline = this.turnPipeline;
-    if (!pipeline) {
-      pipeline = this.turnPipeline = this.single!.pipeline();
+  /**
+   * One script call queued on this turn's pipeline (a single server only): `queue` adds it with
+   * `done` as its callback. With quota.waitForReplica, `replicated` says whether the turn's WAIT
+   * was acknowledged (the answer waits for it).
+   */
+  private async pipelined(
+    queue: (pipeline: QuotaPipeline, done: (err: Error | null, reply?: number[]) => void) => unknown,
+  ): Promise<{ reply: number[]; replicated?: boolean }> {
+    let turn = this.turn;
+    if (!turn) {
+      const opened: { pipeline: ChainableCommander; replicated?: Promise<boolean> } =
+        (turn =
+        this.turn =
+          { pipeline: this.single!.pipeline() });
       // After this turn's flush (turn-batches.ts) has added every key's call.
       queueMicrotask(() => {
-        this.turnPipeline = undefined;
+        this.turn = undefined;
+        // One WAIT for the whole turn, behind its calls: it covers every write before it.
+        if (this.replicaWait) opened.replicated = queueWait(opened.pipeline, this.replicaWait);
         // Each call's own callback reports its result or error; exec's summary adds nothing.
-        pipeline!.exec().catch(() => undefined);
+        opened.pipeline.exec().catch(() => undefined);
       });
     }
-    return new Promise((resolve, reject) => {
-      queue(pipeline as unknown as QuotaPipeline, (err, reply) => (err ? reject(err) : resolve(reply!)));
+    const reply = await new Promise<number[]>((resolve, reject) => {
+      queue(turn.pipeline as unknown as QuotaPipeline, (err, reply) => (err ? reject(err) : resolve(reply!)));
     });
+    // Set before exec, so before any reply: the answers wait for the WAIT.
+    return { reply, replicated: await turn.replicated };
   }
 
   async usage(keyId: string, quota?: Quota): Promise<QuotaOutcome> {
@@ -313,9 +355,7 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   async reserve(keyId: string, quota: Quota, ban: BanPolicy, request: LeaseRequest): Promise<LeaseGrant> {
-    const reply = await this.commands.tgLease(
-      quotaKey(keyId),
-      leaseHoldersKey(keyId),
+    const args = [
       quota.perMinute,
       quota.perDay,
       ban.window * 1000,
@@ -340,8 +380,29 @@ export class RedisQuotaStore implements QuotaStore {
       quota.credits === 'required' ? 1 : 0,
       request.giveBackCredits ?? 0,
       request.giveBackCreditEpoch ?? 0,
+    ];
+    const wait = this.replicaWait;
+    if (!wait || !this.single)
+      return named(GRANT_FIELDS, (await this.commands.tgLease(quotaKey(keyId), leaseHoldersKey(keyId), ...args)).map(Number));
+    // The WAIT goes right behind the grant in one pipeline, as a turn's decisions (quotaCall), not
+    // after the grant's answer: both answers come within one command timeout of the ask.
+    const pipeline = this.single.pipeline();
+    const granting = new Promise<number[]>((resolve, reject) =>
+      (pipeline as unknown as LeasePipeline).tgLease(quotaKey(keyId), leaseHoldersKey(keyId), ...args, (err, reply) =>
+        err ? reject(err) : resolve(reply!),
+      ),
     );
-    return named(GRANT_FIELDS, reply.map(Number));
+    const replicating = queueWait(pipeline, wait);
+    pipeline.exec().catch(() => undefined);
+    const [reply, replicated] = await Promise.all([granting, replicating]);
+    const grant = named(GRANT_FIELDS, reply.map(Number));
+    // The granted units are admitted from memory later: the grant's write is what counts them.
+    if (replicated) wait.listener.replicated();
+    else if (grant.granted > 0) {
+      const units = { verdict: 'allowed' as const, nowMs: grant.nowMs, cost: grant.granted, bannedUntilMs: 0 };
+      wait.listener.unreplicated(keyId, units, quota);
+    }
+    return grant;
   }
 
   async reconcile(subject: string, replicaId: string, batch: DegradedAdmissions): Promise<void> {

@@ -1,0 +1,36 @@
+import type { ChainableCommander } from 'ioredis';
+import type { Quota } from '../../config/plans-schema.js';
+import type { QuotaOutcome } from '../../quota/quota-state.js';
+
+/** gateway.yaml quota.waitForReplica: WAIT for `replicas` acknowledgements, at most `timeoutMs`. */
+export interface ReplicaWait {
+  replicas: number;
+  timeoutMs: number;
+}
+
+/** What the quota store tells about the WAITs after its writes (gateway/unreplicated-writes.ts listens). */
+export interface ReplicaWaitListener {
+  /**
+   * Units admitted (a decision, or a lease's grant) whose write no replica acknowledged in time:
+   * the master holds them, but a failover before they are sent would lose them.
+   */
+  unreplicated(subject: string, admitted: Pick<QuotaOutcome, 'verdict' | 'nowMs' | 'cost' | 'bannedUntilMs'>, quota: Quota): void;
+  /**
+   * A WAIT was acknowledged in full: every earlier write on this connection is on the replicas too
+   * (the replication stream is one ordered stream), the unreplicated ones included.
+   */
+  replicated(): void;
+}
+
+/**
+ * Queues a WAIT at the end of `pipeline` (before its exec): resolves true when enough replicas
+ * acknowledged every write before it, false when they did not in time or the WAIT failed (a lost
+ * connection: whether the writes reached anyone is unknown).
+ */
+export function queueWait(pipeline: ChainableCommander, wait: ReplicaWait): Promise<boolean> {
+  return new Promise((resolve) => {
+    pipeline.call('WAIT', wait.replicas, wait.timeoutMs, (err?: Error | null, acked?: unknown) =>
+      resolve(!err && Number(acked) >= wait.replicas),
+    );
+  });
+}
