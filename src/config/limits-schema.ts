@@ -84,16 +84,26 @@ export const limitRuleSchema = z
     cost: z.number().int().min(1).max(10_000).default(1),
     /** A request lacking an attribute of `by`: `skip` the rule, or `refuse` it (400 limit_attribute_missing). */
     whenMissing: z.enum(['skip', 'refuse']).default('skip'),
+    /**
+     * Requests (and WebSocket tunnels) of one counter in flight at once, across all replicas; one
+     * more is refused 429 too_many_concurrent_requests (gateway/rule-slots.ts).
+     */
+    maxConcurrent: z.number().int().min(1).max(1_000_000).optional(),
   })
   .superRefine((rule, ctx) => {
     const set = (Object.keys(RULE_WINDOWS) as Array<keyof typeof RULE_WINDOWS>).filter((w) => rule[w] !== undefined);
-    if (set.length !== 1)
+    // A rule may cap only what is in flight (maxConcurrent), without a window.
+    if (set.length > 1 || (set.length === 0 && rule.maxConcurrent === undefined))
       ctx.addIssue({
         code: 'custom',
         path: set.length ? [set[1]!] : [],
-        message: set.length ? `set one window, not ${set.join(' and ')}` : 'set one of perSecond, perMinute, perHour, perDay',
+        message: set.length
+          ? `set one window, not ${set.join(' and ')}`
+          : 'set one of perSecond, perMinute, perHour, perDay, or maxConcurrent',
       });
     const windowLimit = set.length === 1 ? rule[set[0]!]! : undefined;
+    if (set.length === 0 && rule.algorithm === 'gcra')
+      ctx.addIssue({ code: 'custom', path: ['algorithm'], message: 'gcra needs a window (perSecond, perMinute, perHour or perDay)' });
     if (rule.burst !== undefined && rule.algorithm !== 'gcra')
       ctx.addIssue({ code: 'custom', path: ['burst'], message: 'only with algorithm: gcra' });
     if (rule.burst !== undefined && windowLimit !== undefined && rule.burst > windowLimit)

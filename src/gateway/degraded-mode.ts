@@ -93,6 +93,16 @@ export class DegradedMode {
     return { ...told, outcome: { ...told.outcome, rules: outcome.rules, refusedBy: outcome.refusedBy }, rules: this.rules.scaled(charges) };
   }
 
+  /** `local` mode's slots in this process: a limit rule's maxConcurrent while Redis is away (rule-slots.ts). */
+  get localSlots(): SlotStore {
+    return this.store.slots;
+  }
+
+  /** This replica's share of a fleet-wide limit: limit / replicas, at least 1. */
+  shareOf(limit: number): number {
+    return Math.max(1, Math.floor(limit / this.replicas));
+  }
+
   private told(subject: string, quota: Quota, share: Quota, outcome: QuotaOutcome): { outcome: QuotaOutcome; quota: Quota } {
     this.ledger?.record(subject, outcome, quota);
     // The whole quota's limits, the month's too: inWholeTerms counts the month in them.

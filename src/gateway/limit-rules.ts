@@ -30,14 +30,34 @@ interface CompiledRule {
   pattern?: RegExp;
   params: string[];
   by: ByPart[];
-  /** Everything of the charge but the digest, made once per load. */
-  limit: Omit<RuleCharge, 'digest'>;
+  /** Everything of the charge but the digest, made once per load; undefined for a rule with no window (maxConcurrent only). */
+  limit?: Omit<RuleCharge, 'digest'>;
 }
 
-/** What a request's rules ask of the quota step: the charges, or the rule whose attribute is missing under `whenMissing: refuse`. */
-export type RulesFor = { charges: RuleCharge[] } | { missing: { rule: string; attribute: string } };
+/**
+ * A concurrency slot a request must hold under a rule's `maxConcurrent` (rule-slots.ts). Its
+ * subject `rule:<name>:<digest>` is a namespace of its own beside consumer ids (a key id, `owner:`,
+ * `anon:`, `jwt:`), so its slot set (tg:slots:{rule:…}) is never a consumer's.
+ */
+export interface RuleSlot {
+  rule: string;
+  subject: string;
+  max: number;
+}
 
-const NONE: RulesFor = Object.freeze({ charges: [] });
+/** What one rule asks of a request with given values: its window's charge, its slot, or both. */
+interface Counted {
+  charge?: RuleCharge;
+  slot?: RuleSlot;
+}
+
+/**
+ * What a request's rules ask of the quota step: the charges and the slots, or the rule whose
+ * attribute is missing under `whenMissing: refuse`.
+ */
+export type RulesFor = { charges: RuleCharge[]; slots: RuleSlot[] } | { missing: { rule: string; attribute: string } };
+
+const NONE: RulesFor = Object.freeze({ charges: [], slots: [] });
 
 /**
  * gateway.yaml `limits` (global and per service), compiled once per load: which rules a request
@@ -58,7 +78,7 @@ export class LimitRules {
    * prefix is taken), so that a hot key or address costs neither an HMAC nor an address parse per
    * request. One load's rules and key: a reload (a rotated secret) starts an empty one.
    */
-  private readonly charges = new LRUCache<string, RuleCharge>({ max: MEMO_ENTRIES });
+  private readonly counted = new LRUCache<string, Counted>({ max: MEMO_ENTRIES });
 
   constructor(global: readonly LimitRuleConfig[], services: readonly ServiceConfig[], key: Buffer) {
     this.key = createSecretKey(key);
@@ -83,6 +103,7 @@ export class LimitRules {
     const method = ctx.req.method ?? 'GET';
     const path = pathOf(ctx.req.url);
     const charges: RuleCharge[] = [];
+    const slots: RuleSlot[] = [];
     let client: string | undefined;
     const clientAddress = () => (client ??= clientAddressOf(ctx.req, trust));
     for (const rule of rules) {
@@ -105,17 +126,24 @@ export class LimitRules {
         if (rule.config.whenMissing === 'refuse') return { missing: { rule: rule.config.name, attribute: missing } };
         continue;
       }
-      charges.push(this.charges.get(memo) ?? this.charge(rule, raws, memo));
+      const { charge, slot } = this.counted.get(memo) ?? this.count(rule, raws, memo);
+      if (charge) charges.push(charge);
+      if (slot) slots.push(slot);
     }
-    return charges.length ? { charges } : NONE;
+    return charges.length || slots.length ? { charges, slots } : NONE;
   }
 
-  /** A rule's charge for the request values `raws`, kept under `memo`; never changed after (shared by the requests that name it). */
-  private charge(rule: CompiledRule, raws: readonly string[], memo: string): RuleCharge {
+  /** A rule's charge and slot for the request values `raws`, kept under `memo`; never changed after (shared by the requests that name them). */
+  private count(rule: CompiledRule, raws: readonly string[], memo: string): Counted {
     const values = raws.map((raw, i) => valueOf(rule.by[i]!, raw));
-    const charge = Object.freeze({ ...rule.limit, digest: this.digest(rule.config.name, values) });
-    this.charges.set(memo, charge);
-    return charge;
+    const digest = this.digest(rule.config.name, values);
+    const { name, maxConcurrent: max } = rule.config;
+    const counted: Counted = Object.freeze({
+      charge: rule.limit && Object.freeze({ ...rule.limit, digest }),
+      slot: max === undefined ? undefined : Object.freeze({ rule: name, subject: `rule:${name}:${digest}`, max }),
+    });
+    this.counted.set(memo, counted);
+    return counted;
   }
 
   /** Each value length-prefixed, so that no two lists of values read alike. */
@@ -127,10 +155,6 @@ export class LimitRules {
 }
 
 function compile(config: LimitRuleConfig, id: number): CompiledRule {
-  const window = (Object.keys(RULE_WINDOWS) as Array<keyof typeof RULE_WINDOWS>).find((w) => config[w] !== undefined)!;
-  const limit = config[window]!;
-  const windowMs = RULE_WINDOWS[window];
-  const gcra = config.algorithm === 'gcra' ? ruleGcra(limit, windowMs, config.burst) : undefined;
   const methods = config.match.methods && new Set(config.match.methods.flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])));
   const params: string[] = [];
   const pattern = config.match.path === undefined ? undefined : patternWithParams(config.match.path, params);
@@ -141,15 +165,25 @@ function compile(config: LimitRuleConfig, id: number): CompiledRule {
     pattern,
     params,
     by: config.by.map((text) => parseByPart(text) as ByPart),
-    limit: {
-      name: config.name,
-      limit,
-      windowMs,
-      gcra: gcra !== undefined,
-      intervalUs: gcra?.intervalUs ?? 0,
-      burst: gcra?.burst ?? 0,
-      cost: config.cost,
-    },
+    limit: chargeOf(config),
+  };
+}
+
+/** A rule's window as the quota step charges it; undefined for a rule with none (maxConcurrent only). */
+function chargeOf(config: LimitRuleConfig): Omit<RuleCharge, 'digest'> | undefined {
+  const window = (Object.keys(RULE_WINDOWS) as Array<keyof typeof RULE_WINDOWS>).find((w) => config[w] !== undefined);
+  if (!window) return undefined;
+  const limit = config[window]!;
+  const windowMs = RULE_WINDOWS[window];
+  const gcra = config.algorithm === 'gcra' ? ruleGcra(limit, windowMs, config.burst) : undefined;
+  return {
+    name: config.name,
+    limit,
+    windowMs,
+    gcra: gcra !== undefined,
+    intervalUs: gcra?.intervalUs ?? 0,
+    burst: gcra?.burst ?? 0,
+    cost: config.cost,
   };
 }
 

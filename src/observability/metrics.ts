@@ -34,7 +34,7 @@ export function createMetrics() {
     }),
     limitRuleDecisions: new DeferredCounter({
       name: 'tollgate_limit_rule_decisions_total',
-      help: 'Limit rules applied to requests, by rule name (never its values) and result: allowed (charged), limited (this rule refused the request), refused_missing (an attribute of `by` was missing under whenMissing: refuse).',
+      help: 'Limit rules applied to requests, by rule name (never its values) and result: allowed (charged), limited (this rule refused the request), refused_missing (an attribute of `by` was missing under whenMissing: refuse), concurrent (its maxConcurrent slots were all taken).',
       labelNames: ['rule', 'decision'] as const,
       registers: [registry],
     }),

@@ -17,6 +17,9 @@ export class InFlightUpstream {
   private readonly now = new Map<string, number>();
   private readonly peak = new Map<string, number>();
   private readonly held: ServerResponse[] = [];
+  /** Every consumer's together: what a limit on something other than the consumer (an address) caps. */
+  private total = 0;
+  private totalPeak = 0;
 
   async start(): Promise<this> {
     this.server = createServer((req, res) => this.serve(req, res));
@@ -41,6 +44,20 @@ export class InFlightUpstream {
   /** The most ever in flight at once for `consumer`. */
   mostInFlight(consumer: string): number {
     return this.peak.get(consumer) ?? 0;
+  }
+
+  /** In flight now, every consumer's together. */
+  get inFlightAll(): number {
+    return this.total;
+  }
+
+  /** The most ever in flight at once, every consumer's together, since the last `resetPeakAll`. */
+  get mostInFlightAll(): number {
+    return this.totalPeak;
+  }
+
+  resetPeakAll(): void {
+    this.totalPeak = this.total;
   }
 
   /** Requests held open now (every consumer's). */
@@ -89,10 +106,12 @@ export class InFlightUpstream {
     const count = this.inFlight(consumer) + 1;
     this.now.set(consumer, count);
     this.peak.set(consumer, Math.max(count, this.mostInFlight(consumer)));
+    this.totalPeak = Math.max(++this.total, this.totalPeak);
   }
 
   private leave(consumer: string): void {
     this.now.set(consumer, this.inFlight(consumer) - 1);
+    this.total--;
   }
 }
 

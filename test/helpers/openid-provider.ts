@@ -28,23 +28,24 @@ export class OpenIdProvider {
     readonly port: number,
     private readonly keys: JWK[],
     private readonly tier = 'gold',
+    /** More clients (client credentials, the same secret), each a subject of its own, with its `org` claim. */
+    private readonly orgs: Readonly<Record<string, string>> = {},
   ) {
     this.issuer = `http://127.0.0.1:${port}`;
   }
 
   async start(): Promise<this> {
-    const tier = this.tier;
+    const { tier, orgs } = this;
+    const client = (clientId: string) => ({
+      client_id: clientId,
+      client_secret: CLIENT_SECRET,
+      grant_types: ['client_credentials'],
+      redirect_uris: [],
+      response_types: [],
+      scope: 'pets:read',
+    });
     const provider = new Provider(this.issuer, {
-      clients: [
-        {
-          client_id: CLIENT_ID,
-          client_secret: CLIENT_SECRET,
-          grant_types: ['client_credentials'],
-          redirect_uris: [],
-          response_types: [],
-          scope: 'pets:read',
-        },
-      ],
+      clients: [client(CLIENT_ID), ...Object.keys(orgs).map(client)],
       jwks: { keys: this.keys },
       scopes: ['pets:read'],
       features: {
@@ -66,7 +67,10 @@ export class OpenIdProvider {
           },
         },
       },
-      extraTokenClaims: () => ({ tier }),
+      extraTokenClaims: (_ctx, token) => {
+        const org = 'clientId' in token && token.clientId ? orgs[token.clientId] : undefined;
+        return org === undefined ? { tier } : { tier, org };
+      },
       ttl: { ClientCredentials: 600 },
     });
     this.server = await listenOn(provider, this.port);
@@ -74,12 +78,12 @@ export class OpenIdProvider {
   }
 
   /** An access token from the token endpoint, as a service holding the client secret gets one. */
-  async accessToken(): Promise<string> {
+  async accessToken(clientId = CLIENT_ID): Promise<string> {
     const res = await fetch(`${this.issuer}/token`, {
       method: 'POST',
       headers: {
         'content-type': 'application/x-www-form-urlencoded',
-        authorization: `Basic ${Buffer.from(`${CLIENT_ID}:${CLIENT_SECRET}`).toString('base64')}`,
+        authorization: `Basic ${Buffer.from(`${clientId}:${CLIENT_SECRET}`).toString('base64')}`,
       },
       body: new URLSearchParams({ grant_type: 'client_credentials', resource: RESOURCE, scope: 'pets:read' }),
     });

@@ -63,7 +63,7 @@ describe('the contract checker', () => {
     noHeaders.delete('x-ratelimit-remaining');
     noHeaders.set('ratelimit', 'twelve');
     expect(contract.check({ ...real, headers: noHeaders })).toEqual([
-      'listCategories 200: header ratelimit must match pattern "^"[a-z]+";r=[0-9]+;t=[0-9]+$"',
+      'listCategories 200: header ratelimit must match pattern "^"[a-z0-9][a-z0-9_-]*";r=[0-9]+;t=[0-9]+$"',
       'listCategories 200: required header X-RateLimit-Remaining missing',
     ]);
   });

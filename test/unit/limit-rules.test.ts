@@ -206,6 +206,31 @@ describe('which rules a request matches', () => {
     expect(jwt.map((c) => c.name)).toEqual(['org', 's']);
     expect(jwt[0]).toMatchObject({ gcra: true, limit: 2, burst: 2, windowMs: 1000 });
   });
+
+  it('names a slot set per value for a rule with maxConcurrent, in a subject namespace of its own; alone it charges no window', () => {
+    const slotted = new LimitRules(
+      limitsSchema.parse([
+        { name: 'reports', match: { path: '/v1/reports' }, by: ['client.address'], maxConcurrent: 3 },
+        { name: 'both', match: { path: '/v1/reports' }, by: ['consumer.id'], perMinute: 5, maxConcurrent: 2 },
+      ]),
+      [],
+      LimitRules.keyFrom(Buffer.alloc(32, 1)),
+    );
+    const one = slotted.forRequest(ctx('GET', '/v1/reports'), trust);
+    const other = slotted.forRequest(ctx('GET', '/v1/reports', {}, '198.51.100.8'), trust);
+    if (!('slots' in one) || !('slots' in other)) throw new Error('expected slots');
+    expect(one.charges.map((c) => c.name)).toEqual(['both']);
+    expect(one.slots.map((s) => [s.rule, s.max])).toEqual([
+      ['reports', 3],
+      ['both', 2],
+    ]);
+    const digest = one.charges[0]!.digest;
+    expect(one.slots[1]!.subject).toBe(`rule:both:${digest}`);
+    expect(one.slots[0]!.subject).toMatch(/^rule:reports:[A-Za-z0-9_-]{22}$/);
+    expect(other.slots[0]!.subject).not.toBe(one.slots[0]!.subject);
+    expect(other.slots[1]!.subject).toBe(one.slots[1]!.subject);
+    expect(slotted.forRequest(ctx('GET', '/v1/other'), trust)).toEqual({ charges: [], slots: [] });
+  });
 });
 
 describe('the limits schema', () => {
@@ -218,7 +243,15 @@ describe('the limits schema', () => {
     expect(issues([{ name: 'a', by: ['consumer.id'], perMinute: 1, perDay: 2 }])).toEqual([
       'limits.0.perDay: set one window, not perMinute and perDay',
     ]);
-    expect(issues([{ name: 'a', by: ['consumer.id'] }])).toEqual(['limits.0: set one of perSecond, perMinute, perHour, perDay']);
+    expect(issues([{ name: 'a', by: ['consumer.id'] }])).toEqual([
+      'limits.0: set one of perSecond, perMinute, perHour, perDay, or maxConcurrent',
+    ]);
+    // maxConcurrent alone is a rule; a cell rate without a window is not.
+    expect(issues([{ name: 'a', by: ['consumer.id'], maxConcurrent: 3 }])).toEqual([]);
+    expect(issues([{ name: 'a', by: ['consumer.id'], maxConcurrent: 3, algorithm: 'gcra' }])).toEqual([
+      'limits.0.algorithm: gcra needs a window (perSecond, perMinute, perHour or perDay)',
+    ]);
+    expect(issues([{ name: 'a', by: ['consumer.id'], maxConcurrent: 0 }])[0]).toMatch(/^limits\.0\.maxConcurrent: /);
     expect(issues([{ name: 'a', by: ['consumer.id'], perMinute: 5, burst: 2 }])).toEqual(['limits.0.burst: only with algorithm: gcra']);
     expect(issues([{ name: 'a', by: ['consumer.id'], perMinute: 5, cost: 6 }])).toEqual([
       'limits.0.cost: cannot exceed the limit (5): no request could pass',

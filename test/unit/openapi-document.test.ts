@@ -6,6 +6,7 @@ import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config/config-error.js';
 import { loadGatewayFile } from '../../src/config/load.js';
+import { ERRORS, type ErrorCode } from '../../src/errors/registry.js';
 import { BUNDLED_OPENAPI_FILE, loadOpenApiDocument } from '../../src/gateway/openapi-document.js';
 import { CONFIG_DIR, REPO_ROOT } from '../helpers/processes.js';
 
@@ -65,6 +66,25 @@ describe('openapi.yaml', () => {
     );
     expect(rules).toEqual(deprecated);
     for (const server of document.servers) expect(server.url).toMatch(/\/v1$/);
+  });
+
+  it('names only error codes of the registry, and every one a request to the API can get', () => {
+    const text = readFileSync(join(REPO_ROOT, 'openapi.yaml'), 'utf8');
+    const named = new Set([...text.matchAll(/(?:`|code: )([a-z]+(?:_[a-z]+)+)/g)].map((m) => m[1]!));
+    named.delete('error_description'); // a WWW-Authenticate parameter, not a code
+    for (const code of named) expect(Object.keys(ERRORS), code).toContain(code);
+    // Codes no request to this document's operations is answered with: the admin API and console
+    // (openapi-admin.yaml), the backend's own check, and the listener's answers before any route
+    // (docs/clients.md lists those). A new code lands here only on purpose.
+    const elsewhere: ErrorCode[] = [
+      ...['invalid_query', 'unknown_plan', 'missing_admin_token', 'invalid_admin_token', 'key_not_found', 'key_revoked'],
+      ...['credits_below_zero', 'insufficient_role', 'invalid_csrf_token', 'no_console_role', 'sign_in_failed'],
+      ...['sign_in_provider_unavailable', 'invalid_gateway_assertion'],
+      ...['request_timeout', 'request_header_fields_too_large', 'http_version_not_supported'],
+      ...['cors_origin_not_allowed', 'too_many_preflights', 'request_invalid'],
+    ] as ErrorCode[];
+    const missing = (Object.keys(ERRORS) as ErrorCode[]).filter((code) => !named.has(code) && !elsewhere.includes(code));
+    expect(missing).toEqual([]);
   });
 
   it('needs no key only for the document itself', () => {

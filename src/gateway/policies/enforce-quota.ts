@@ -22,6 +22,7 @@ import type { RouteCosts } from '../route-costs.js';
 import type { ReportedCost } from '../../policies/reported-cost/reported-cost-schema.js';
 import { CostReservation, type ReservationDeps } from '../reported-cost/cost-reservation.js';
 import { pathOf } from '../route-rules.js';
+import { withRuleSlots } from '../rule-slots.js';
 
 export interface QuotaDeps {
   store: QuotaStore;
@@ -76,7 +77,7 @@ interface QuotaStep {
  * backend 4xx, 429, 502/504).
  */
 export function enforceQuota(deps: QuotaDeps): Policy {
-  const { health, local, leases, metrics } = deps;
+  const { local, leases, metrics } = deps;
   const pending = { count: 0 };
   // With leases, a request that does not fit while units are out on them waits for their recall.
   const recall: RecallWait | undefined =
@@ -114,22 +115,35 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     }
     // A request its rules apply to takes no lease: the rules' counters are decided in Redis with the plan.
     if (limits?.charges.length) step.rules = limits.charges;
-    if (!health.shouldTry()) return degrade(step, deps);
-    if (step.rules) return fromStore(step, deps, recall, pending);
-    // Units this replica reserved in Redis for a hot key (quota-leases.ts): no round trip; or,
-    // while its own ask for them is on its way, its answer (rule 11). A quota with credits leases
-    // them too (rule 14). A quota with maxConcurrent takes no lease: a leased admission would take
-    // no slot.
-    const leased = slot ? undefined : deps.leases?.admit(subject, quota, plans.ban, cost);
-    if (leased instanceof Promise) {
-      return leased.then(
-        (outcome) => (outcome ? judge(ctx, deps, quota, outcome, 'lease', step) : fromStore(step, deps, recall, pending)),
-        (err: unknown) => storeFailed(step, deps, err),
-      );
-    }
-    if (leased) return judge(ctx, deps, quota, leased, 'lease', step);
-    return fromStore(step, deps, recall, pending);
+    // A rule's maxConcurrent: its slots are taken before the quota step, given back if it refuses.
+    if (limits?.slots.length) return withRuleSlots(ctx, deps, limits.slots, { subject, quota }, () => decide(step, deps, recall, pending));
+    return decide(step, deps, recall, pending);
   };
+}
+
+/** The quota step proper: the failure mode, the shared store, or a lease of it. */
+function decide(
+  step: QuotaStep,
+  deps: QuotaDeps,
+  recall: RecallWait | undefined,
+  pending: { count: number },
+): Decision | Promise<Decision> {
+  const { ctx, quota, ban, subject, cost, slot } = step;
+  if (!deps.health.shouldTry()) return degrade(step, deps);
+  if (step.rules) return fromStore(step, deps, recall, pending);
+  // Units this replica reserved in Redis for a hot key (quota-leases.ts): no round trip; or,
+  // while its own ask for them is on its way, its answer (rule 11). A quota with credits leases
+  // them too (rule 14). A quota with maxConcurrent takes no lease: a leased admission would take
+  // no slot.
+  const leased = slot ? undefined : deps.leases?.admit(subject, quota, ban, cost);
+  if (leased instanceof Promise) {
+    return leased.then(
+      (outcome) => (outcome ? judge(ctx, deps, quota, outcome, 'lease', step) : fromStore(step, deps, recall, pending)),
+      (err: unknown) => storeFailed(step, deps, err),
+    );
+  }
+  if (leased) return judge(ctx, deps, quota, leased, 'lease', step);
+  return fromStore(step, deps, recall, pending);
 }
 
 /** The shared store decides (one round trip), after the recall of leased units when `recall` is given and they are what the request lacks. */
