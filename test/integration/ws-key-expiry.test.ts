@@ -19,8 +19,9 @@ let cliMs = 0;
 beforeAll(async () => {
   [redis, upstream] = await Promise.all([TestRedis.start(), startEchoUpstream()]);
   gateway = await startGateway({ REDIS_URL: redis.url, UPSTREAM_URL: upstream.url });
+  // Measured on the real binary (the set-expiry below runs it; createKey runs in-process and is faster).
   const started = Date.now();
-  await createKey(redis, ['--plan', 'free']);
+  expect((await keysCli(redis, ['create', '--plan', 'free', '--json'])).code).toBe(0);
   cliMs = Date.now() - started;
 }, 90_000);
 
