@@ -67,7 +67,8 @@ async function ticketFor(apiKey: string): Promise<string> {
   return ((await res.json()) as { ticket: string }).ticket;
 }
 
-describe('a WebSocket tunnel opened with an expiring API key', () => {
+// Concurrent: each test waits for its own keys' expiries (distinct keys), so the waits overlap.
+describe.concurrent('a WebSocket tunnel opened with an expiring API key', () => {
   it('is closed with 1008 at the key’s expiresAt, opened with the key or with a ticket of it', async () => {
     const at = expiryAfter(2);
     const expiring = await keyExpiringAt(at);
