@@ -1,8 +1,8 @@
 import { defineConfig } from 'vitest/config';
+import { LongFilesFirst } from './test/long-files-first.js';
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     // Integration suites start real redis-server and tollgate processes; keep two at a time on 2 cores.
     // fileParallelism stays on: two files at a time, one per core; more would only make them wait.
     maxWorkers: 2,
@@ -12,5 +12,13 @@ export default defineConfig({
     hookTimeout: 600_000,
     // expect.poll waits for something to happen; its default (1 s) bets on a fast machine.
     expect: { poll: { timeout: 30_000 } },
+    sequence: { sequencer: LongFilesFirst },
+    projects: [
+      { extends: true, test: { name: 'integration', include: ['test/**/*.test.ts'], exclude: ['test/unit/**'] } },
+      // Pure units share their worker processes (no new process and module graph per file: half of
+      // their time): they restore what they change (fake timers) and start nothing. They run after
+      // the integration files (projects in name order), filling the end of the run.
+      { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'], isolate: false } },
+    ],
   },
 });

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as harness from '../harness/tollgate.js';
 import type { GatewayHandle } from '../harness/tollgate.js';
+import { keysInProcess } from './keys-in-process.js';
 import { CONFIG_DIR, runCli, TEST_PROCESS_ENV, type TollgateProcess } from './processes.js';
 import type { TestRedis } from './redis-server.js';
 
@@ -18,11 +19,10 @@ export type RedisUnderTest = TestRedis | { env: Record<string, string> };
 
 const redisEnv = (redis: RedisUnderTest) => ('env' in redis ? redis.env : { REDIS_URL: redis.url });
 
-/** Creates a key through the real CLI, as an operator would. */
+/** Creates a key with the CLI's `keys create`, as an operator would (in-process: see keysInProcess). */
 export async function createKey(redis: RedisUnderTest, args: string[] = ['--plan', 'free'], configDir = CONFIG_DIR): Promise<CreatedKey> {
-  const result = await runCli(['keys', 'create', ...args, '--json'], { ...redisEnv(redis), TOLLGATE_CONFIG_DIR: configDir });
-  if (result.code !== 0) throw new Error(`keys create failed: ${result.stderr}`);
-  return JSON.parse(result.stdout) as CreatedKey;
+  const stdout = await keysInProcess(['create', ...args, '--json'], { ...redisEnv(redis), TOLLGATE_CONFIG_DIR: configDir });
+  return JSON.parse(stdout) as CreatedKey;
 }
 
 export async function keysCli(redis: RedisUnderTest, args: string[], configDir = CONFIG_DIR) {

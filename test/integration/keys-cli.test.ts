@@ -2,11 +2,13 @@ import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseApiKey } from '../../src/keys/format.js';
+import { keysInProcess } from '../helpers/keys-in-process.js';
 import { freePort } from '../helpers/ports.js';
 import { runCli } from '../helpers/processes.js';
 import { TestRedis } from '../helpers/redis-server.js';
 
-// `tollgate keys …` run as real processes (the built CLI) against a real redis-server of this file.
+// `tollgate keys …` run as real processes (the built CLI) against a real redis-server of this file;
+// only the keys that tests of other commands start from are made in-process.
 
 const KEY_FORMAT = /^tg_[0-9a-z]{12}_[0-9A-Za-z]{38}$/;
 const PLANS = ['free', 'pro', 'business', 'enterprise'];
@@ -61,6 +63,16 @@ async function keysJson<T>(args: string[]): Promise<T> {
 
 async function createKey(args: string[] = ['--plan', 'free']): Promise<CreatedKey> {
   const created = await keysJson<CreatedKey>(['create', ...args]);
+  secrets.push(created.key);
+  return created;
+}
+
+/**
+ * A key a test of another command starts from, made by the same `keys create` in-process (see
+ * keysInProcess): `keys create` as a process is tested above and in the audit test.
+ */
+async function setupKey(args: string[] = ['--plan', 'free']): Promise<CreatedKey> {
+  const created = JSON.parse(await keysInProcess(['create', ...args, '--json'], { REDIS_URL: redis.url })) as CreatedKey;
   secrets.push(created.key);
   return created;
 }
@@ -145,7 +157,7 @@ describe('keys create', () => {
 
 describe('keys list', () => {
   it('shows id and plan in human output but never the secret key', async () => {
-    const created = await createKey(['--plan', 'pro', '--name', 'listed']);
+    const created = await setupKey(['--plan', 'pro', '--name', 'listed']);
     const result = await keys(['list']);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
@@ -157,7 +169,7 @@ describe('keys list', () => {
   });
 
   it('prints a JSON array of public records, without hash or key', async () => {
-    const created = await createKey(['--plan', 'free', '--name', 'json-listed']);
+    const created = await setupKey(['--plan', 'free', '--name', 'json-listed']);
     const list = await keysJson<Array<PublicKey & { hash?: string; key?: string }>>(['list']);
     expect(Array.isArray(list)).toBe(true);
     const record = list.find((r) => r.id === created.id);
@@ -177,7 +189,7 @@ describe('keys list', () => {
 
 describe('keys show / revoke / set-plan / set-quota', () => {
   it('show --json returns the public record without hash or key', async () => {
-    const created = await createKey(['--plan', 'business', '--name', 'shown']);
+    const created = await setupKey(['--plan', 'business', '--name', 'shown']);
     const shown = await keysJson<Record<string, unknown>>(['show', created.id]);
     expect(shown).toEqual({
       id: created.id,
@@ -189,7 +201,7 @@ describe('keys show / revoke / set-plan / set-quota', () => {
   });
 
   it('show in human output names the id and plan but not the key', async () => {
-    const created = await createKey(['--plan', 'pro']);
+    const created = await setupKey(['--plan', 'pro']);
     const result = await keys(['show', created.id]);
     expect(result.code).toBe(0);
     expect(result.stdout).toContain(created.id);
@@ -198,7 +210,7 @@ describe('keys show / revoke / set-plan / set-quota', () => {
   });
 
   it('revoke marks the key revoked, in the output and in Redis', async () => {
-    const created = await createKey();
+    const created = await setupKey();
     const revoked = await keysJson<PublicKey>(['revoke', created.id]);
     expect(revoked).toMatchObject({ id: created.id, status: 'revoked', plan: 'free' });
     expect(revoked).not.toHaveProperty('hash');
@@ -208,7 +220,7 @@ describe('keys show / revoke / set-plan / set-quota', () => {
   });
 
   it('set-plan moves the key to another plan', async () => {
-    const created = await createKey();
+    const created = await setupKey();
     const moved = await keysJson<PublicKey>(['set-plan', created.id, 'pro']);
     expect(moved).toMatchObject({ id: created.id, plan: 'pro', status: 'active' });
     expect(await client.hget(`tg:key:{${created.id}}`, 'plan')).toBe('pro');
@@ -217,7 +229,7 @@ describe('keys show / revoke / set-plan / set-quota', () => {
   });
 
   it('set-quota sets negotiated quotas and --clear removes them', async () => {
-    const created = await createKey();
+    const created = await setupKey();
     const set = await keysJson<PublicKey>(['set-quota', created.id, '--per-minute', '10', '--per-day', '100']);
     expect(set).toMatchObject({ id: created.id, perMinute: 10, perDay: 100 });
     expect(await client.hmget(`tg:key:{${created.id}}`, 'perMinute', 'perDay')).toEqual(['10', '100']);
@@ -316,14 +328,14 @@ describe('keys commands on ids refuse unknown and malformed ids', () => {
   });
 
   it('set-plan refuses an unknown plan and leaves the key unchanged', async () => {
-    const created = await createKey();
+    const created = await setupKey();
     const stderr = await expectFailure(['set-plan', created.id, 'gold', '--json']);
     expect(stderr).toContain('gold');
     expect(await client.hget(`tg:key:{${created.id}}`, 'plan')).toBe('free');
   });
 
   it('set-quota refuses neither quotas nor --clear', async () => {
-    const created = await createKey();
+    const created = await setupKey();
     const stderr = await expectFailure(['set-quota', created.id, '--json']);
     expect(stderr).toContain('--clear');
   });
@@ -365,7 +377,7 @@ describe('keys commands without a reachable Redis', () => {
 
 describe('the secret key never reaches stderr', () => {
   it("no command of a key's lifecycle, successful or failing, writes the key to stderr", async () => {
-    const created = await createKey(['--plan', 'free', '--name', 'lifecycle']);
+    const created = await setupKey(['--plan', 'free', '--name', 'lifecycle']);
     const runs = [
       await keys(['show', created.id]),
       await keys(['list']),
@@ -382,7 +394,7 @@ describe('the secret key never reaches stderr', () => {
   it('a key pasted where the id belongs is refused without echoing the key', async () => {
     // The likeliest moment for this mistake is revoking a leaked key: the refusal must not copy
     // the secret into terminal scrollback, CI logs or wherever stderr is collected.
-    const created = await createKey(['--plan', 'free', '--name', 'pasted']);
+    const created = await setupKey(['--plan', 'free', '--name', 'pasted']);
     for (const action of ['show', 'revoke']) {
       const result = await runCli(['keys', action, created.key], { REDIS_URL: redis.url });
       expect(result.code).not.toBe(0);
@@ -395,7 +407,7 @@ describe('the secret key never reaches stderr', () => {
 
 describe('keys rotate / set-expiry / audit', () => {
   it('rotate prints a new key for the same id once; Redis keeps the old hash only for the grace', async () => {
-    const created = await createKey(['--plan', 'pro', '--name', 'rotated']);
+    const created = await setupKey(['--plan', 'pro', '--name', 'rotated']);
     const rotated = await keysJson<CreatedKey & { graceEndsAt: string }>(['rotate', created.id, '--grace-seconds', '600']);
     secrets.push(rotated.key);
     expect(rotated).toMatchObject({ id: created.id, plan: 'pro', name: 'rotated', status: 'active' });
@@ -415,14 +427,14 @@ describe('keys rotate / set-expiry / audit', () => {
   });
 
   it('rotate refuses a missing or bad --grace-seconds', async () => {
-    const created = await createKey();
+    const created = await setupKey();
     expect(await expectFailure(['rotate', created.id])).toContain('--grace-seconds');
     expect(await expectFailure(['rotate', created.id, '--grace-seconds', 'soon'])).toMatch(/--grace-seconds must be a whole number/);
     expect(await expectFailure(['rotate', created.id, '--grace-seconds', '99999999'])).toMatch(/--grace-seconds must be at most/);
   });
 
   it('set-expiry sets, refuses the past and bad dates, and --clear removes it', async () => {
-    const created = await createKey();
+    const created = await setupKey();
     const set = await keysJson<PublicKey & { expiresAt?: string }>(['set-expiry', created.id, '2099-01-01T00:00:00Z']);
     expect(set.expiresAt).toBe('2099-01-01T00:00:00.000Z');
     expect(await client.hget(`tg:key:{${created.id}}`, 'expiresAt')).toBe('2099-01-01T00:00:00.000Z');
