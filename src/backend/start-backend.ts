@@ -36,7 +36,7 @@ const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 export async function startBackend(opts: BackendOptions): Promise<RunningBackend> {
   const { settings, logger } = opts;
   const store = await openCategoryStore(opts.redisUrl, settings.redis.commandTimeoutMs, logger);
-  const tracing = tracingFromEnv(process.env, { defaultServiceName: 'tollgate-backend', logger });
+  const tracing = await tracingFromEnv(process.env, { defaultServiceName: 'tollgate-backend', logger });
   const server = http.createServer(
     createRequestHandler({ store, logger, maxBodyBytes: settings.backend.maxBodyBytes, tracing }, opts.verifyRequest),
   );

@@ -169,7 +169,7 @@ export async function startGateway(
 
   const metrics = createMetrics();
   // OTEL_* set (an OTLP endpoint above all): spans per request; unset: undefined, and no cost.
-  const tracing = tracingFromEnv(process.env, {
+  const tracing = await tracingFromEnv(process.env, {
     defaultServiceName: 'tollgate-gateway',
     logger,
     dropped: (spans, reason) => metrics.traceSpansDropped.inc({ reason }, spans),
