@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
@@ -23,6 +23,11 @@ export function openApiPath(file: string, configDir: string): string {
  */
 export function loadOpenApiDocument(file: string, configDir: string): Buffer {
   const path = openApiPath(file, configDir);
+  // A start reads the same document twice (served, and its route templates for metrics): parsed
+  // once while the file is unchanged, a reload after an edit reads it again.
+  const seen = statOf(path);
+  const known = loaded.get(path);
+  if (known && seen && known.stamp === seen) return known.json;
   let document: unknown;
   try {
     document = parseYaml(readFileSync(path, 'utf8'));
@@ -33,7 +38,21 @@ export function loadOpenApiDocument(file: string, configDir: string): Buffer {
   if (!document || typeof document !== 'object' || typeof (document as { openapi?: unknown }).openapi !== 'string') {
     throw new ConfigError('gateway.yaml', 'openapi.file', `${path} is not an OpenAPI document (no "openapi" version field)`);
   }
-  return Buffer.from(JSON.stringify(document));
+  const json = Buffer.from(JSON.stringify(document));
+  if (seen) loaded.set(path, { stamp: seen, json });
+  return json;
+}
+
+/** Documents parsed in this process, by path, with the size and time of the file they came from. */
+const loaded = new Map<string, { stamp: string; json: Buffer }>();
+
+function statOf(path: string): string | undefined {
+  try {
+    const { size, mtimeMs } = statSync(path);
+    return `${size}:${mtimeMs}`;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
