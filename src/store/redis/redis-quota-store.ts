@@ -412,7 +412,8 @@ export class RedisQuotaStore implements QuotaStore {
     if (replicated) wait.listener.replicated();
     else if (grant.granted > 0) {
       const units = { verdict: 'allowed' as const, nowMs: grant.nowMs, cost: grant.granted, bannedUntilMs: 0 };
-      wait.listener.unreplicated(keyId, units, quota);
+      // Units, no request: the block's requests are counted at its give-back (quota-leases.ts, rule 13).
+      wait.listener.unreplicated(keyId, units, quota, 0);
     }
     return grant;
   }
