@@ -39,8 +39,9 @@ export class DegradedLedger {
   /**
    * A decision taken without Redis (`local` mode's store, or `open` mode's admit-all at `nowMs`),
    * in the windows of `quota`'s calendar (its zone's day, its month: the ones the store counts in).
+   * `requests`: the requests it is in the usage rows (0 for a lease's grant: units, no request).
    */
-  record(subject: string, outcome: Pick<QuotaOutcome, 'verdict' | 'nowMs' | 'cost' | 'bannedUntilMs'>, quota?: Quota): void {
+  record(subject: string, outcome: Pick<QuotaOutcome, 'verdict' | 'nowMs' | 'cost' | 'bannedUntilMs'>, quota?: Quota, requests = 1): void {
     const admitted = outcome.verdict === 'allowed' ? outcome.cost : 0;
     const periods = periodsAt(outcome.nowMs, quota?.calendar);
     const minuteStartMs = windowStartMs(outcome.nowMs, MINUTE_MS);
@@ -68,7 +69,12 @@ export class DegradedLedger {
     batch.usage ??= [];
     let hour = batch.usage.find((h) => h.hourStartMs === hourStartMs && h.dayStartMs === at.dayStartMs);
     if (!hour) batch.usage.push((hour = { ...at, hourStartMs, admitted: 0, refused: 0, units: 0, credits: 0 }));
-    addUsage(hour, { admitted: admitted > 0 ? 1 : 0, refused: outcome.verdict === 'allowed' ? 0 : 1, units: admitted, credits: 0 });
+    addUsage(hour, {
+      admitted: admitted > 0 ? requests : 0,
+      refused: outcome.verdict === 'allowed' ? 0 : requests,
+      units: admitted,
+      credits: 0,
+    });
   }
 
   /** Forgets what was recorded and not yet sealed for a flush (Redis turned out to hold it). */

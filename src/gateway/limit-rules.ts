@@ -15,10 +15,16 @@ const DIGEST_CHARS = 22;
 
 /**
  * Charges kept per rule and request values (`LimitRules.charges`): the hot values (a key, its
- * addresses, a tenant) are few, and a miss costs only the HMAC. Bounded, so that values an
- * attacker chooses (headers, addresses) cost memory no more than this: about 2 MB.
+ * addresses, a tenant) are few, and a miss costs only the HMAC. Bounded in number and in size, so
+ * that values an attacker chooses (headers, path parameters, claims: up to a request head's
+ * 16 KiB each) cost memory no more than MEMO_BYTES. A key longer than MEMO_KEY_CHARS is not
+ * kept: hot values are short, and a long one's HMAC costs more than the memo saves.
  */
 const MEMO_ENTRIES = 10_000;
+const MEMO_BYTES = 2_000_000;
+const MEMO_KEY_CHARS = 1024;
+/** An entry's memory besides its key (the frozen charge, its digest, the cache's bookkeeping), about. */
+const MEMO_ENTRY_BYTES = 200;
 
 interface CompiledRule {
   /** Its place among the load's rules: names it in the memo of charges. */
@@ -78,7 +84,11 @@ export class LimitRules {
    * prefix is taken), so that a hot key or address costs neither an HMAC nor an address parse per
    * request. One load's rules and key: a reload (a rotated secret) starts an empty one.
    */
-  private readonly counted = new LRUCache<string, Counted>({ max: MEMO_ENTRIES });
+  private readonly counted = new LRUCache<string, Counted>({
+    max: MEMO_ENTRIES,
+    maxSize: MEMO_BYTES,
+    sizeCalculation: (_counted, memo) => memo.length + MEMO_ENTRY_BYTES,
+  });
 
   constructor(global: readonly LimitRuleConfig[], services: readonly ServiceConfig[], key: Buffer) {
     this.key = createSecretKey(key);
@@ -142,7 +152,7 @@ export class LimitRules {
       charge: rule.limit && Object.freeze({ ...rule.limit, digest }),
       slot: max === undefined ? undefined : Object.freeze({ rule: name, subject: `rule:${name}:${digest}`, max }),
     });
-    this.counted.set(memo, counted);
+    if (memo.length <= MEMO_KEY_CHARS) this.counted.set(memo, counted);
     return counted;
   }
 

@@ -43,10 +43,15 @@ export class UnreplicatedWrites implements ReplicaWaitListener {
     });
   }
 
-  unreplicated(subject: string, admitted: Pick<QuotaOutcome, 'verdict' | 'nowMs' | 'cost' | 'bannedUntilMs'>, quota: Quota): void {
+  unreplicated(
+    subject: string,
+    admitted: Pick<QuotaOutcome, 'verdict' | 'nowMs' | 'cost' | 'bannedUntilMs'>,
+    quota: Quota,
+    requests = 1,
+  ): void {
     this.metrics.quotaUnreplicated.inc();
     this.pending++;
-    this.ledger.record(subject, admitted, quota);
+    this.ledger.record(subject, admitted, quota, requests);
   }
 
   replicated(): void {

@@ -231,6 +231,30 @@ describe('which rules a request matches', () => {
     expect(other.slots[1]!.subject).toBe(one.slots[1]!.subject);
     expect(slotted.forRequest(ctx('GET', '/v1/other'), trust)).toEqual({ charges: [], slots: [] });
   });
+
+  it.each([12_000, 1_000])('remembers charges in bounded memory whatever the values a client sends (header values of %i)', (length) => {
+    const tenants = new LimitRules(
+      limitsSchema.parse([{ name: 't', by: ['header:X-Tenant'], perMinute: 5 }]),
+      [],
+      LimitRules.keyFrom(Buffer.alloc(32, 1)),
+    );
+    // Values up to what a request head allows (16 KiB in all), each new: every one a miss.
+    const value = (i: number) => `${i}-`.padEnd(length, 'x');
+    const digests = new Set<string>();
+    for (let i = 0; i < 3_000; i++)
+      digests.add(charges(tenants.forRequest(ctx('GET', '/v1/x', { 'x-tenant': value(i) }), trust))[0]!.digest);
+    expect(digests.size).toBe(3_000);
+    // What the memo holds: its keys carry the raw values.
+    const memo = (tenants as unknown as { counted: { keys(): Iterable<string> } }).counted;
+    let chars = 0;
+    for (const key of memo.keys()) chars += key.length;
+    expect(chars).toBeLessThanOrEqual(2_000_000);
+    // Each value still counted as its own, remembered or not (the same digest when asked again).
+    for (const i of [0, 2_999]) {
+      const again = charges(tenants.forRequest(ctx('GET', '/v1/x', { 'x-tenant': value(i) }), trust))[0]!.digest;
+      expect(digests.has(again)).toBe(true);
+    }
+  });
 });
 
 describe('the limits schema', () => {

@@ -238,14 +238,21 @@ export class RedisQuotaStore implements QuotaStore {
       const quotaArgs = this.quotaArgs(first.quota, first.ban, first.recall);
       // In the turn's pipeline, as the plan's calls (quotaCall): not behind the last turn's round trip.
       calls.push(
-        this.pipelined((pipeline, done) => pipeline.tgRulesQuota(keys.length, ...keys, ...quotaArgs, ...args, done)).then(({ reply }) => {
-          let at = 0;
-          return run.map((request) => {
-            const answer = { answer: toAnswer(reply, at), ...rulesAt(reply, at + QUOTA_REPLY_LENGTH, request.rules.length) };
-            at += rulesReplyLength(request.rules.length);
-            return answer;
-          });
-        }),
+        this.pipelined((pipeline, done) => pipeline.tgRulesQuota(keys.length, ...keys, ...quotaArgs, ...args, done)).then(
+          ({ reply, replicated }) => {
+            let at = 0;
+            const answers = run.map((request) => {
+              const answer = { answer: toAnswer(reply, at), ...rulesAt(reply, at + QUOTA_REPLY_LENGTH, request.rules.length) };
+              at += rulesReplyLength(request.rules.length);
+              return answer;
+            });
+            // The plan's decisions, behind the turn's WAIT as those of call(): not those a rule refused
+            // (the plan was not asked, nothing of it written). The rules' counters are not kept.
+            const planned = answers.filter((a) => a.refusedBy < 0).map((a) => a.answer);
+            this.told(replicated, first.redisKey, first.quota, planned);
+            return answers;
+          },
+        ),
       );
       start = end;
     }
@@ -281,12 +288,17 @@ export class RedisQuotaStore implements QuotaStore {
       ...perRequest,
     );
     const answers = costs.map((_, i) => toAnswer(reply, i * QUOTA_REPLY_LENGTH));
+    this.told(replicated, redisKey, quota, answers);
+    return answers;
+  }
+
+  /** Tells the WAIT's outcome (quotaCall's `replicated`) about a call's plan answers: the units a failover could lose are kept. */
+  private told(replicated: boolean | undefined, redisKey: string, quota: Quota, answers: Answer[]): void {
     if (replicated === true) this.replicaWait?.listener.replicated();
     if (replicated === false) {
       const subject = quotaSubject(redisKey)!;
       for (const answer of answers) if (!('recalled' in answer)) this.replicaWait!.listener.unreplicated(subject, answer, quota);
     }
-    return answers;
   }
 
   /**
@@ -400,7 +412,8 @@ export class RedisQuotaStore implements QuotaStore {
     if (replicated) wait.listener.replicated();
     else if (grant.granted > 0) {
       const units = { verdict: 'allowed' as const, nowMs: grant.nowMs, cost: grant.granted, bannedUntilMs: 0 };
-      wait.listener.unreplicated(keyId, units, quota);
+      // Units, no request: the block's requests are counted at its give-back (quota-leases.ts, rule 13).
+      wait.listener.unreplicated(keyId, units, quota, 0);
     }
     return grant;
   }

@@ -12,9 +12,15 @@ export interface ReplicaWait {
 export interface ReplicaWaitListener {
   /**
    * Units admitted (a decision, or a lease's grant) whose write no replica acknowledged in time:
-   * the master holds them, but a failover before they are sent would lose them.
+   * the master holds them, but a failover before they are sent would lose them. `requests`: the
+   * requests they are (a decision: 1; a grant: 0, its requests are counted at its give-back).
    */
-  unreplicated(subject: string, admitted: Pick<QuotaOutcome, 'verdict' | 'nowMs' | 'cost' | 'bannedUntilMs'>, quota: Quota): void;
+  unreplicated(
+    subject: string,
+    admitted: Pick<QuotaOutcome, 'verdict' | 'nowMs' | 'cost' | 'bannedUntilMs'>,
+    quota: Quota,
+    requests?: number,
+  ): void;
   /**
    * A WAIT was acknowledged in full: every earlier write on this connection is on the replicas too
    * (the replication stream is one ordered stream), the unreplicated ones included.
