@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
 import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { SlotClaim, SlotStore } from '../store/quota-store.js';
@@ -10,6 +11,16 @@ export const SLOT_RENEW_MS = 2000;
 
 /** A held slot: given back once, whatever ends the request first. */
 export type ReleaseSlot = () => void;
+
+/**
+ * Gives a held slot back when the answer to `res` ends or its client goes ('close'), or at once
+ * if that has happened already. HTTP/2's compatibility response has no `closed`: its stream's tells.
+ */
+export function releaseWhenAnswerEnds(res: ServerResponse, release: ReleaseSlot): void {
+  const h2 = res as unknown as { stream?: { closed: boolean } };
+  if (res.closed || h2.stream?.closed) release();
+  else res.once('close', release);
+}
 
 interface Held {
   store: SlotStore;

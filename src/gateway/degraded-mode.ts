@@ -38,7 +38,7 @@ export class DegradedMode {
     private readonly now: () => number = Date.now,
   ) {
     this.share = new LocalShare(maxSubjects, replicas);
-    this.rules = new MemoryRuleCounters((limit) => Math.max(1, Math.floor(limit / replicas)));
+    this.rules = new MemoryRuleCounters((limit) => this.shareOf(limit));
     this.store = new MemoryQuotaStore(undefined, undefined, this.rules);
     if (shared.reconcile && mode !== 'closed') this.ledger = new DegradedLedger(shared, logger);
   }
@@ -73,7 +73,7 @@ export class DegradedMode {
     slot?: SlotClaim,
   ): Promise<{ outcome: QuotaOutcome; quota: Quota; slot?: SlotClaim; slots: SlotStore }> {
     const share = this.share.shareOf(subject, quota, this.now());
-    const ownSlot = slot && { ...slot, max: Math.max(1, Math.floor(slot.max / this.replicas)) };
+    const ownSlot = slot && { ...slot, max: this.shareOf(slot.max) };
     const store = this.store;
     const outcome = await store.consume(subject, share, ban, cost, undefined, undefined, ownSlot);
     return { ...this.told(subject, quota, share, outcome), slot: ownSlot, slots: store.slots };

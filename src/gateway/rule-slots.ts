@@ -5,7 +5,7 @@ import { rateLimitHeaders } from '../quota/rate-limit-headers.js';
 import type { QuotaStore, SlotStore } from '../store/quota-store.js';
 import type { StoreHealth } from '../store/store-health.js';
 import { CONTINUE, reject, type Decision, type RequestContext } from './context.js';
-import type { ConcurrencySlots, ReleaseSlot } from './concurrency-slots.js';
+import { releaseWhenAnswerEnds, type ConcurrencySlots, type ReleaseSlot } from './concurrency-slots.js';
 import type { DegradedMode } from './degraded-mode.js';
 import type { RuleSlot } from './limit-rules.js';
 
@@ -54,10 +54,7 @@ export async function withRuleSlots(
     giveBack();
     return decision;
   }
-  // HTTP/2's compatibility response has no `closed`: its stream's tells.
-  const h2 = ctx.res as unknown as { stream?: { closed: boolean } };
-  if (ctx.res.closed || h2.stream?.closed) giveBack();
-  else ctx.res.once('close', giveBack);
+  releaseWhenAnswerEnds(ctx.res, giveBack);
   return decision;
 }
 

@@ -15,7 +15,7 @@ import type { LimitRules } from '../limit-rules.js';
 import type { StoreHealth } from '../../store/store-health.js';
 import { endSpan } from '../../tracing/gateway-trace.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
-import type { ConcurrencySlots } from '../concurrency-slots.js';
+import { releaseWhenAnswerEnds, type ConcurrencySlots } from '../concurrency-slots.js';
 import type { DegradedMode } from '../degraded-mode.js';
 import type { LocalVerdicts } from '../local-verdicts.js';
 import type { RouteCosts } from '../route-costs.js';
@@ -229,11 +229,7 @@ async function consumeRules(store: QuotaStore, step: QuotaStep, recall: RecallWa
  */
 function holdSlot(step: QuotaStep, deps: QuotaDeps, store: SlotStore): void {
   const { ctx, subject, slot } = step;
-  const release = deps.slots.hold(store, subject, slot!, ctx.consumer!.plan);
-  // HTTP/2's compatibility response has no `closed`: its stream's tells.
-  const h2 = ctx.res as unknown as { stream?: { closed: boolean } };
-  if (ctx.res.closed || h2.stream?.closed) release();
-  else ctx.res.once('close', release);
+  releaseWhenAnswerEnds(ctx.res, deps.slots.hold(store, subject, slot!, ctx.consumer!.plan));
 }
 
 /** The code of each refusal that is not the windows' own. */
