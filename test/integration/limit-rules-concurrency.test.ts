@@ -1,3 +1,4 @@
+import { request as httpRequest, type ClientRequest } from 'node:http';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, type Reply } from '../helpers/edge-rules-stack.js';
@@ -123,5 +124,42 @@ describe('maxConcurrent on a limit rule by client address, across three gateways
     expect(await ruleSlots()).toBe(0);
     // Concurrency refusals count towards no ban: the keys still pass.
     for (const i of [0, 1]) expect((await send(keys, i, '127.0.0.7', '')).status).toBe(200);
+  });
+  it('a client cannot dodge the cap with X-Forwarded-For, and one that leaves while its request is held gives its slot back', async () => {
+    await awayFromDayEdge(30);
+    const keys = await Promise.all([0, 1, 2].map(() => createKey(redis, ['--plan', 'free'], configDir)));
+    upstream.resetPeakAll();
+    // Three held requests from one address, then three more claiming other addresses: the
+    // gateways trust no proxy here, so X-Forwarded-For names nobody and all six are one address.
+    const held: ClientRequest[] = [];
+    const ended: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const req = httpRequest(`${gateways[i]!.url}/v1/categories?hold`, { headers: bearer(keys[i]!.key), localAddress: '127.0.0.8' });
+      req.on('response', (res) => (ended.push(res.statusCode!), res.resume()));
+      req.on('error', () => undefined);
+      req.end();
+      held.push(req);
+    }
+    await pollUntil(
+      async () => upstream.inFlightAll,
+      (n) => n === 3,
+      deadlineIn(60_000),
+    );
+    const lying = await Promise.all(
+      [0, 1, 2].map((i) =>
+        call(`${gateways[i]!.url}/v1/categories`, {
+          headers: { ...bearer(keys[i]!.key), 'x-forwarded-for': `203.0.113.${i + 1}` },
+          localAddress: '127.0.0.8',
+        }),
+      ),
+    );
+    expect(lying.map((a) => (a.json as { code?: string } | undefined)?.code)).toEqual(Array(3).fill('too_many_concurrent_requests'));
+    // The three clients go before any answer: their slots come back without the upstream answering.
+    for (const req of held) req.destroy();
+    await pollUntil(ruleSlots, (n) => n === 0, deadlineIn(30_000));
+    expect(await ruleSlots()).toBe(0);
+    expect(ended).toEqual([]);
+    expect((await send(keys, 0, '127.0.0.8', '')).status).toBe(200);
+    upstream.answerAll();
   });
 });
