@@ -8,7 +8,9 @@ import { threeGateways } from '../helpers/quota-stack.js';
 import { bearer, configCopy, keysCli, slackRedisTimeout } from '../helpers/stack.js';
 
 // Prepaid credits (plans.yaml `credits: required`) on three real gateways sharing one real
-// redis-server, gateway.yaml as shipped, so quota leases are on: each admitted request spends its
+// redis-server, gateway.yaml as shipped (quota leases on) but for a key counted hot from 5 requests
+// a second instead of 50, so that the loops below use leases however loaded the machine is (at
+// load 20 they did not reach 50 a second, and the leased path went untested): each admitted request spends its
 // cost from the balance, in the quota script's step or from a lease's block of credits taken from it
 // (quota-leases.ts, rule 14), a request the balance cannot cover is refused 402 (after a recall of the
 // blocks out) and spends nothing, and the balance never goes below zero. Balances change only
@@ -27,7 +29,12 @@ ban:
 `;
 
 const VIEWER = `viewer:viewer:${'viewer-token-0123456789abcdefghijklmnopqr'}`;
-const stack = threeGateways(() => configCopy({ 'plans.yaml': () => PLANS(), 'gateway.yaml': slackRedisTimeout }), {
+const hotSooner = (text: string) => {
+  const edited = slackRedisTimeout(text).replace(/^( {2}leases: \{ enabled: true)( \})/m, '$1, hotPerSecond: 5$2');
+  if (!edited.includes('hotPerSecond: 5')) throw new Error('gateway.yaml no longer has the quota.leases line this test edits');
+  return edited;
+};
+const stack = threeGateways(() => configCopy({ 'plans.yaml': () => PLANS(), 'gateway.yaml': hotSooner }), {
   TOLLGATE_ADMIN_TOKENS: `${ADMIN_TOKENS},${VIEWER}`,
 });
 const cli = async (args: string[]) => {
