@@ -7,6 +7,7 @@ import { ConsoleSessions } from '../console/sessions.js';
 import { ERRORS } from '../errors/registry.js';
 import { sendError, sendJson } from '../errors/render.js';
 import { loadOpenApiDocument } from '../gateway/openapi-document.js';
+import { askForBody } from '../http/continue-body.js';
 import { readJsonBody } from '../http/read-json-body.js';
 import type { Caller } from '../keys/lifecycle/deps.js';
 import { LifecycleError } from '../keys/lifecycle/lifecycle-error.js';
@@ -87,7 +88,7 @@ export function createAdminApi(
       const { principal } = auth;
       const caller: Caller = { actor: principal.actor, role: principal.role, email: principal.email, label: (field) => field };
       try {
-        const call = { params: chosen.params!, query: queryOf(req), body: once(() => bodyOf(req)) };
+        const call = { params: chosen.params!, query: queryOf(req), body: once(() => bodyOf(req, res)) };
         const refused = await authorize(principal, chosen.route.action, call, deps.lifecycle.keys);
         if (refused) return sendError(res, 'insufficient_role', refused);
         const reply = await chosen.route.handle({ ...call, caller });
@@ -159,7 +160,8 @@ function once<T>(read: () => Promise<T>): () => Promise<T> {
   return () => (result ??= read());
 }
 
-async function bodyOf(req: IncomingMessage): Promise<unknown> {
+async function bodyOf(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
+  askForBody(req, res);
   const result = await readJsonBody(req, MAX_BODY_BYTES);
   if (!result.ok) throw new LifecycleError(result.code, result.message ?? ERRORS[result.code].message);
   return result.value;

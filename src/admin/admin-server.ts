@@ -65,7 +65,7 @@ export function createAdminServer(checks: AdminChecks, adminApi: AdminApi | unde
   }
   // Test-only (test-faults.ts, stage `admin`); absent in production: the handler as it is.
   const handle = faults ? faults.wrap('admin', serve, (req) => req) : serve;
-  const server = createServer((req, res) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     void (async () => handle(req, res))().catch((err: unknown) => {
       // A fault of ours (a readiness check, the metrics page, the admin API or the console): said
       // at error level, and answered once: a 500, or a cut response if one had started (never a
@@ -73,7 +73,12 @@ export function createAdminServer(checks: AdminChecks, adminApi: AdminApi | unde
       logger.error({ err, path: (req.url ?? '/').split('?', 1)[0] }, 'admin request failed: answered 500 internal_error');
       answerInternalError(req, res);
     });
-  });
+  };
+  const server = createServer(onRequest);
+  // Without this listener Node answers `Expect: 100-continue` with 100 before any route ran, so a
+  // probe, a 404 or a refused token would first invite a body nobody reads; with it, 100 is sent
+  // only by the routes that read one (continue-body.ts).
+  server.on('checkContinue', onRequest);
   // Malformed requests: an Error body and a close, as on the public listener, not Node's empty 400.
   answerClientErrors(server);
   return server;

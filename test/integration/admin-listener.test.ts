@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, ADMIN_TOKENS, OPS_TOKEN } from '../helpers/admin-client.js';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
@@ -55,6 +56,49 @@ describe('with TOLLGATE_ADMIN_TOKENS on the embedded store', () => {
     const audit = await admin(g.adminUrl, 'GET', '/audit');
     expect(audit.body.entries).toMatchObject([{ actor: 'ops', action: 'key.create', keyId: created.body.id }]);
     expect((await fetch(`${g.adminUrl}/healthz`)).status).toBe(200);
+  });
+});
+
+/**
+ * Sends a request head with `Expect: 100-continue` and returns every status line read until the
+ * connection has been quiet for a moment after a final answer; `body` is sent once a 100 came.
+ */
+function expectContinue(adminUrl: string, head: string, body = ''): Promise<string[]> {
+  const { port } = new URL(adminUrl);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1');
+    let data = '';
+    let bodySent = false;
+    const statusLines = () => data.split('\r\n').filter((line) => /^HTTP\/1\.1 \d{3} /.test(line));
+    socket.on('data', (chunk: Buffer) => {
+      data += chunk.toString('latin1');
+      if (!bodySent && statusLines()[0] === 'HTTP/1.1 100 Continue') {
+        bodySent = true;
+        socket.write(body);
+      }
+      if (statusLines().some((line) => !line.startsWith('HTTP/1.1 100 '))) socket.end();
+    });
+    socket.on('close', () => resolve(statusLines()));
+    socket.on('error', reject);
+    socket.write(head);
+  });
+}
+
+describe('Expect: 100-continue on the admin listener', () => {
+  it('invites a body only where a route reads one: probes, 404s and refused tokens answer finally at once', async () => {
+    const g = await gateway({ TOLLGATE_ADMIN_TOKENS: ADMIN_TOKENS });
+    const expect100 = 'Expect: 100-continue\r\nConnection: close\r\n';
+    // Node's default, without a checkContinue listener, sent 100 before each of these.
+    expect(await expectContinue(g.adminUrl, `GET /readyz HTTP/1.1\r\nHost: a\r\n${expect100}\r\n`)).toEqual(['HTTP/1.1 200 OK']);
+    expect(await expectContinue(g.adminUrl, `GET /${'a'.repeat(1200)} HTTP/1.1\r\nHost: a\r\n${expect100}\r\n`)).toEqual([
+      'HTTP/1.1 404 Not Found',
+    ]);
+    const body = JSON.stringify({ plan: 'pro', name: 'continued' });
+    const post = (token: string) =>
+      `POST /admin/v1/keys HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n${expect100}\r\n`;
+    expect(await expectContinue(g.adminUrl, post('not-a-token'), body)).toEqual(['HTTP/1.1 401 Unauthorized']);
+    // A route that reads the body asks for it, then answers.
+    expect(await expectContinue(g.adminUrl, post(OPS_TOKEN), body)).toEqual(['HTTP/1.1 100 Continue', 'HTTP/1.1 201 Created']);
   });
 });
 
