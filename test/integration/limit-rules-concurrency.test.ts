@@ -162,4 +162,23 @@ describe('maxConcurrent on a limit rule by client address, across three gateways
     expect((await send(keys, 0, '127.0.0.8', '')).status).toBe(200);
     upstream.answerAll();
   });
+  // Last: it kills a gateway.
+  it('gives the rule slots of a gateway killed with SIGKILL back within 10 s', async () => {
+    await awayFromDayEdge(30);
+    const keys = await Promise.all([0, 1, 2].map(() => createKey(redis, ['--plan', 'free'], configDir)));
+    // All three held through gateway 0; their client connections die with it.
+    const held = [0, 1, 2].map((i) =>
+      call(`${gateways[0]!.url}/v1/categories?hold`, { headers: bearer(keys[i]!.key), localAddress: '127.0.0.9' }).catch(() => 'cut'),
+    );
+    await pollUntil(ruleSlots, (n) => n === 3, deadlineIn(60_000));
+    expect(((await send(keys, 1, '127.0.0.9', '')).json as { code?: string } | undefined)?.code).toBe('too_many_concurrent_requests');
+    const killedAt = Date.now();
+    await gateways[0]!.process.stop('SIGKILL');
+    expect(await Promise.all(held)).toEqual(['cut', 'cut', 'cut']);
+    expect(await ruleSlots()).toBeGreaterThan(0);
+    await pollUntil(ruleSlots, (n) => n === 0, { deadline: killedAt + 10_000, everyMs: 100 });
+    expect(await ruleSlots()).toBe(0);
+    upstream.answerAll();
+    expect((await send(keys, 1, '127.0.0.9', '')).status).toBe(200);
+  });
 });
