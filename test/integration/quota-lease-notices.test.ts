@@ -145,20 +145,24 @@ describe('lease notices', { timeout: 60_000 }, () => {
     // A user with the channel permissions tollgate needed before lease notices (Redis ACLs).
     await redis.client().call('ACL', 'SETUSER', 'no-notices', 'on', 'nopass', '~*', '+@all', 'resetchannels', '&tg:invalidate');
     const client = new Redis(redis.server().url, { username: 'no-notices', password: 'any', maxRetriesPerRequest: 1 });
+    let store: RedisQuotaStore | undefined;
+    let leases: QuotaLeases | undefined;
     try {
       const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 4, 5) };
       const subject = 'notice-not-allowed';
-      const store = new RedisQuotaStore(client, () => clock.nowMs);
-      const leases = new QuotaLeases(store, SETTINGS, () => clock.nowMs);
-      opened.push({ store, leases });
+      const own = (store = new RedisQuotaStore(client, () => clock.nowMs));
+      const leased = (leases = new QuotaLeases(own, SETTINGS, () => clock.nowMs));
       // The grant's step and Redis's decisions beside the lease publish: each still answers.
       await poll(async () => {
-        const leased = await leases.admit(subject, QUOTA, NO_BANS, 1);
-        if (!leased) expect((await store.consume(subject, QUOTA, NO_BANS, 1)).verdict).toBe('allowed');
-        return leases.held(subject) > 0;
+        const admitted = await leased.admit(subject, QUOTA, NO_BANS, 1);
+        if (!admitted) expect((await own.consume(subject, QUOTA, NO_BANS, 1)).verdict).toBe('allowed');
+        return leased.held(subject) > 0;
       }, 'a lease');
-      expect((await store.consume(subject, QUOTA, NO_BANS, 1)).verdict).toBe('allowed');
+      expect((await own.consume(subject, QUOTA, NO_BANS, 1)).verdict).toBe('allowed');
     } finally {
+      // Closed before their connection is: the lease's give-back and the store's last calls need it.
+      await leases?.close();
+      await store?.close();
       client.disconnect();
     }
   });
