@@ -7,6 +7,8 @@ import { addUsage, usageHourStartMs, usagePeriodsAt } from '../quota/usage-hours
 import { MINUTE_MS, windowStartMs } from '../quota/windows.js';
 import type { DegradedAdmissions, QuotaStore } from '../store/quota-store.js';
 
+const NO_CREDITS = { spent: 0, leased: false };
+
 /** Retries of a flush that failed (a second outage) come this often while any is left. */
 const RETRY_MS = 1000;
 
@@ -40,8 +42,15 @@ export class DegradedLedger {
    * A decision taken without Redis (`local` mode's store, or `open` mode's admit-all at `nowMs`),
    * in the windows of `quota`'s calendar (its zone's day, its month: the ones the store counts in).
    * `requests`: the requests it is in the usage rows (0 for a lease's grant: units, no request).
+   * `credits`: prepaid credits it spent (`leased`: held by a lease's block), taken from the balance.
    */
-  record(subject: string, outcome: Pick<QuotaOutcome, 'verdict' | 'nowMs' | 'cost' | 'bannedUntilMs'>, quota?: Quota, requests = 1): void {
+  record(
+    subject: string,
+    outcome: Pick<QuotaOutcome, 'verdict' | 'nowMs' | 'cost' | 'bannedUntilMs'>,
+    quota?: Quota,
+    requests = 1,
+    credits: { spent: number; leased: boolean } = NO_CREDITS,
+  ): void {
     const admitted = outcome.verdict === 'allowed' ? outcome.cost : 0;
     const periods = periodsAt(outcome.nowMs, quota?.calendar);
     const minuteStartMs = windowStartMs(outcome.nowMs, MINUTE_MS);
@@ -63,6 +72,11 @@ export class DegradedLedger {
     // Only a quota with a month counts one (as the quota script).
     if (quota?.perMonth !== undefined) batch.monthUnits = (batch.monthUnits ?? 0) + admitted;
     batch.bannedUntilMs = Math.max(batch.bannedUntilMs, outcome.bannedUntilMs);
+    // The balance is not a window: its credits count whenever they were spent.
+    if (credits.spent > 0) {
+      batch.credits = (batch.credits ?? 0) + credits.spent;
+      if (credits.leased) batch.leasedCredits = (batch.leasedCredits ?? 0) + credits.spent;
+    }
     // Usage for invoicing: every hour of the outage, refusals too, whether or not its windows roll.
     const at = usagePeriodsAt(outcome.nowMs, calendar);
     const hourStartMs = usageHourStartMs(at.dayStartMs, outcome.nowMs);
@@ -73,7 +87,7 @@ export class DegradedLedger {
       admitted: admitted > 0 ? requests : 0,
       refused: outcome.verdict === 'allowed' ? 0 : requests,
       units: admitted,
-      credits: 0,
+      credits: credits.spent,
     });
   }
 

@@ -204,6 +204,12 @@ export interface DegradedAdmissions {
   calendar?: Calendar;
   /** A ban earned meanwhile (the end, on the replica's clock), or 0. */
   bannedUntilMs: number;
+  /**
+   * Prepaid credits spent (only by unreplicated writes re-added: degraded mode spends none), taken
+   * from the balance; `leasedCredits` of them are held by leases' blocks (absent: none).
+   */
+  credits?: number;
+  leasedCredits?: number;
   /** Usage for invoicing: what the batch admitted and refused, per hour (absent: none). */
   usage?: HourUsage[];
 }

@@ -21,9 +21,11 @@ export class TestRedisSentinel {
 
   static readonly MASTER_NAME = 'tollgate';
 
-  static async start(): Promise<TestRedisSentinel> {
+  /** `replicaLink`: the port the replica reaches the master at (a fault proxy's; default: the master's own). */
+  static async start(replicaLink?: (masterPort: number) => Promise<number>): Promise<TestRedisSentinel> {
     const master = await TestRedis.start();
-    const replica = await TestRedis.start(['--replicaof', '127.0.0.1', String(master.port)]);
+    const linkPort = replicaLink ? await replicaLink(master.port) : master.port;
+    const replica = await TestRedis.start(['--replicaof', '127.0.0.1', String(linkPort)]);
     const dir = mkdtempSync(join(tmpdir(), 'tollgate-sentinel-'));
     const port = await freePort();
     const conf = join(dir, 'sentinel.conf');
@@ -35,7 +37,9 @@ export class TestRedisSentinel {
         `dir ${dir}`,
         `sentinel monitor ${TestRedisSentinel.MASTER_NAME} 127.0.0.1 ${master.port} 1`,
         `sentinel down-after-milliseconds ${TestRedisSentinel.MASTER_NAME} 1000`,
-        `sentinel failover-timeout ${TestRedisSentinel.MASTER_NAME} 5000`,
+        // (Through a link of its own the replica names another master port than the Sentinel's:
+        // Sentinel "fixes" such a replica after failover-timeout. Long enough not to, in a test.)
+        `sentinel failover-timeout ${TestRedisSentinel.MASTER_NAME} ${replicaLink ? 120_000 : 5000}`,
         '',
       ].join('\n'),
     );

@@ -7,43 +7,59 @@ import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
 
 // quota.waitForReplica on a redis-server with no replica: every WAIT times out. A lease grant's
-// units are kept and, after a reconnection, added to the master once (unreplicated-writes.ts). The
-// grant admits no request by itself (a block's requests are counted at its give-back, quota-leases.ts
-// rule 13), so its re-add adds units to the usage rows, and no request.
+// units are kept and, after a reconnection, added to a master that lacks them once
+// (unreplicated-writes.ts; the same master holds them, and gets nothing). The grant admits no
+// request by itself (a block's requests are counted at its give-back, quota-leases.ts rule 13), so
+// its re-add adds units to the usage rows, and no request; a credits key's block also takes its
+// credits from the balance again, and holds them out on the block ('lc') for its give-back.
 
 const redis = redisForFile();
 
-const quota: Quota = { perMinute: 100, perDay: 1000 };
+const quota: Quota = { perMinute: 100, perDay: 1000, credits: 'required' };
 const ban: BanPolicy = { afterRejections: 0, window: 60, duration: 60 };
 
+const lease = {
+  want: 20,
+  divisor: 1,
+  minBlock: 1,
+  giveBack: 0,
+  giveBackMinuteStartMs: 0,
+  giveBackDayStartMs: 0,
+  leaseMs: 1000,
+  giveBackTatUs: 0,
+  holder: 'h',
+  ends: false,
+  heldUntilMs: 0,
+};
+
+/** Waits for what the store does on its own after a reconnection (a generous deadline, not a timing). */
+async function until(done: () => boolean): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error('not within 60 s');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 describe('an unreplicated lease grant added again after a reconnection', () => {
-  it('adds its units, and counts no request admitted', async () => {
+  it('adds its units and credits to a master that lacks it, and counts no request admitted', async () => {
     const client = redis.server().client();
     try {
       const store = new RedisQuotaStore(client);
       const flushed: number[] = [];
-      const flushedLine = ({ msg, units }: { msg: string; units: number }) => {
+      const checked: number[] = [];
+      const flushedLine = ({ msg, units, held }: { msg: string; units: number; held: number }) => {
         if (msg === 'unreplicated quota writes added to redis') flushed.push(units);
+        if (msg === 'unreplicated quota writes checked on redis') checked.push(held);
       };
       const logger = pino(
         { level: 'info' },
-        { write: (line: string) => void flushedLine(JSON.parse(line) as { msg: string; units: number }) },
+        { write: (line: string) => void flushedLine(JSON.parse(line) as { msg: string; units: number; held: number }) },
       );
       const writes = new UnreplicatedWrites(store, client, logger, createMetrics());
       store.waitForReplicas({ replicas: 1, timeoutMs: 5 }, writes);
-      const grant = await store.reserve('k', quota, ban, {
-        want: 20,
-        divisor: 1,
-        minBlock: 1,
-        giveBack: 0,
-        giveBackMinuteStartMs: 0,
-        giveBackDayStartMs: 0,
-        leaseMs: 1000,
-        giveBackTatUs: 0,
-        holder: 'h',
-        ends: false,
-        heldUntilMs: 0,
-      });
+      await store.changeCredits('k', { set: 100 });
+      const grant = await store.reserve('k', quota, ban, lease);
       expect(grant.granted).toBe(20);
       const usageKey = (await client.keys('tg:usage:{k}:*'))[0]!;
       const before = await client.hgetall(usageKey);
@@ -53,13 +69,26 @@ describe('an unreplicated lease grant added again after a reconnection', () => {
       expect(before[`${hour}:u`]).toBe('20');
       expect(before[`${hour}:a`]).toBeUndefined();
 
-      // A reconnection ('ready' again) before any WAIT was acknowledged: the units go to Redis again.
+      // A reconnection to the same master: it holds the grant (its marker says so), nothing is added.
       client.disconnect(true);
-      while (flushed.length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+      await until(() => checked.length > 0);
+      expect(checked).toEqual([1]);
+      expect(flushed).toEqual([]);
+      expect((await client.hgetall(usageKey))[`${hour}:u`]).toBe('20');
+
+      // Another grant, and a master that lacks it (its marker gone, as on a replica promoted before
+      // the grant reached it): the units and credits go to Redis again, once.
+      const again = await store.reserve('k', quota, ban, { ...lease, holder: 'h2' });
+      expect(again.granted).toBe(20);
+      await client.del(...(await client.keys('tg:applied:*')));
+      client.disconnect(true);
+      await until(() => flushed.length > 0);
       const after = await client.hgetall(usageKey);
       expect(flushed).toEqual([20]);
-      expect(after[`${hour}:u`]).toBe('40');
+      expect(after[`${hour}:u`]).toBe('60');
+      expect(after[`${hour}:c`]).toBe('60');
       expect(after[`${hour}:a`]).toBeUndefined();
+      expect(await client.hmget('tg:quota:{k}', 'cb', 'lc')).toEqual(['40', '60']);
       writes.close();
     } finally {
       client.disconnect();

@@ -6,6 +6,10 @@ import { CLOCK } from './quota-script.js';
 // Redis ran it, a no-op. Units go only to the windows that are still current on Redis's clock
 // (current() moves a rolled window on, so a batch's window start no longer matches it); a ban
 // earned meanwhile is applied if it is still running and ends later than Redis's.
+// Credits spent (an unreplicated decision or lease grant re-added after a failover: gateway/
+// unreplicated-writes.ts) are taken from the balance 'cb' whatever the windows did meanwhile (the
+// balance is money, not a window), never below zero; those a lease's block holds also go to 'lc',
+// so the block's give-back can return its unused ones (LEASE_SCRIPT).
 // Redis restarted empty before the flush: the batch lands on an empty state, as the first
 // admissions of the day.
 //
@@ -14,9 +18,10 @@ import { CLOCK } from './quota-script.js';
 // ARGV     minuteStartMs, minuteUnits, dayStartMs, dayUnits, bannedUntilMs, markerTtlMs,
 //          nowMs ('' = Redis TIME), monthStartMs, monthUnits, the day's four edges and the month's
 //          (calendar.ts, of the batch's calendar: the day and month the quota script counts in),
-//          usage retentionMs (0: keep no usage), then per hour the batch admitted or refused in: its
-//          dayStartMs, periods (CLOCK's usagePeriods: day end, month start and end), hourStartMs,
-//          admitted, refused, units (six each)
+//          usage retentionMs (0: keep no usage), credits (spent: taken from 'cb'), leasedCredits (of
+//          those, the ones leases' blocks hold: added to 'lc'), then per hour the batch admitted or
+//          refused in: its dayStartMs, periods (CLOCK's usagePeriods: day end, month start and end),
+//          hourStartMs, admitted, refused, units, credits (seven each)
 // Reply    1 applied now, 0 applied before
 export const RECONCILE_SCRIPT = `${CLOCK}
 if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[6]) then return 0 end
@@ -25,11 +30,17 @@ local s = current(now, 10)
 local changed = false
 local minuteUnits, dayUnits, bannedUntil = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local monthUnits = tonumber(ARGV[9])
+local credits, leasedCredits = tonumber(ARGV[19]), tonumber(ARGV[20])
 -- Usage (CLOCK's usageAdd): every hour of the batch, whether or not its windows have rolled since,
 -- under the same marker as the windows, so once.
-for i = 19, #ARGV, 6 do
+for i = 21, #ARGV, 7 do
   usageAdd(tonumber(ARGV[18]), tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 2]),
-    tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), 0)
+    tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6]))
+end
+if credits > 0 then
+  s.cb = math.max(0, s.cb - credits)
+  if leasedCredits > 0 then redis.call('HINCRBY', KEYS[1], 'lc', leasedCredits) end
+  changed = true
 end
 if tonumber(ARGV[1]) == s.ms and minuteUnits > 0 then s.mc = s.mc + minuteUnits; changed = true end
 if tonumber(ARGV[3]) == s.ds and dayUnits > 0 then s.dc = s.dc + dayUnits; changed = true end
@@ -51,6 +62,7 @@ local ex = math.max(oldEx, s.de, monthEnd, s.bu, math.ceil(s.mt / 1000))
 -- back to life with its old refusals or ban once 'ex' moves on.
 redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc,
   'bu', string.format('%.0f', s.bu), 'ex', string.format('%.0f', ex), 'mt', string.format('%.0f', s.mt), 'ys', s.ys, 'yc', s.yc)
+if credits > 0 then redis.call('HSET', KEYS[1], 'cb', s.cb) end
 if not s.keep then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS)) end
 -- Leases of this subject out on other replicas hear of the new counts, as of any other change.
 if s.le > now then

@@ -26,6 +26,11 @@ export const wsTicketKey = (ticketHash: string) => `tg:wsticket:{${ticketHash}}`
  * subject's hash tag, so the script touches one slot.
  */
 export const reconciledKey = (id: string, replicaId: string, seq: number) => `tg:reconciled:{${id}}:${replicaId}:${seq}`;
+/**
+ * The last turn of quota decisions one gateway process wrote on one connection (turn-marks.ts), by
+ * the process's id and the connection's number.
+ */
+export const appliedKey = (replicaId: string, connection: number) => `tg:applied:{${replicaId}}:${connection}`;
 /** Marks one reservation as settled (quota-script.ts SETTLE_SCRIPT): in the subject's hash tag, like the quota hash. */
 export const settledKey = (id: string, settlementId: string) => `tg:settled:{${id}}:${settlementId}`;
 /**

@@ -35,6 +35,7 @@ import { RedisSlotStore } from './redis-slot-store.js';
 import { RECONCILE_SCRIPT, RECONCILED_MARKER_MS } from './reconcile-script.js';
 import { TurnBatches } from './turn-batches.js';
 import { queueWait, type ReplicaWait, type ReplicaWaitListener } from './replica-wait.js';
+import type { TurnMark } from './turn-marks.js';
 import { gcraMinute } from '../../quota/gcra.js';
 import { periodsAt, type Periods } from '../../quota/calendar.js';
 import { DEFAULT_USAGE_RETENTION_MS } from '../usage-store.js';
@@ -108,7 +109,7 @@ export class RedisQuotaStore implements QuotaStore {
   private readonly ruleBatches = new TurnBatches<RulesRequest, RulesAnswer>((requests) => this.decideRules(requests), MAX_BATCH);
   /** A single server (not a Cluster): its script calls of one turn are written together (`quotaCall`). */
   private readonly single?: Redis;
-  private turn?: { pipeline: ChainableCommander; replicated?: Promise<boolean> };
+  private turn?: Turn;
   /** gateway.yaml quota.waitForReplica, and who hears how the WAITs went (`waitForReplicas`). */
   private replicaWait?: ReplicaWait & { listener: ReplicaWaitListener };
   private stopListening?: () => void;
@@ -239,7 +240,7 @@ export class RedisQuotaStore implements QuotaStore {
       // In the turn's pipeline, as the plan's calls (quotaCall): not behind the last turn's round trip.
       calls.push(
         this.pipelined((pipeline, done) => pipeline.tgRulesQuota(keys.length, ...keys, ...quotaArgs, ...args, done)).then(
-          ({ reply, replicated }) => {
+          ({ reply, replicated, mark }) => {
             let at = 0;
             const answers = run.map((request) => {
               const answer = { answer: toAnswer(reply, at), ...rulesAt(reply, at + QUOTA_REPLY_LENGTH, request.rules.length) };
@@ -249,7 +250,7 @@ export class RedisQuotaStore implements QuotaStore {
             // The plan's decisions, behind the turn's WAIT as those of call(): not those a rule refused
             // (the plan was not asked, nothing of it written). The rules' counters are not kept.
             const planned = answers.filter((a) => a.refusedBy < 0).map((a) => a.answer);
-            this.told(replicated, first.redisKey, first.quota, planned);
+            this.told(replicated, mark, first.redisKey, first.quota, planned);
             return answers;
           },
         ),
@@ -282,23 +283,23 @@ export class RedisQuotaStore implements QuotaStore {
     for (const request of run) request.batched?.(run.length);
     // With slots: maxConcurrent and the slots' life, then each request's cost and member.
     const perRequest = slot ? [slot.max, slot.lifeMs, ...run.flatMap((request) => [request.cost, request.slot!.member])] : costs;
-    const { reply, replicated } = await this.quotaCall(
+    const { reply, replicated, mark } = await this.quotaCall(
       slot ? [redisKey, slotsKey(quotaSubject(redisKey)!)] : [redisKey],
       ...this.quotaArgs(quota, ban, recall),
       ...perRequest,
     );
     const answers = costs.map((_, i) => toAnswer(reply, i * QUOTA_REPLY_LENGTH));
-    this.told(replicated, redisKey, quota, answers);
+    this.told(replicated, mark, redisKey, quota, answers);
     return answers;
   }
 
   /** Tells the WAIT's outcome (quotaCall's `replicated`) about a call's plan answers: the units a failover could lose are kept. */
-  private told(replicated: boolean | undefined, redisKey: string, quota: Quota, answers: Answer[]): void {
-    if (replicated === true) this.replicaWait?.listener.replicated();
-    if (replicated === false) {
-      const subject = quotaSubject(redisKey)!;
-      for (const answer of answers) if (!('recalled' in answer)) this.replicaWait!.listener.unreplicated(subject, answer, quota);
-    }
+  private told(replicated: boolean | undefined, mark: TurnMark | undefined, redisKey: string, quota: Quota, answers: Answer[]): void {
+    if (replicated === undefined || !mark) return;
+    const listener = this.replicaWait!.listener;
+    if (replicated) return listener.replicated(mark);
+    const subject = quotaSubject(redisKey)!;
+    for (const answer of answers) if (!('recalled' in answer)) listener.unreplicated(subject, answer, quota, mark);
   }
 
   /**
@@ -311,7 +312,7 @@ export class RedisQuotaStore implements QuotaStore {
    * up by a Redis round trip and more (README, Performance). A Cluster keeps auto-pipelining: a
    * pipeline there must hold one slot, and it groups the calls by node itself.
    */
-  private quotaCall(keys: string[], ...args: Array<string | number>): Promise<{ reply: number[]; replicated?: boolean }> {
+  private quotaCall(keys: string[], ...args: Array<string | number>): Promise<TurnReply> {
     if (!this.single) {
       const call = keys.length === 2 ? this.commands.tgQuotaSlots(keys[0]!, keys[1]!, ...args) : this.commands.tgQuota(keys[0]!, ...args);
       return call.then((reply) => ({ reply }));
@@ -328,18 +329,15 @@ export class RedisQuotaStore implements QuotaStore {
    */
   private async pipelined(
     queue: (pipeline: QuotaPipeline, done: (err: Error | null, reply?: number[]) => void) => unknown,
-  ): Promise<{ reply: number[]; replicated?: boolean }> {
+  ): Promise<TurnReply> {
     let turn = this.turn;
     if (!turn) {
-      const opened: { pipeline: ChainableCommander; replicated?: Promise<boolean> } =
-        (turn =
-        this.turn =
-          { pipeline: this.single!.pipeline() });
+      const opened: Turn = (turn = this.turn = { pipeline: this.single!.pipeline() });
       // After this turn's flush (turn-batches.ts) has added every key's call.
       queueMicrotask(() => {
         this.turn = undefined;
-        // One WAIT for the whole turn, behind its calls: it covers every write before it.
-        if (this.replicaWait) opened.replicated = queueWait(opened.pipeline, this.replicaWait);
+        // One marker and one WAIT for the whole turn, behind its calls: they cover every write before them.
+        if (this.replicaWait) Object.assign(opened, queueWait(opened.pipeline, this.replicaWait, this.replicaWait.listener.marks));
         // Each call's own callback reports its result or error; exec's summary adds nothing.
         opened.pipeline.exec().catch(() => undefined);
       });
@@ -348,7 +346,7 @@ export class RedisQuotaStore implements QuotaStore {
       queue(turn.pipeline as unknown as QuotaPipeline, (err, reply) => (err ? reject(err) : resolve(reply!)));
     });
     // Set before exec, so before any reply: the answers wait for the WAIT.
-    return { reply, replicated: await turn.replicated };
+    return { reply, replicated: await turn.replicated, mark: turn.mark };
   }
 
   async usage(keyId: string, quota?: Quota): Promise<QuotaOutcome> {
@@ -404,16 +402,16 @@ export class RedisQuotaStore implements QuotaStore {
         err ? reject(err) : resolve(reply!),
       ),
     );
-    const replicating = queueWait(pipeline, wait);
+    const { mark, replicated: replicating } = queueWait(pipeline, wait, wait.listener.marks);
     pipeline.exec().catch(() => undefined);
     const [reply, replicated] = await Promise.all([granting, replicating]);
     const grant = named(GRANT_FIELDS, reply.map(Number));
     // The granted units are admitted from memory later: the grant's write is what counts them.
-    if (replicated) wait.listener.replicated();
+    if (replicated) wait.listener.replicated(mark);
     else if (grant.granted > 0) {
       const units = { verdict: 'allowed' as const, nowMs: grant.nowMs, cost: grant.granted, bannedUntilMs: 0 };
       // Units, no request: the block's requests are counted at its give-back (quota-leases.ts, rule 13).
-      wait.listener.unreplicated(keyId, units, quota, 0);
+      wait.listener.unreplicated(keyId, units, quota, mark, 0);
     }
     return grant;
   }
@@ -436,7 +434,9 @@ export class RedisQuotaStore implements QuotaStore {
       ...day,
       ...month,
       this.usageRetentionMs,
-      ...(batch.usage ?? []).flatMap((h) => [h.dayStartMs, periodsArg(h), h.hourStartMs, h.admitted, h.refused, h.units]),
+      batch.credits ?? 0,
+      batch.leasedCredits ?? 0,
+      ...(batch.usage ?? []).flatMap((h) => [h.dayStartMs, periodsArg(h), h.hourStartMs, h.admitted, h.refused, h.units, h.credits]),
     );
   }
 
@@ -542,6 +542,20 @@ function gcraArgs(quota: Quota): number[] {
   if (quota.algorithm !== 'gcra') return [0, 0, 0];
   const minute = gcraMinute(quota);
   return [1, minute.intervalUs, minute.burst];
+}
+
+/** One turn's pipeline (a single server): with quota.waitForReplica, its marker and WAIT (queueWait). */
+interface Turn {
+  pipeline: ChainableCommander;
+  replicated?: Promise<boolean>;
+  mark?: TurnMark;
+}
+
+/** One script call's reply in a turn, and, with quota.waitForReplica, how its WAIT went and its turn's mark. */
+interface TurnReply {
+  reply: number[];
+  replicated?: boolean;
+  mark?: TurnMark;
 }
 
 /** One request's answer: the script's reply from `at` on (QUOTA_REPLY_LENGTH numbers; verdict 3: recalled). */
