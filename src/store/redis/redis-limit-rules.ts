@@ -9,7 +9,16 @@ export function ruleArgs(rule: RuleCharge): number[] {
   return [rule.limit, rule.windowMs, rule.gcra ? 1 : 0, rule.intervalUs, rule.burst, rule.cost];
 }
 
-export const ruleKeys = (rules: readonly RuleCharge[]) => rules.map((rule) => limitKey(rule.name, rule.digest));
+export const ruleKeys = (rules: readonly RuleCharge[]) => rules.map(ruleKey);
+
+const ruleKeysOf = new WeakMap<RuleCharge, string>();
+
+/** A charge's counter key, made once per charge (gateway/limit-rules.ts keeps one object per rule and values). */
+function ruleKey(rule: RuleCharge): string {
+  let key = ruleKeysOf.get(rule);
+  if (key === undefined) ruleKeysOf.set(rule, (key = limitKey(rule.name, rule.digest)));
+  return key;
+}
 
 /** One request's rule part of RULES_QUOTA_SCRIPT's reply, from `at` (after its QUOTA_REPLY_LENGTH plan numbers). */
 export function rulesAt(reply: number[], at: number, rules: number): { refusedBy: number; rules: RuleState[] } {
@@ -35,7 +44,7 @@ export function rulesCallArgs(quotaKey: string, requests: ReadonlyArray<{ cost: 
     for (const rule of request.rules) {
       let r = ruleAt.get(rule);
       if (r === undefined) {
-        const key = limitKey(rule.name, rule.digest);
+        const key = ruleKey(rule);
         let at = keyAt.get(key);
         if (at === undefined) keyAt.set(key, (at = keys.push(key)));
         ruleAt.set(rule, (r = ruleAt.size + 1));

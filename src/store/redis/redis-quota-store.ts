@@ -223,7 +223,11 @@ export class RedisQuotaStore implements QuotaStore {
       await recall!(keyId, decided.answer.recalled);
       decided = await this.ruleBatches.add(redisKey, { ...request, recall: false });
     }
-    return { ...(decided.answer as QuotaOutcome), refusedBy: decided.refusedBy, rules: decided.rules };
+    // The answer is this request's own (decideRules makes one per request): completed, not copied.
+    const outcome = decided.answer as RulesOutcome;
+    outcome.refusedBy = decided.refusedBy;
+    outcome.rules = decided.rules;
+    return outcome;
   }
 
   /** One key's rule requests of one turn: one RULES_QUOTA_SCRIPT call per run under the same limits. */
@@ -242,7 +246,8 @@ export class RedisQuotaStore implements QuotaStore {
           ({ reply, replicated }) => {
             let at = 0;
             const answers = run.map((request) => {
-              const answer = { answer: toAnswer(reply, at), ...rulesAt(reply, at + QUOTA_REPLY_LENGTH, request.rules.length) };
+              const { refusedBy, rules } = rulesAt(reply, at + QUOTA_REPLY_LENGTH, request.rules.length);
+              const answer: RulesAnswer = { answer: toAnswer(reply, at), refusedBy, rules };
               at += rulesReplyLength(request.rules.length);
               return answer;
             });
