@@ -20,11 +20,30 @@ function ruleKey(rule: RuleCharge): string {
   return key;
 }
 
-/** One request's rule part of RULES_QUOTA_SCRIPT's reply, from `at` (after its QUOTA_REPLY_LENGTH plan numbers). */
-export function rulesAt(reply: number[], at: number, rules: number): { refusedBy: number; rules: RuleState[] } {
+const packedArgsOf = new WeakMap<RuleCharge, string>();
+
+/** A rule's RULE_ARGS numbers as RULES_QUOTA_SCRIPT takes them: one argument, made once per charge. */
+function packedArgs(rule: RuleCharge): string {
+  let packed = packedArgsOf.get(rule);
+  if (packed === undefined) packedArgsOf.set(rule, (packed = ruleArgs(rule).join(' ')));
+  return packed;
+}
+
+/**
+ * One request's rule part of RULES_QUOTA_SCRIPT's reply, from `at` (after its QUOTA_REPLY_LENGTH
+ * plan numbers, decided at `nowMs`): each counter's count and TAT; its window is the current one.
+ */
+export function rulesAt(
+  reply: number[],
+  at: number,
+  rules: readonly RuleCharge[],
+  nowMs: number,
+): { refusedBy: number; rules: RuleState[] } {
   const states: RuleState[] = [];
-  for (let i = 0; i < rules; i++)
-    states.push({ startMs: Number(reply[at + 1 + 3 * i]), count: Number(reply[at + 2 + 3 * i]), tatUs: Number(reply[at + 3 + 3 * i]) });
+  for (let i = 0; i < rules.length; i++) {
+    const startMs = nowMs - (nowMs % rules[i]!.windowMs);
+    states.push({ startMs, count: Number(reply[at + 1 + 2 * i]), tatUs: Number(reply[at + 2 + 2 * i]) });
+  }
   return { refusedBy: Number(reply[at]), rules: states };
 }
 
@@ -37,7 +56,7 @@ export function rulesCallArgs(quotaKey: string, requests: ReadonlyArray<{ cost: 
   const keys = [quotaKey];
   const keyAt = new Map<string, number>();
   const ruleAt = new Map<RuleCharge, number>();
-  const rules: number[] = [];
+  const rules: Array<number | string> = [];
   const perRequest: number[] = [];
   for (const request of requests) {
     perRequest.push(request.cost, request.rules.length);
@@ -48,7 +67,7 @@ export function rulesCallArgs(quotaKey: string, requests: ReadonlyArray<{ cost: 
         let at = keyAt.get(key);
         if (at === undefined) keyAt.set(key, (at = keys.push(key)));
         ruleAt.set(rule, (r = ruleAt.size + 1));
-        rules.push(at, ...ruleArgs(rule));
+        rules.push(at, packedArgs(rule));
       }
       perRequest.push(r);
     }
@@ -57,7 +76,7 @@ export function rulesCallArgs(quotaKey: string, requests: ReadonlyArray<{ cost: 
 }
 
 /** Numbers one request takes in RULES_QUOTA_SCRIPT's reply. */
-export const rulesReplyLength = (rules: number) => QUOTA_REPLY_LENGTH + 1 + 3 * rules;
+export const rulesReplyLength = (rules: number) => QUOTA_REPLY_LENGTH + 1 + 2 * rules;
 
 interface ClusterCommands {
   tgRuleReserve(key: string, nowMs: string | number, ...args: number[]): Promise<number[]>;

@@ -246,8 +246,10 @@ export class RedisQuotaStore implements QuotaStore {
           ({ reply, replicated }) => {
             let at = 0;
             const answers = run.map((request) => {
-              const { refusedBy, rules } = rulesAt(reply, at + QUOTA_REPLY_LENGTH, request.rules.length);
-              const answer: RulesAnswer = { answer: toAnswer(reply, at), refusedBy, rules };
+              const decided = toAnswer(reply, at);
+              const nowMs = 'recalled' in decided ? decided.recalled.nowMs : decided.nowMs;
+              const { refusedBy, rules } = rulesAt(reply, at + QUOTA_REPLY_LENGTH, request.rules, nowMs);
+              const answer: RulesAnswer = { answer: decided, refusedBy, rules };
               at += rulesReplyLength(request.rules.length);
               return answer;
             });
