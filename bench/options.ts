@@ -83,7 +83,8 @@ export const HELP = `npm run bench -- [options]
                         (bench/quota-variants.ts): each feature's cost beside fixed windows, in the
                         same rounds. tollgate-limits: three limit rules matching the path, decided
                         with the plan (one script call per key and turn; beside tollgate-no-leases, the
-                        plan alone on the same path). With --phases profile, each of these quota
+                        plan alone on the same path; each --compare/--variant build runs both too,
+                        as <build>-limits and <build>-no-leases). With --phases profile, each of these quota
                         variants in --targets is profiled too, beside the first one named.
                         tollgate-3-targets: the path served
                         by a service of three instances of the upstream, round robin

@@ -1,3 +1,4 @@
+import { dirname, resolve } from 'node:path';
 import { editedConfig } from './config-edit.js';
 
 /**
@@ -70,7 +71,22 @@ export const QUOTA_VARIANTS = {
 export type QuotaVariant = keyof typeof QUOTA_VARIANTS;
 export const QUOTA_VARIANT_NAMES = Object.keys(QUOTA_VARIANTS) as QuotaVariant[];
 
-/** The config directory of one variant; throws if the shipped file no longer has the line it edits. */
-export function quotaVariantConfig(name: QuotaVariant): string {
-  return editedConfig(name, QUOTA_VARIANTS[name]);
+/**
+ * The config directory of one variant; throws if the shipped file no longer has the line it edits.
+ * With `build` (a --compare/--variant build's name and cli), that build's own config/, edited alike.
+ */
+export function quotaVariantConfig(name: QuotaVariant, build?: { name: string; cli: string }): string {
+  if (!build) return editedConfig(name, QUOTA_VARIANTS[name]);
+  const dir = `${buildVariantName(build.name, name)}`.replace(/[^\w.-]/g, '_');
+  return editedConfig(dir, QUOTA_VARIANTS[name], resolve(dirname(build.cli), '../../config'));
 }
+
+/**
+ * The quota variants every --compare/--variant build also runs, as `<build>-limits` and
+ * `<build>-no-leases`: limit rules beside the plan alone, so a change to the rules' cost is judged
+ * against the code before it in the same rounds (the others run on this checkout only).
+ */
+export const BUILD_QUOTA_VARIANTS: readonly QuotaVariant[] = ['tollgate-no-leases', 'tollgate-limits'];
+
+/** `tollgate@main` and `tollgate-limits`: `tollgate@main-limits`. */
+export const buildVariantName = (build: string, variant: QuotaVariant) => `${build}${variant.slice('tollgate'.length)}`;

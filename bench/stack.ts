@@ -9,7 +9,7 @@ import { CLI, REPO_ROOT, startTollgate } from '../test/harness/tollgate.js';
 import { createKeyWithCli, createKeysInBulk } from './keys.js';
 import type { Options } from './options.js';
 import { logFileOf, runCliOrThrow, workDir } from './processes.js';
-import { QUOTA_VARIANT_NAMES, quotaVariantConfig } from './quota-variants.js';
+import { BUILD_QUOTA_VARIANTS, buildVariantName, QUOTA_VARIANT_NAMES, quotaVariantConfig } from './quota-variants.js';
 import { MANY_KEYS_WRK_TARGET } from './many-keys-wrk.js';
 import { JWT_TARGET, jwtConfig, startBenchIssuer, type BenchIssuer } from './jwt-target.js';
 import { EDGE_RULES_TARGET, edgeRulesConfig } from './edge-rules-target.js';
@@ -278,8 +278,14 @@ export class Stack {
       list.at(-1)!.headers = issuer.headers;
     }
     for (const name of QUOTA_VARIANT_NAMES) {
-      if (want.has(name))
-        await addGateway(name, () => this.startGateway(`gateway-${name}${suffix}`, [], CLI, quotaVariantConfig(name), upstreamUrl));
+      if (!want.has(name)) continue;
+      await addGateway(name, () => this.startGateway(`gateway-${name}${suffix}`, [], CLI, quotaVariantConfig(name), upstreamUrl));
+      if (!BUILD_QUOTA_VARIANTS.includes(name)) continue;
+      for (const variant of options.variants) {
+        const theirs = buildVariantName(variant.name, name);
+        const config = quotaVariantConfig(name, variant);
+        await addGateway(theirs, () => this.startGateway(`gateway-${theirs}${suffix}`, [], variant.cli, config, upstreamUrl));
+      }
     }
     if (want.has(MANY_KEYS_WRK_TARGET)) {
       await addGateway(MANY_KEYS_WRK_TARGET, () =>

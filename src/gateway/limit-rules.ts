@@ -38,6 +38,11 @@ interface CompiledRule {
   by: ByPart[];
   /** Everything of the charge but the digest, made once per load; undefined for a rule with no window (maxConcurrent only). */
   limit?: Omit<RuleCharge, 'digest'>;
+  /**
+   * The values and charge of the last request counted that the memo keeps: a hot key's or
+   * address's requests find theirs by comparing values, without a memo key or lookup.
+   */
+  last?: { raws: readonly string[]; counted: Counted };
 }
 
 /**
@@ -121,26 +126,31 @@ export class LimitRules {
       let params: RegExpExecArray | null = null;
       if (rule.pattern && !(params = rule.pattern.exec(path))) continue;
       const raws: string[] = [];
-      // The memo's key: the rule, then each raw value length-prefixed (no two lists read alike).
-      let memo = String(rule.id);
       let missing: string | undefined;
       for (let i = 0; i < rule.by.length && missing === undefined; i++) {
         const raw = rawValueOf(rule.by[i]!, ctx, clientAddress, rule.params, params);
         if (raw === undefined) missing = rule.config.by[i];
-        else {
-          raws.push(raw);
-          memo += `\0${raw.length}:${raw}`;
-        }
+        else raws.push(raw);
       }
       if (missing !== undefined) {
         if (rule.config.whenMissing === 'refuse') return { missing: { rule: rule.config.name, attribute: missing } };
         continue;
       }
-      const { charge, slot } = this.counted.get(memo) ?? this.count(rule, raws, memo);
+      const { charge, slot } = rule.last && sameValues(rule.last.raws, raws) ? rule.last.counted : this.remembered(rule, raws);
       if (charge) charges.push(charge);
       if (slot) slots.push(slot);
     }
     return charges.length || slots.length ? { charges, slots } : NONE;
+  }
+
+  /** A rule's charge and slot for the request values `raws`: the memo's, or made now and kept. */
+  private remembered(rule: CompiledRule, raws: readonly string[]): Counted {
+    // The memo's key: the rule, then each raw value length-prefixed (no two lists read alike).
+    let memo = String(rule.id);
+    for (const raw of raws) memo += `\0${raw.length}:${raw}`;
+    const counted = this.counted.get(memo) ?? this.count(rule, raws, memo);
+    if (memo.length <= MEMO_KEY_CHARS) rule.last = { raws, counted };
+    return counted;
   }
 
   /** A rule's charge and slot for the request values `raws`, kept under `memo`; never changed after (shared by the requests that name them). */
@@ -162,6 +172,11 @@ export class LimitRules {
     for (const value of values) hmac.update(`\0${value.length}:${value}`);
     return hmac.digest('base64url').slice(0, DIGEST_CHARS);
   }
+}
+
+function sameValues(a: readonly string[], b: readonly string[]): boolean {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return a.length === b.length;
 }
 
 function compile(config: LimitRuleConfig, id: number): CompiledRule {

@@ -107,12 +107,24 @@ export function reportedWindow(quota: Quota, outcome: QuotaOutcome): WindowRepor
  * Under a quota with `credits: required`, also Tollgate-Credits-Remaining: the balance after it.
  */
 export function rateLimitHeaders(quota: Quota, outcome: QuotaOutcome): Record<string, string> {
-  const window = reportedWindow(quota, outcome);
+  return headersOf(quota, outcome, reportedWindow(quota, outcome), policyOf(quota));
+}
+
+/**
+ * The fields of rateLimitHeaders for `window`, already chosen as the one reported (with a ban's
+ * end applied), under RateLimit-Policy `policy`: also rule-headers.ts's, whose window may be a rule.
+ */
+export function headersOf(
+  quota: Quota,
+  outcome: QuotaOutcome,
+  window: Pick<WindowReport, 'limit' | 'remaining' | 'resetAtMs'> & { name: string },
+  policy: string,
+): Record<string, string> {
   const headers: Record<string, string> = {
     'x-ratelimit-limit': String(window.limit),
     'x-ratelimit-remaining': String(window.remaining),
     'x-ratelimit-reset': String(Math.ceil(window.resetAtMs / 1000)),
-    'ratelimit-policy': policyOf(quota),
+    'ratelimit-policy': policy,
     ratelimit: `"${window.name}";r=${window.remaining};t=${secondsUntil(window.resetAtMs, outcome.nowMs)}`,
   };
   if (quota.credits === 'required') headers[CREDITS_HEADER] = String(outcome.creditBalance ?? 0);
@@ -147,7 +159,7 @@ export const CREDITS_HEADER = 'tollgate-credits-remaining';
 const policies = new WeakMap<Quota, string>();
 
 /** RateLimit-Policy: the same for every response under one quota (quota-for.ts keeps one object per key). */
-function policyOf(quota: Quota): string {
+export function policyOf(quota: Quota): string {
   let policy = policies.get(quota);
   if (policy === undefined) {
     policy = `"minute";q=${quota.perMinute};w=${MINUTE_MS / 1000}, "day";q=${quota.perDay};w=${DAY_MS / 1000}`;

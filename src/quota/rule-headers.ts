@@ -1,6 +1,6 @@
 import type { Quota } from '../config/plans-schema.js';
 import { ruleReport, type RuleCharge, type RuleReport } from './limit-rules.js';
-import { binds, rateLimitHeaders, windowsOf } from './rate-limit-headers.js';
+import { binds, headersOf, policyOf, windowsOf } from './rate-limit-headers.js';
 import type { QuotaOutcome } from './quota-state.js';
 import type { RuleState } from './limit-rules.js';
 import { secondsUntil } from './windows.js';
@@ -18,18 +18,32 @@ export function rulesHeaders(
   rules: readonly RuleCharge[],
   states: readonly RuleState[],
 ): { headers: Record<string, string>; retryAfterSeconds: number } {
-  const headers = rateLimitHeaders(quota, outcome);
   const { nowMs } = outcome;
-  const reports: RuleReport[] = [...windowsOf(quota, outcome), ...rules.map((rule, i) => ruleReport(rule, states[i]!, nowMs))];
-  const waits = reports.some((report) => report.fitsAtMs > nowMs);
-  let binding = reports[0]!;
+  // The plan's windows once (rateLimitHeaders would choose among them again), then the rules.
+  const windows = windowsOf(quota, outcome);
+  let waits = false;
+  for (const window of windows) if (window.fitsAtMs > nowMs) waits = true;
+  const reports: RuleReport[] = [];
+  for (let i = 0; i < rules.length; i++) {
+    const report = ruleReport(rules[i]!, states[i]!, nowMs);
+    if (report.fitsAtMs > nowMs) waits = true;
+    reports.push(report);
+  }
+  let binding: RuleReport = windows[0];
+  for (const window of windows) if (binds(window, binding, waits)) binding = window;
   for (const report of reports) if (binds(report, binding, waits)) binding = report;
   if (waits) binding = { ...binding, resetAtMs: binding.fitsAtMs };
   if (outcome.verdict === 'banned') binding = { ...binding, remaining: 0, resetAtMs: outcome.bannedUntilMs };
-  headers['x-ratelimit-limit'] = String(binding.limit);
-  headers['x-ratelimit-remaining'] = String(binding.remaining);
-  headers['x-ratelimit-reset'] = String(Math.ceil(binding.resetAtMs / 1000));
-  headers['ratelimit-policy'] += rules.map((rule) => `, "${rule.name}";q=${rule.limit};w=${rule.windowMs / 1000}`).join('');
-  headers.ratelimit = `"${binding.name}";r=${binding.remaining};t=${secondsUntil(binding.resetAtMs, nowMs)}`;
-  return { headers, retryAfterSeconds: secondsUntil(binding.resetAtMs, nowMs) };
+  let policy = policyOf(quota);
+  for (const rule of rules) policy += policyPart(rule);
+  return { headers: headersOf(quota, outcome, binding, policy), retryAfterSeconds: secondsUntil(binding.resetAtMs, nowMs) };
+}
+
+const policyParts = new WeakMap<RuleCharge, string>();
+
+/** A rule's entry in RateLimit-Policy, made once per charge (limit-rules.ts keeps one object per rule and values). */
+function policyPart(rule: RuleCharge): string {
+  let part = policyParts.get(rule);
+  if (part === undefined) policyParts.set(rule, (part = `, "${rule.name}";q=${rule.limit};w=${rule.windowMs / 1000}`));
+  return part;
 }

@@ -212,7 +212,14 @@ function storeFailed(step: QuotaStep, deps: QuotaDeps, err: unknown): Decision |
  * A request matching limit rules (RULES_QUOTA_SCRIPT keeps no slots): under maxConcurrent its slot
  * is taken alone first, one more round trip, and given back at once if the rules or the plan refuse.
  */
-async function consumeRules(store: QuotaStore, step: QuotaStep, recall: RecallWait | undefined): Promise<QuotaOutcome> {
+function consumeRules(store: QuotaStore, step: QuotaStep, recall: RecallWait | undefined): Promise<QuotaOutcome> {
+  const { subject, quota, ban, cost, rules, slot } = step;
+  // Without a slot, the store's promise itself: no async frame of its own per request.
+  if (!slot || !store.slots) return store.consumeRules(subject, quota, ban, cost, rules!, recall);
+  return consumeRulesWithSlot(store, step, recall);
+}
+
+async function consumeRulesWithSlot(store: QuotaStore, step: QuotaStep, recall: RecallWait | undefined): Promise<QuotaOutcome> {
   const { subject, quota, ban, cost, rules, slot } = step;
   if (slot && store.slots && !(await store.slots.take(subject, slot))) {
     return { ...(await store.usage(subject, quota)), verdict: 'concurrent', cost };

@@ -9,6 +9,12 @@ import { CLOCK, QUOTA_ARGS_BEFORE_COSTS, QUOTA_REPLY_LENGTH, QUOTA_SCRIPT } from
 export const RULE_ARGS = 6;
 
 const RULE_PIECES = `
+-- A rule's RULE_ARGS numbers in one argument, separated by spaces (RULES_QUOTA_SCRIPT).
+local function rulePacked(text)
+  local n = {}
+  for v in string.gmatch(text, '%S+') do n[#n + 1] = tonumber(v) end
+  return { limit = n[1], windowMs = n[2], gcra = n[3] == 1, intervalUs = n[4], burst = n[5], cost = n[6] }
+end
 local function ruleArgs(at)
   return { limit = tonumber(ARGV[at]), windowMs = tonumber(ARGV[at + 1]), gcra = ARGV[at + 2] == '1',
     intervalUs = tonumber(ARGV[at + 3]), burst = tonumber(ARGV[at + 4]), cost = tonumber(ARGV[at + 5]) }
@@ -57,10 +63,14 @@ if (QUOTA_SCRIPT.slice(0, CLOCK.length) !== CLOCK) throw new Error('QUOTA_SCRIPT
 // after another at one `now`, as the same requests sent one at a time within that millisecond.
 // KEYS[1]  tg:quota:{id}; KEYS[2..] the rules' counters the requests name
 // ARGV     QUOTA_SCRIPT's arguments before its costs, then the number of requests, the number of
-//          rules, then per rule the index of its counter in KEYS and its RULE_ARGS numbers, then
-//          per request: its cost, its number of rules, and the index of each among the rules (from 1)
+//          rules, then per rule the index of its counter in KEYS and its RULE_ARGS numbers in one
+//          argument, separated by spaces (the same text for every call: redis-limit-rules.ts makes
+//          it once per charge; one argument where there were six, each of which cost the client
+//          its own framing), then per request: its cost, its number of rules, and the index of
+//          each among the rules (from 1)
 // Reply    per request: QUOTA_SCRIPT's reply for it, then refusedBy (the 0-based rule that did not
-//          fit, -1: none), then per rule its counter after the step: start, count, TAT
+//          fit, -1: none), then per rule its counter after the step: count, TAT (its window's
+//          start is always the current one, now - now % windowMs: the caller knows it)
 // For each request every rule is checked first; only when all fit does QUOTA_SCRIPT's step run for
 // it (its ban, windows, credits, leases' recall and notices as for any request: one notice per
 // step, as for the plan's requests of one turn); only when it admits are the rules charged. A
@@ -85,9 +95,9 @@ local costAt = ${QUOTA_ARGS_BEFORE_COSTS + 1}
 local rules, requests = {}, {}
 local at = costAt + 2
 for d = 1, tonumber(ARGV[costAt + 1]) do
-  rules[d] = ruleArgs(at + 1)
+  rules[d] = rulePacked(ARGV[at + 1])
   rules[d].key = KEYS[tonumber(ARGV[at])]
-  at = at + 1 + ${RULE_ARGS}
+  at = at + 2
 end
 for q = 1, tonumber(ARGV[costAt]) do
   local req = { cost = ARGV[at], rules = {} }
@@ -124,7 +134,6 @@ local function answer(replies, from, refusedBy, states)
   for j = from, from + ${QUOTA_REPLY_LENGTH} - 1 do out[#out + 1] = replies[j] end
   out[#out + 1] = refusedBy
   for i = 1, #states do
-    out[#out + 1] = states[i].s
     out[#out + 1] = states[i].c
     out[#out + 1] = states[i].t
   end

@@ -9,13 +9,41 @@ export function ruleArgs(rule: RuleCharge): number[] {
   return [rule.limit, rule.windowMs, rule.gcra ? 1 : 0, rule.intervalUs, rule.burst, rule.cost];
 }
 
-export const ruleKeys = (rules: readonly RuleCharge[]) => rules.map((rule) => limitKey(rule.name, rule.digest));
+export const ruleKeys = (rules: readonly RuleCharge[]) => rules.map(ruleKey);
 
-/** One request's rule part of RULES_QUOTA_SCRIPT's reply, from `at` (after its QUOTA_REPLY_LENGTH plan numbers). */
-export function rulesAt(reply: number[], at: number, rules: number): { refusedBy: number; rules: RuleState[] } {
+const ruleKeysOf = new WeakMap<RuleCharge, string>();
+
+/** A charge's counter key, made once per charge (gateway/limit-rules.ts keeps one object per rule and values). */
+function ruleKey(rule: RuleCharge): string {
+  let key = ruleKeysOf.get(rule);
+  if (key === undefined) ruleKeysOf.set(rule, (key = limitKey(rule.name, rule.digest)));
+  return key;
+}
+
+const packedArgsOf = new WeakMap<RuleCharge, string>();
+
+/** A rule's RULE_ARGS numbers as RULES_QUOTA_SCRIPT takes them: one argument, made once per charge. */
+function packedArgs(rule: RuleCharge): string {
+  let packed = packedArgsOf.get(rule);
+  if (packed === undefined) packedArgsOf.set(rule, (packed = ruleArgs(rule).join(' ')));
+  return packed;
+}
+
+/**
+ * One request's rule part of RULES_QUOTA_SCRIPT's reply, from `at` (after its QUOTA_REPLY_LENGTH
+ * plan numbers, decided at `nowMs`): each counter's count and TAT; its window is the current one.
+ */
+export function rulesAt(
+  reply: number[],
+  at: number,
+  rules: readonly RuleCharge[],
+  nowMs: number,
+): { refusedBy: number; rules: RuleState[] } {
   const states: RuleState[] = [];
-  for (let i = 0; i < rules; i++)
-    states.push({ startMs: Number(reply[at + 1 + 3 * i]), count: Number(reply[at + 2 + 3 * i]), tatUs: Number(reply[at + 3 + 3 * i]) });
+  for (let i = 0; i < rules.length; i++) {
+    const startMs = nowMs - (nowMs % rules[i]!.windowMs);
+    states.push({ startMs, count: Number(reply[at + 1 + 2 * i]), tatUs: Number(reply[at + 2 + 2 * i]) });
+  }
   return { refusedBy: Number(reply[at]), rules: states };
 }
 
@@ -28,18 +56,18 @@ export function rulesCallArgs(quotaKey: string, requests: ReadonlyArray<{ cost: 
   const keys = [quotaKey];
   const keyAt = new Map<string, number>();
   const ruleAt = new Map<RuleCharge, number>();
-  const rules: number[] = [];
+  const rules: Array<number | string> = [];
   const perRequest: number[] = [];
   for (const request of requests) {
     perRequest.push(request.cost, request.rules.length);
     for (const rule of request.rules) {
       let r = ruleAt.get(rule);
       if (r === undefined) {
-        const key = limitKey(rule.name, rule.digest);
+        const key = ruleKey(rule);
         let at = keyAt.get(key);
         if (at === undefined) keyAt.set(key, (at = keys.push(key)));
         ruleAt.set(rule, (r = ruleAt.size + 1));
-        rules.push(at, ...ruleArgs(rule));
+        rules.push(at, packedArgs(rule));
       }
       perRequest.push(r);
     }
@@ -48,7 +76,7 @@ export function rulesCallArgs(quotaKey: string, requests: ReadonlyArray<{ cost: 
 }
 
 /** Numbers one request takes in RULES_QUOTA_SCRIPT's reply. */
-export const rulesReplyLength = (rules: number) => QUOTA_REPLY_LENGTH + 1 + 3 * rules;
+export const rulesReplyLength = (rules: number) => QUOTA_REPLY_LENGTH + 1 + 2 * rules;
 
 interface ClusterCommands {
   tgRuleReserve(key: string, nowMs: string | number, ...args: number[]): Promise<number[]>;

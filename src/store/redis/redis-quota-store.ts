@@ -224,7 +224,11 @@ export class RedisQuotaStore implements QuotaStore {
       await recall!(keyId, decided.answer.recalled);
       decided = await this.ruleBatches.add(redisKey, { ...request, recall: false });
     }
-    return { ...(decided.answer as QuotaOutcome), refusedBy: decided.refusedBy, rules: decided.rules };
+    // The answer is this request's own (decideRules makes one per request): completed, not copied.
+    const outcome = decided.answer as RulesOutcome;
+    outcome.refusedBy = decided.refusedBy;
+    outcome.rules = decided.rules;
+    return outcome;
   }
 
   /** One key's rule requests of one turn: one RULES_QUOTA_SCRIPT call per run under the same limits. */
@@ -243,7 +247,10 @@ export class RedisQuotaStore implements QuotaStore {
           ({ reply, replicated, mark }) => {
             let at = 0;
             const answers = run.map((request) => {
-              const answer = { answer: toAnswer(reply, at), ...rulesAt(reply, at + QUOTA_REPLY_LENGTH, request.rules.length) };
+              const decided = toAnswer(reply, at);
+              const nowMs = 'recalled' in decided ? decided.recalled.nowMs : decided.nowMs;
+              const { refusedBy, rules } = rulesAt(reply, at + QUOTA_REPLY_LENGTH, request.rules, nowMs);
+              const answer: RulesAnswer = { answer: decided, refusedBy, rules };
               at += rulesReplyLength(request.rules.length);
               return answer;
             });
