@@ -1,5 +1,14 @@
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
 import { LongFilesFirst } from './test/long-files-first.js';
+
+// Node's on-disk compile cache (V8 code of each module, checked against its source's hash) for every
+// Node process of the suite: the test workers inherit it, and the harness passes it to the gateways,
+// backends and CLI runs it starts (test/harness/tollgate.ts), hundreds of them, each compiling the
+// same few hundred modules. A changed file misses the cache and is compiled afresh; it never changes
+// what a process does. Set NODE_COMPILE_CACHE to choose the folder, or NODE_DISABLE_COMPILE_CACHE=1.
+process.env.NODE_COMPILE_CACHE ??= join(tmpdir(), 'tollgate-test-compile-cache');
 
 export default defineConfig({
   test: {

@@ -30,7 +30,7 @@ async function main(argv: string[]): Promise<void> {
     case 'gateway':
       return (await import('./serve-commands.js')).gatewayCommand(env);
     case 'backend':
-      return (await import('./serve-commands.js')).backendCommand(env);
+      return (await import('./backend-command.js')).backendCommand(env);
     case 'keys':
       return (await import('./keys-command.js')).keysCommand(rest, env, { out });
     case 'usage':

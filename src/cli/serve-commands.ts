@@ -1,10 +1,7 @@
-import { assertionVerifier } from '../backend/verify-assertion.js';
-import { startBackend } from '../backend/start-backend.js';
 import { loadPlans } from '../config/load.js';
 import { configDirFrom, loadSettings, type Settings } from '../config/settings.js';
 import { ConfigCheck } from '../config/config-check.js';
 import { startGateway } from '../gateway/start-gateway.js';
-import { assertionSecretsFromEnv, logSecretSource } from '../identity/assertion-secrets.js';
 import { createLogger } from '../observability/log.js';
 import { runUntilSignal } from './run-until-signal.js';
 import { upCommand } from './up-command.js';
@@ -32,16 +29,4 @@ export async function gatewayCommand(env: Env): Promise<void> {
   const logger = createLogger(settings.logLevel, 'tollgate-gateway', settings.log.format);
   const gateway = await startGateway(settings, logger);
   return runUntilSignal(logger, gateway.close);
-}
-
-/** `tollgate backend`: the category backend alone, until SIGTERM or SIGINT. */
-export async function backendCommand(env: Env): Promise<void> {
-  const settings = loadSettings(env);
-  const logger = createLogger(settings.logLevel, 'tollgate-backend', settings.log.format);
-  // The backend answers only requests carrying a valid gateway assertion (401 otherwise).
-  const secrets = assertionSecretsFromEnv(env);
-  logSecretSource(secrets, logger, 'backend');
-  const verifyRequest = assertionVerifier({ secrets, settings: settings.assertion, logger });
-  const backend = await startBackend({ settings, logger, redisUrl: settings.redis, verifyRequest });
-  return runUntilSignal(logger, backend.close);
 }

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { LineCounter, parseDocument } from 'yaml';
+import { LineCounter, parseDocument, type Document } from 'yaml';
 import type { z } from 'zod';
 import { ConfigError, type ConfigProblem } from './config-error.js';
 import { lineLocator, type LineOf } from './config-lines.js';
@@ -25,8 +25,7 @@ export function readYamlSource(dir: string, file: string): YamlSource {
   } catch (err) {
     throw new ConfigError(file, '', `cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
   }
-  const counter = new LineCounter();
-  const doc = parseDocument(text, { prettyErrors: true, lineCounter: counter });
+  const { doc, counter } = parsedYaml(path, text);
   if (doc.errors.length > 0)
     throw ConfigError.of(
       doc.errors.map((err) => ({
@@ -42,6 +41,23 @@ export function readYamlSource(dir: string, file: string): YamlSource {
   const raw: unknown = doc.toJS() ?? {};
   if (typeof raw !== 'object' || Array.isArray(raw)) throw new ConfigError(file, '(top level)', 'must be a mapping of fields');
   return { raw: raw as Record<string, unknown>, lineOf: lineLocator(doc, counter) };
+}
+
+/**
+ * The last parse of each file, by path, with the text it came from. A start reads gateway.yaml four
+ * times and plans.yaml twice (the CLI's check, the gateway, each file's reloader): the same text is
+ * parsed once (tens of milliseconds of CPU each time). Keyed by the whole text, not the file's time
+ * or size, so any change to the file is parsed afresh; callers get a new `toJS()` copy every time.
+ */
+const parsed = new Map<string, { text: string; doc: Document; counter: LineCounter }>();
+
+function parsedYaml(path: string, text: string): { doc: Document; counter: LineCounter } {
+  const known = parsed.get(path);
+  if (known?.text === text) return known;
+  const counter = new LineCounter();
+  const doc = parseDocument(text, { prettyErrors: true, lineCounter: counter });
+  parsed.set(path, { text, doc, counter });
+  return { doc, counter };
 }
 
 /**

@@ -1,5 +1,6 @@
+import { createRequire } from 'node:module';
 import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
-import { PinoPretty } from 'pino-pretty';
+import type { PinoPretty } from 'pino-pretty';
 
 export type { Logger };
 
@@ -18,9 +19,11 @@ export function createLogger(level: string, name: string, format: LogFormat = 'j
   const options = loggerOptions(level, name);
   // A person at a terminal reads coloured lines; machines (and pipes, files, containers) get JSON.
   if (format === 'pretty' || (format === 'auto' && process.stdout.isTTY)) {
+    // Loaded only here: every process logging JSON (a server's usual case) spares its load at start.
+    const pretty = (createRequire(import.meta.url)('pino-pretty') as { PinoPretty: typeof PinoPretty }).PinoPretty;
     return pino(
       options,
-      PinoPretty({
+      pretty({
         colorize: true,
         singleLine: true,
         translateTime: 'SYS:HH:MM:ss.l',

@@ -1,5 +1,5 @@
-import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
-import addFormats from 'ajv-formats';
+import type { Ajv2020, ValidateFunction } from 'ajv/dist/2020.js';
+import { ajv2020WithFormats } from './ajv.js';
 import type { OptionsSchema, PolicyDefinition, SafeParseSchema } from './policy-definition.js';
 
 /** The options as the policy reads them, or the first problem: the path inside `options` and why. */
@@ -58,8 +58,7 @@ function compiledJsonSchema(schema: object): ValidateFunction {
   let validate = compiled.get(schema);
   if (!validate) {
     if (!ajv) {
-      ajv = new Ajv2020({ strict: false, allErrors: false, useDefaults: true, logger: false });
-      addFormats.default(ajv);
+      ajv = ajv2020WithFormats({ strict: false, allErrors: false, useDefaults: true, logger: false });
     }
     compiled.set(schema, (validate = ajv.compile(schema)));
   }

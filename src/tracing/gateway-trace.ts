@@ -27,6 +27,21 @@ export class GatewayTrace extends ServerTrace {
   }
 
   /**
+   * Ends a store call's span with what it found; `errorType` marks a failed call. A method, not a
+   * function the policies import: a gateway that traces nothing then never loads this module, nor
+   * OpenTelemetry's API and semantic conventions with it.
+   */
+  endStoreCall(span: Span | undefined, attributes: Attributes, errorType?: string): void {
+    if (!span) return;
+    span.setAttributes(attributes);
+    if (errorType !== undefined) {
+      span.setAttribute(ATTR_ERROR_TYPE, errorType);
+      span.setStatus({ code: SpanStatusCode.ERROR });
+    }
+    span.end();
+  }
+
+  /**
    * Starts an upstream try's CLIENT span and returns the request's field list (name, value, …)
    * with `traceparent` (and the client's valid `tracestate`) naming it as the parent. An
    * unsampled request passes its own server span on, flagged unsampled, and records nothing.
@@ -65,17 +80,6 @@ export class GatewayTrace extends ServerTrace {
     }
     span.end();
   }
-}
-
-/** Ends a store call's span with what it found; `errorType` marks a failed call. */
-export function endSpan(span: Span | undefined, attributes: Attributes, errorType?: string): void {
-  if (!span) return;
-  span.setAttributes(attributes);
-  if (errorType !== undefined) {
-    span.setAttribute(ATTR_ERROR_TYPE, errorType);
-    span.setStatus({ code: SpanStatusCode.ERROR });
-  }
-  span.end();
 }
 
 /** Storage for the try's target address, parsed once per target URL (a bounded set: the configured targets). */

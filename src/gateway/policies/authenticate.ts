@@ -3,7 +3,6 @@ import type { JwtAuthenticator, JwtOutcome } from '../../auth/jwt/jwt-authentica
 import { MAX_TOKEN_BYTES } from '../../auth/jwt/jwt-authenticator.js';
 import { hashApiKey, parseApiKey, sameHash } from '../../keys/format.js';
 import type { KeyRecord } from '../../keys/record.js';
-import { endSpan } from '../../tracing/gateway-trace.js';
 import { CONTINUE, reject, type Credential, type Decision, type Policy, type RequestContext } from '../context.js';
 import type { KeyCache, KeyLookup } from '../key-cache.js';
 
@@ -81,7 +80,7 @@ export function authenticate(
     // The lookup reaches the store (or waits on a read already under way for this id).
     const span = ctx.trace?.storeCall('tollgate key lookup', id);
     return lookup.then((l) => {
-      endSpan(span, { 'tollgate.lookup': 'unavailable' in l ? 'unavailable' : l.found ? 'found' : 'unknown' });
+      ctx.trace?.endStoreCall(span, { 'tollgate.lookup': 'unavailable' in l ? 'unavailable' : l.found ? 'found' : 'unknown' });
       return judge(ctx, token, l, blockedSeconds);
     });
   };

@@ -13,7 +13,6 @@ import { rulesHeaders } from '../../quota/rule-headers.js';
 import type { ProxyTrust } from '../../http/proxy-trust.js';
 import type { LimitRules } from '../limit-rules.js';
 import type { StoreHealth } from '../../store/store-health.js';
-import { endSpan } from '../../tracing/gateway-trace.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
 import { releaseWhenAnswerEnds, type ConcurrencySlots } from '../concurrency-slots.js';
 import type { DegradedMode } from '../degraded-mode.js';
@@ -167,7 +166,7 @@ function fromStore(
     (outcome) => {
       pending.count--;
       // Guarded here too: the attributes object is not made for a request nobody traces.
-      if (span) endSpan(span, { 'tollgate.quota.verdict': outcome.verdict, 'tollgate.quota.cost': cost });
+      if (span) ctx.trace?.endStoreCall(span, { 'tollgate.quota.verdict': outcome.verdict, 'tollgate.quota.cost': cost });
       metrics.redisSeconds.observe({ operation: 'quota' }, (performance.now() - startedMs) / 1000);
       health.succeeded();
       // A ban begins at the request that earned it; the requests decided after it in the same
@@ -189,7 +188,7 @@ function fromStore(
     },
     (err: unknown) => {
       pending.count--;
-      endSpan(span, { 'tollgate.quota.cost': cost }, 'store_unavailable');
+      ctx.trace?.endStoreCall(span, { 'tollgate.quota.cost': cost }, 'store_unavailable');
       return storeFailed(step, deps, err);
     },
   );

@@ -1,8 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
-import Ajv04 from 'ajv-draft-04';
-import addFormats from 'ajv-formats';
+import type { ErrorObject, ValidateFunction } from 'ajv/dist/2020.js';
+import { ajv2020WithFormats, ajvDraft04WithFormats } from '../../plugins/ajv.js';
 
 /**
  * The official JSON Schemas of OpenAPI 3.0 (draft 4) and 3.1 (2020-12), as
@@ -23,8 +22,8 @@ function validatorFor(line: OpenApiLine): ValidateFunction {
   if (!validate) {
     const schema = JSON.parse(readFileSync(createRequire(import.meta.url).resolve(SCHEMA_FILES[line]), 'utf8')) as object;
     // Both schemas use keywords Ajv's strict mode does not know; formats are checked (uri, email…).
-    const ajv = line === '3.0' ? new Ajv04.default({ strict: false, logger: false }) : new Ajv2020({ strict: false, logger: false });
-    addFormats.default(ajv);
+    const ajv =
+      line === '3.0' ? ajvDraft04WithFormats({ strict: false, logger: false }) : ajv2020WithFormats({ strict: false, logger: false });
     validate = ajv.compile(schema);
     compiled.set(line, validate);
   }

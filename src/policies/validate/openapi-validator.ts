@@ -1,5 +1,5 @@
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
-import addFormats from 'ajv-formats';
+import type { Ajv2020, ErrorObject, ValidateFunction } from 'ajv/dist/2020.js';
+import { ajv2020WithFormats } from '../../plugins/ajv.js';
 import { atPointer, escapePointer } from './json-pointer.js';
 import { asJsonSchema2020 } from './openapi-3-0.js';
 import { bundleDocument } from './openapi-bundle.js';
@@ -79,8 +79,7 @@ export class OpenApiValidator {
       throw new OpenApiDocumentError(file, '/paths', 'must be an object of paths');
 
     const ajv = (coerceTypes: false | 'array', schemas: Record<string, unknown>) => {
-      const instance = new Ajv2020({ strict: false, allErrors: true, coerceTypes, logger: false, validateFormats: true });
-      addFormats.default(instance);
+      const instance = ajv2020WithFormats({ strict: false, allErrors: true, coerceTypes, logger: false, validateFormats: true });
       instance.addKeyword({ keyword: READ_ONLY_KEYWORD, schemaType: 'boolean', validate: (readOnly: boolean) => !readOnly });
       instance.addSchema(schemas, DOC_ID);
       return instance;
