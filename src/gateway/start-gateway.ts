@@ -30,6 +30,7 @@ import { AssertionSigner } from './assertion-signer.js';
 import type { Policy } from './context.js';
 import { KeyCache } from './key-cache.js';
 import { LocalVerdicts } from './local-verdicts.js';
+import { RuleRefusals } from './rule-refusals.js';
 import { ConcurrencySlots } from './concurrency-slots.js';
 import { QuotaLeases } from '../quota/quota-leases.js';
 import type { QuotaNotice } from '../store/quota-store.js';
@@ -258,6 +259,8 @@ export async function startGateway(
     plans: () => plans.current(),
     costs: () => routes.current().costs,
     local: verdicts,
+    // A rule's refusal holds until the rule could fit, where the store's counters only fill.
+    ruleRefusals: ownStores.quotas.rulesOnlyFill ? new RuleRefusals(settings.keyCache.maxEntries) : undefined,
     leases,
     degraded,
     maxPending: settings.quota.maxPendingDecisions,

@@ -44,6 +44,12 @@ export interface QuotaStore {
     rules: readonly RuleCharge[],
     recall?: RecallWait,
   ): Promise<RulesOutcome>;
+  /**
+   * A rule counter this store refused cannot admit before the refused rule's own time to fit: its
+   * counters only fill (no reservation is ever given back). True on one server; false on a Redis
+   * Cluster, where a reservation another request holds may be given back (redis-limit-rules.ts).
+   */
+  readonly rulesOnlyFill?: boolean;
   /** Concurrency slots (maxConcurrent): taken by `consume`, or alone by `slots.take`. */
   slots?: SlotStore;
   /** Current use without consuming anything; the day and month of `quota`'s calendar (UTC without one). */

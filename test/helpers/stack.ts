@@ -35,6 +35,12 @@ export function withLeases(enabled: boolean): (gatewayYaml: string) => string {
   return (yaml) => yaml.replace(/leases: \{ enabled: (true|false) \}/, `leases: { enabled: ${enabled} }`);
 }
 
+/** gateway.yaml with `rules` (a `limits:` block) in place of the shipped empty list, and GETs of `paths` admitted without a credential on `plan`. */
+export function withRulesAndAnonymous(rules: string, plan: string, paths: string[]): (gatewayYaml: string) => string {
+  const access = paths.map((path) => `    - { method: GET, path: ${path}, anonymous: { plan: ${plan} } }\n`).join('');
+  return (yaml) => yaml.replace(/^limits: \[\][^\n]*\n/m, rules).replace(/^ {2}costs: \[\][^\n]*\n/m, `  costs: []\n  access:\n${access}`);
+}
+
 export function configCopy(edits: Record<string, (text: string) => string> = {}): string {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-config-'));
   cpSync(CONFIG_DIR, dir, { recursive: true });

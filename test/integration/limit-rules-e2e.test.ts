@@ -4,7 +4,16 @@ import { call, type Reply } from '../helpers/edge-rules-stack.js';
 import { AUDIENCE, OpenIdProvider, providerKey } from '../helpers/openid-provider.js';
 import { RecordingUpstream } from '../helpers/recording-upstream.js';
 import { TestRedis } from '../helpers/redis-server.js';
-import { bearer, configCopy, createKey, slackRedisTimeout, startGateway, testPlans, type GatewayHandle } from '../helpers/stack.js';
+import {
+  bearer,
+  configCopy,
+  createKey,
+  slackRedisTimeout,
+  startGateway,
+  testPlans,
+  withRulesAndAnonymous,
+  type GatewayHandle,
+} from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
 // Limit rules with the rest of the gateway, end to end on a real gateway process, a real
@@ -41,15 +50,7 @@ beforeAll(async () => {
         'plans:\n  public: { perMinute: 100, perDay: 100 }\n',
       ),
     'gateway.yaml': (text) =>
-      slackRedisTimeout(text)
-        .replace(/^limits: \[\][^\n]*\n/m, RULES)
-        .replace(
-          /^ {2}costs: \[\][^\n]*\n/m,
-          `  costs: []
-  access:
-    - { method: GET, path: /v1/categories, anonymous: { plan: public } }
-`,
-        ) +
+      withRulesAndAnonymous(RULES, 'public', ['/v1/categories'])(slackRedisTimeout(text)) +
       `
 jwt:
   issuers:

@@ -1,11 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
-import { ruleGcra, type RuleCharge } from '../../src/quota/limit-rules.js';
+import type { RuleCharge } from '../../src/quota/limit-rules.js';
 import { MemoryQuotaStore } from '../../src/store/memory/memory-quota-store.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import type { RulesOutcome } from '../../src/store/quota-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
+import { ruleCharge } from '../helpers/rule-charges.js';
 
 // The runs of RULES_QUOTA_SCRIPT (one plan step per run of requests whose rules all fit) against
 // the memory store, one request after another, on what limit-rules-differential.test.ts leaves
@@ -24,10 +25,7 @@ const plans: Quota[] = [
   { perMinute: 4, perDay: 10, shadow: true },
 ];
 
-function rule(name: string, limit: number, windowMs: number, gcra: boolean, cost: number, digest: string): RuleCharge {
-  const g = gcra ? ruleGcra(limit, windowMs, 2) : undefined;
-  return { name, digest, limit, windowMs, gcra, intervalUs: g?.intervalUs ?? 0, burst: g?.burst ?? 0, cost };
-}
+const rule = ruleCharge;
 
 const RULES: RuleCharge[] = [
   rule('per-second', 3, 1000, false, 1, 'a'),

@@ -17,6 +17,7 @@ import { CONTINUE, reject, type Decision, type Policy, type RequestContext } fro
 import { releaseWhenAnswerEnds, type ConcurrencySlots } from '../concurrency-slots.js';
 import type { DegradedMode } from '../degraded-mode.js';
 import type { LocalVerdicts } from '../local-verdicts.js';
+import type { RuleRefusals } from '../rule-refusals.js';
 import type { RouteCosts } from '../route-costs.js';
 import type { ReportedCost } from '../../policies/reported-cost/reported-cost-schema.js';
 import { CostReservation, type ReservationDeps } from '../reported-cost/cost-reservation.js';
@@ -30,6 +31,8 @@ export interface QuotaDeps {
   /** gateway.yaml routes.costs as of now (hot-reloaded): the units a request consumes. */
   costs: () => RouteCosts;
   local: LocalVerdicts;
+  /** Limit rules' refusals, answered here until the rule could fit again; absent where a store's refusal may not hold (a Cluster). */
+  ruleRefusals?: RuleRefusals;
   /** Quota leases (gateway.yaml quota.leases): hot keys far from their limits admitted here, exactly. */
   leases?: QuotaLeases;
   /** Used while the shared store is unreachable (gateway.yaml quota.onRedisFailure). */
@@ -113,7 +116,13 @@ export function enforceQuota(deps: QuotaDeps): Policy {
       return reject('limit_attribute_missing', `The limit rule "${name}" counts requests by ${attribute}, which this request lacks.`);
     }
     // A request its rules apply to takes no lease: the rules' counters are decided in Redis with the plan.
-    if (limits?.charges.length) step.rules = limits.charges;
+    if (limits?.charges.length) {
+      step.rules = limits.charges;
+      // A rule that refused these values refuses them until it could fit (rule-refusals.ts): no
+      // round trip, and no rule slot taken only to be given back.
+      const refused = deps.ruleRefusals?.answer(subject, limits.charges);
+      if (refused) return judge(ctx, deps, quota, refused, 'local_cache', step);
+    }
     // A rule's maxConcurrent: its slots are taken before the quota step, given back if it refuses.
     if (limits?.slots.length) return withRuleSlots(ctx, deps, limits.slots, { subject, quota }, () => decide(step, deps, recall, pending));
     return decide(step, deps, recall, pending);
@@ -159,6 +168,7 @@ function fromStore(
   if (pending.count >= deps.maxPending) return shed(step, deps, 'pending');
   pending.count++;
   const startedMs = performance.now();
+  const sentAtMs = step.rules && deps.ruleRefusals ? deps.ruleRefusals.now() : 0;
   const span = ctx.trace?.storeCall('tollgate quota decision', key.id);
   const batched = span && ((requests: number) => span.setAttribute('tollgate.quota.batch_size', requests));
   const decided = step.rules ? consumeRules(store, step, recall) : store.consume(subject, quota, ban, cost, batched, recall, slot);
@@ -176,6 +186,7 @@ function fromStore(
         outcome.bannedUntilMs - outcome.nowMs === ban.duration * 1000 &&
         local.answer(subject)?.bannedUntilMs !== outcome.bannedUntilMs;
       local.remember(subject, outcome);
+      if (step.rules && sentAtMs) deps.ruleRefusals?.remember(subject, step.rules, outcome as RulesOutcome, sentAtMs);
       deps.degraded.heard(subject, outcome);
       // A rule's refusal says nothing of the plan's room: leases go on.
       if (outcome.verdict !== 'allowed' && !((outcome as RulesOutcome).refusedBy >= 0)) deps.leases?.refused(subject);

@@ -39,6 +39,8 @@ export class MemoryQuotaStore implements QuotaStore {
 
   /** Concurrency slots, taken in the same step as the windows (`consume`'s `slot`). */
   readonly slots: MemorySlotStore;
+  /** Rule counters are charged only when a request is admitted (memory-rule-counters.ts). */
+  readonly rulesOnlyFill = true;
   /** `usageRows`: usage for invoicing, kept by the embedded store (not by a replica's local limiter: reconcile adds that); `rules`: the limit rules' counters (a degraded replica's hold its share of each limit). */
   constructor(
     private readonly now: () => number = Date.now,

@@ -114,6 +114,10 @@ export class RedisQuotaStore implements QuotaStore {
   private replicaWait?: ReplicaWait & { listener: ReplicaWaitListener };
   private stopListening?: () => void;
   readonly slots: RedisSlotStore;
+  /** A Cluster reserves rule units and may give them back (redis-limit-rules.ts): a refusal there may not hold. */
+  get rulesOnlyFill(): boolean {
+    return this.single !== undefined;
+  }
   /** Once the lease notices' subscription has taken effect (tests wait for it; a lease granted before it ends then). */
   noticesReady: Promise<void> = Promise.resolve();
 

@@ -1,0 +1,99 @@
+import { LRUCache } from 'lru-cache';
+import { ruleReport, type RuleCharge } from '../quota/limit-rules.js';
+import type { RulesOutcome } from '../store/quota-store.js';
+
+interface Refusal {
+  /** The rules the refusal was decided for: a reload may give a counter's name other limits. */
+  rules: readonly RuleCharge[];
+  outcome: RulesOutcome;
+  /** Local clock when the request was sent to the store: the store decided at or after it. */
+  sentAtMs: number;
+  /** Local clock from which the refusing rule could fit: the entry is over then. */
+  untilMs: number;
+}
+
+/**
+ * Refusals of limit rules answered from memory until the refusing rule could fit again (store
+ * clock), so that a caller hammering a rule (30 a minute per address) costs no Redis round trip
+ * per refusal. Exact because nothing can make room in that counter before then, on a store whose
+ * rule counters only fill (`QuotaStore.rulesOnlyFill`): a rule's refusal charges nothing, a fixed
+ * window's count never falls within the window, and a gcra TAT never moves back; a request that
+ * matches the same rules with the same values meets the same counter, which refuses it as well.
+ * A rule's refusal counts towards no ban (quota/limit-rules.ts), so nothing is lost by not telling
+ * Redis about it.
+ *
+ * Not remembered: a plan's refusal (each is counted towards the ban, local-verdicts.ts), a ban
+ * (local-verdicts.ts has those), a slot refusal (a slot frees when a request in flight ends) and
+ * anything decided without the store (degraded mode's answers are its own share's).
+ *
+ * What the answer may not repeat exactly: the plan's fields are as the store last told them (the
+ * plan's counters move with the subject's other requests); so may the binding window of the headers
+ * and Retry-After be the rule's where, by now, the plan would bind later. The request is refused
+ * either way, charged nothing either way.
+ */
+export class RuleRefusals {
+  private readonly entries: LRUCache<string, Refusal>;
+
+  constructor(
+    maxEntries: number,
+    /** The local clock; `remember`'s `sentAtMs` is read from it. */
+    readonly now: () => number = Date.now,
+  ) {
+    // Each entry's end is checked on the injected clock (`answer`), not the cache's own timer.
+    this.entries = new LRUCache({ max: maxEntries });
+  }
+
+  /**
+   * Remembers `outcome` if a rule refused it, until that rule could fit again. `sentAtMs`: the local
+   * clock when the request left, so that the entry ends no later than that moment in the store's
+   * time (the store decided after it).
+   */
+  remember(subject: string, rules: readonly RuleCharge[], outcome: RulesOutcome, sentAtMs: number): void {
+    const rule = rules[outcome.refusedBy];
+    if (outcome.verdict !== 'limited' || !rule) return;
+    const fitsAtMs = ruleReport(rule, outcome.rules[outcome.refusedBy]!, outcome.nowMs).fitsAtMs;
+    const untilMs = sentAtMs + (fitsAtMs - outcome.nowMs);
+    if (untilMs <= this.now()) return;
+    this.entries.set(keyOf(subject, rules), { rules, outcome, sentAtMs, untilMs });
+  }
+
+  /** The remembered refusal of a request of `subject` matching `rules`, as of now (store clock advanced by the local delta), or undefined. */
+  answer(subject: string, rules: readonly RuleCharge[]): RulesOutcome | undefined {
+    const key = keyOf(subject, rules);
+    const entry = this.entries.get(key);
+    if (!entry) return undefined;
+    const nowMs = this.now();
+    if (nowMs >= entry.untilMs) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    if (!sameLimits(entry.rules, rules)) return undefined;
+    const { outcome } = entry;
+    return { ...outcome, nowMs: outcome.nowMs + (nowMs - entry.sentAtMs) };
+  }
+}
+
+/** The subject and each rule's counter (its name and digest), in the request's order: that order names the refusing rule. */
+function keyOf(subject: string, rules: readonly RuleCharge[]): string {
+  let key = subject;
+  for (const rule of rules) key += `\n${rule.name}\n${rule.digest}`;
+  return key;
+}
+
+/** The same counters under the same limits: after a reload that changed a rule's limit, its counter's name stays but the refusal no longer holds. */
+function sameLimits(a: readonly RuleCharge[], b: readonly RuleCharge[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  return a.every((rule, i) => {
+    const other = b[i]!;
+    return (
+      rule === other ||
+      (rule.limit === other.limit &&
+        rule.windowMs === other.windowMs &&
+        rule.gcra === other.gcra &&
+        rule.intervalUs === other.intervalUs &&
+        rule.burst === other.burst &&
+        rule.cost === other.cost)
+    );
+  });
+}
