@@ -24,6 +24,7 @@ import type { RuleState } from '../../quota/limit-rules.js';
 import {
   CREDITS_SCRIPT,
   LEASE_SCRIPT,
+  QUOTA_ARGS_BEFORE_COSTS,
   QUOTA_REPLY_LENGTH,
   QUOTA_SCRIPT,
   SETTLE_SCRIPT,
@@ -33,6 +34,7 @@ import {
 import { QUOTA_NOTICE_CHANNEL, leaseHoldersKey, quotaKey, quotaSubject, reconciledKey, settledKey, slotsKey } from './redis-keys.js';
 import { RedisSlotStore } from './redis-slot-store.js';
 import { RECONCILE_SCRIPT, RECONCILED_MARKER_MS } from './reconcile-script.js';
+import { MULTI_QUOTA_SCRIPT } from './multi-quota-script.js';
 import { TurnBatches } from './turn-batches.js';
 import { queueWait, type ReplicaWait, type ReplicaWaitListener } from './replica-wait.js';
 import type { TurnMark } from './turn-marks.js';
@@ -63,6 +65,8 @@ interface QuotaPipeline {
   /** With the subject's slots as KEYS[2] (QUOTA_SCRIPT's concurrency slots). */
   tgQuotaSlots(key: string, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
   tgRulesQuota(keys: number, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
+  /** Several keys' QUOTA_SCRIPT steps in one call (multi-quota-script.ts). */
+  tgQuotaMulti(keys: number, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
 }
 
 /** The lease script on a pipeline, as QuotaPipeline. */
@@ -72,6 +76,21 @@ interface LeasePipeline {
 
 /** Requests of one key decided in one script call at most: bounds the time one call holds Redis. */
 const MAX_BATCH = 128;
+/**
+ * Keys, and requests, decided in one MULTI_QUOTA_SCRIPT call at most: Redis runs nothing else while
+ * a script runs, so a turn of many warm keys is split into calls of a bounded length.
+ */
+const MAX_KEYS_PER_CALL = 32;
+const MAX_REQUESTS_PER_CALL = MAX_BATCH;
+
+/** One key's QUOTA_SCRIPT call, waiting for its turn's calls to be packed (`flushSections`). */
+interface Section {
+  key: string;
+  args: Array<string | number>;
+  /** The requests it decides: its reply is this many QUOTA_REPLY_LENGTH numbers. */
+  requests: number;
+  done: (err: Error | null, reply?: number[]) => void;
+}
 
 interface Request {
   redisKey: string;
@@ -142,6 +161,7 @@ export class RedisQuotaStore implements QuotaStore {
     redis.defineCommand('tgSettle', { numberOfKeys: 2, lua: SETTLE_SCRIPT });
     // Limit rules (limit-rules-script.ts): one call on a single server; reserve and give back on a Cluster.
     redis.defineCommand('tgRulesQuota', { lua: RULES_QUOTA_SCRIPT });
+    redis.defineCommand('tgQuotaMulti', { lua: MULTI_QUOTA_SCRIPT });
     redis.defineCommand('tgRuleReserve', { numberOfKeys: 1, lua: RULE_RESERVE_SCRIPT });
     redis.defineCommand('tgRuleRelease', { numberOfKeys: 1, lua: RULE_RELEASE_SCRIPT });
     this.commands = redis as unknown as QuotaCommands;
@@ -328,9 +348,10 @@ export class RedisQuotaStore implements QuotaStore {
       const call = keys.length === 2 ? this.commands.tgQuotaSlots(keys[0]!, keys[1]!, ...args) : this.commands.tgQuota(keys[0]!, ...args);
       return call.then((reply) => ({ reply }));
     }
-    return this.pipelined((pipeline, done) =>
-      keys.length === 2 ? pipeline.tgQuotaSlots(keys[0]!, keys[1]!, ...args, done) : pipeline.tgQuota(keys[0]!, ...args, done),
-    );
+    if (keys.length === 2) return this.pipelined((pipeline, done) => pipeline.tgQuotaSlots(keys[0]!, keys[1]!, ...args, done));
+    // Costs follow QUOTA_SCRIPT's fixed arguments, one each (no slots here).
+    const requests = args.length - QUOTA_ARGS_BEFORE_COSTS;
+    return this.pipelined((_, done, turn) => turn.sections.push({ key: keys[0]!, args, requests, done }));
   }
 
   /**
@@ -339,14 +360,15 @@ export class RedisQuotaStore implements QuotaStore {
    * was acknowledged (the answer waits for it).
    */
   private async pipelined(
-    queue: (pipeline: QuotaPipeline, done: (err: Error | null, reply?: number[]) => void) => unknown,
+    queue: (pipeline: QuotaPipeline, done: (err: Error | null, reply?: number[]) => void, turn: Turn) => unknown,
   ): Promise<TurnReply> {
     let turn = this.turn;
     if (!turn) {
-      const opened: Turn = (turn = this.turn = { pipeline: this.single!.pipeline() });
+      const opened: Turn = (turn = this.turn = { pipeline: this.single!.pipeline(), sections: [] });
       // After this turn's flush (turn-batches.ts) has added every key's call.
       queueMicrotask(() => {
         this.turn = undefined;
+        flushSections(opened.pipeline as unknown as QuotaPipeline, opened.sections);
         // One marker and one WAIT for the whole turn, behind its calls: they cover every write before them.
         if (this.replicaWait) Object.assign(opened, queueWait(opened.pipeline, this.replicaWait, this.replicaWait.listener.marks));
         // Each call's own callback reports its result or error; exec's summary adds nothing.
@@ -354,7 +376,7 @@ export class RedisQuotaStore implements QuotaStore {
       });
     }
     const reply = await new Promise<number[]>((resolve, reject) => {
-      queue(turn.pipeline as unknown as QuotaPipeline, (err, reply) => (err ? reject(err) : resolve(reply!)));
+      queue(turn.pipeline as unknown as QuotaPipeline, (err, reply) => (err ? reject(err) : resolve(reply!)), turn);
     });
     // Set before exec, so before any reply: the answers wait for the WAIT.
     return { reply, replicated: await turn.replicated, mark: turn.mark };
@@ -515,6 +537,46 @@ export class RedisQuotaStore implements QuotaStore {
   }
 }
 
+/** A single server's script calls of one turn, in one pipeline (RedisQuotaStore.pipelined). */
+interface Turn {
+  pipeline: ChainableCommander;
+  replicated?: Promise<boolean>;
+  mark?: TurnMark;
+  /** The plain QUOTA_SCRIPT calls of the turn, packed into few calls at its end. */
+  sections: Section[];
+}
+
+/**
+ * Queues a turn's QUOTA_SCRIPT calls: several keys in one MULTI_QUOTA_SCRIPT call (at most
+ * MAX_KEYS_PER_CALL keys and MAX_REQUESTS_PER_CALL requests), a lone one as QUOTA_SCRIPT. Each
+ * section is told its own part of the reply; an error of the call is each of its sections'.
+ */
+function flushSections(pipeline: QuotaPipeline, sections: Section[]): void {
+  for (let start = 0; start < sections.length;) {
+    let end = start + 1;
+    let requests = sections[start]!.requests;
+    while (end < sections.length && end - start < MAX_KEYS_PER_CALL && requests + sections[end]!.requests <= MAX_REQUESTS_PER_CALL) {
+      requests += sections[end]!.requests;
+      end++;
+    }
+    const pack = sections.slice(start, end);
+    start = end;
+    if (pack.length === 1) {
+      pipeline.tgQuota(pack[0]!.key, ...pack[0]!.args, pack[0]!.done);
+      continue;
+    }
+    const keys = pack.map((section) => section.key);
+    const args = pack.flatMap((section) => [section.args.length, ...section.args]);
+    pipeline.tgQuotaMulti(keys.length, ...keys, ...args, (err, reply) => {
+      let at = 0;
+      for (const section of pack) {
+        if (err) section.done(err);
+        else section.done(null, reply!.slice(at, (at += section.requests * QUOTA_REPLY_LENGTH)));
+      }
+    });
+  }
+}
+
 /** How long a settlement's marker is kept: far longer than its retries last (seconds), short enough that one marker per settled request stays cheap. */
 const SETTLED_MARKER_MS = 10 * 60_000;
 
@@ -556,12 +618,6 @@ function gcraArgs(quota: Quota): number[] {
 }
 
 /** One turn's pipeline (a single server): with quota.waitForReplica, its marker and WAIT (queueWait). */
-interface Turn {
-  pipeline: ChainableCommander;
-  replicated?: Promise<boolean>;
-  mark?: TurnMark;
-}
-
 /** One script call's reply in a turn, and, with quota.waitForReplica, how its WAIT went and its turn's mark. */
 interface TurnReply {
   reply: number[];
