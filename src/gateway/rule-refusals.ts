@@ -69,7 +69,15 @@ export class RuleRefusals {
     }
     if (!sameLimits(entry.rules, rules)) return undefined;
     const { outcome } = entry;
-    return { ...outcome, nowMs: outcome.nowMs + (nowMs - entry.sentAtMs) };
+    const advancedMs = outcome.nowMs + (nowMs - entry.sentAtMs);
+    // The plan's fields are as last heard: past a minute edge its fixed windows have rolled, and
+    // those fields would claim a full minute (and a Retry-After to its end) that no longer is.
+    // Asked again of the store then, once; a day or month edge is a minute edge too.
+    if (Math.floor(advancedMs / 60_000) !== Math.floor(outcome.nowMs / 60_000)) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    return { ...outcome, nowMs: advancedMs };
   }
 }
 
