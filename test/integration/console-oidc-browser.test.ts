@@ -6,6 +6,9 @@ import { describeNeeding } from '../helpers/needs-tool.js';
 import { freePort } from '../helpers/ports.js';
 import { configCopy, startGateway, type GatewayHandle } from '../helpers/stack.js';
 
+// A browser on a loaded machine: each step waits as long as it needs (expect.poll's default is 1 s).
+const POLL = { timeout: 30_000 };
+
 // The console's sign-in with a real OpenID provider (oidc-provider) in Debian's Chromium, the
 // provider on another site (localhost) than the console (127.0.0.1), as a company's provider is:
 // three people sign in on the provider's own page (a viewer, an operator, and an operator of the
@@ -63,22 +66,22 @@ describeNeeding(chromiumMissing, 'signing in to the console with an OpenID provi
     // Each person in a browser of their own: no session at the provider from the one before.
     await page().context().clearCookies();
     await page().goto(`${consoleUrl}${hash}`);
-    await expect.poll(heading).toBe('Sign in');
+    await expect.poll(heading, POLL).toBe('Sign in');
     const link = page().locator('#oidc a');
-    await expect.poll(() => link.isVisible()).toBe(true);
+    await expect.poll(() => link.isVisible(), POLL).toBe(true);
     await link.click();
     await page().waitForURL((url) => url.host === new URL(idp.issuer).host);
     await page().locator('input[name=login]').fill(login);
     await page().locator('input[name=password]').fill('any password');
     await page().locator('button[type=submit]').click();
     await page().waitForURL((url) => url.href.startsWith(consoleUrl));
-    await expect.poll(() => page().locator('#signed-in').innerText()).toContain(USERS[login].email);
+    await expect.poll(() => page().locator('#signed-in').innerText(), POLL).toContain(USERS[login].email);
     sessionCookies.push(...(await page().context().cookies()).filter((c) => c.name === 'tg_console').map((c) => c.value));
   }
 
   async function signOut(): Promise<void> {
     await page().locator('#who button', { hasText: 'Sign out' }).click();
-    await expect.poll(heading).toBe('Sign in');
+    await expect.poll(heading, POLL).toBe('Sign in');
     const session = await page().evaluate(() => fetch('/admin/console/session').then((r) => r.status));
     expect(session).toBe(401);
     expect((await page().context().cookies()).filter((c) => c.name === 'tg_console')).toEqual([]);
@@ -88,54 +91,54 @@ describeNeeding(chromiumMissing, 'signing in to the console with an OpenID provi
     await signIn('vera', '#/keys');
     expect(await page().locator('#signed-in').innerText()).toBe('Signed in as vera@example.test (viewer)');
     // Back where the sign-in started, with a Strict cookie set on the cross-site callback and sent by the page.
-    await expect.poll(heading).toBe('Keys');
+    await expect.poll(heading, POLL).toBe('Keys');
     const cookies = await page().context().cookies();
     expect(cookies.find((c) => c.name === 'tg_console')).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/admin' });
     expect(cookies.find((c) => c.name === 'tg_oidc_state')).toBeUndefined();
-    await expect.poll(() => page().locator('main table').first().innerText()).toContain(globexKey);
+    await expect.poll(() => page().locator('main table').first().innerText(), POLL).toContain(globexKey);
     expect(await page().locator('form[aria-labelledby=create-h]').count()).toBe(0);
     await page().goto(`${consoleUrl}#/keys/${acmeKey}`);
-    await expect.poll(heading).toBe(`Key ${acmeKey}`);
+    await expect.poll(heading, POLL).toBe(`Key ${acmeKey}`);
     expect(await page().locator('main button').allInnerTexts()).toEqual([]);
     await signOut();
   });
 
   it('signs an operator in, who creates and revokes a key; the audit names the person and the role', async () => {
     await signIn('otto', '#/keys');
-    await expect.poll(heading).toBe('Keys');
+    await expect.poll(heading, POLL).toBe('Keys');
     const create = page().locator('form[aria-labelledby=create-h]');
     await create.locator('input[name=name]').fill('made by otto');
     await create.locator('button[type=submit]').click();
     const secret = page().locator('dialog[open] input.secret');
-    await expect.poll(() => secret.inputValue()).toMatch(/^tg_[0-9a-z]{12}_/);
+    await expect.poll(() => secret.inputValue(), POLL).toMatch(/^tg_[0-9a-z]{12}_/);
     const id = (await secret.inputValue()).slice(3, 15);
     await page().locator('dialog[open] button[value=done]').click();
     await page().goto(`${consoleUrl}#/keys/${id}`);
-    await expect.poll(heading).toBe(`Key ${id}`);
+    await expect.poll(heading, POLL).toBe(`Key ${id}`);
     await page().locator('main button', { hasText: 'Revoke key' }).click();
     await page().locator('dialog[open] button', { hasText: 'Revoke' }).last().click();
-    await expect.poll(status).toContain(`${id} revoked`);
+    await expect.poll(status, POLL).toContain(`${id} revoked`);
     await page().goto(`${consoleUrl}#/audit`);
-    await expect.poll(heading).toBe('Audit');
-    await expect.poll(() => page().locator('main table').innerText()).toMatch(/otto@example\.test\s+operator\s+key\.revoke/);
+    await expect.poll(heading, POLL).toBe('Audit');
+    await expect.poll(() => page().locator('main table').innerText(), POLL).toMatch(/otto@example\.test\s+operator\s+key\.revoke/);
     await signOut();
   });
 
   it('signs a partner’s operator in, who sees and manages only acme’s keys', async () => {
     await signIn('pat', '#/keys');
     expect(await page().locator('#signed-in').innerText()).toBe('Signed in as pat@acme.test (operator, keys of acme)');
-    await expect.poll(heading).toBe('Keys');
+    await expect.poll(heading, POLL).toBe('Keys');
     const list = () => page().locator('main table').first().innerText();
-    await expect.poll(list).toContain(acmeKey);
+    await expect.poll(list, POLL).toContain(acmeKey);
     expect(await list()).not.toContain(globexKey);
     const create = page().locator('form[aria-labelledby=create-h]');
     expect(await create.locator('input[name=owner]').inputValue()).toBe('acme');
     expect(await create.locator('input[name=owner]').getAttribute('readonly')).not.toBeNull();
     await page().goto(`${consoleUrl}#/keys/${globexKey}`);
-    await expect.poll(status).toMatch(/limited to the keys of acme/);
+    await expect.poll(status, POLL).toMatch(/limited to the keys of acme/);
     expect(await page().locator('#nav a[href="#/overview"]').count()).toBe(1);
     await page().goto(`${consoleUrl}#/overview`);
-    await expect.poll(heading).toBe('Overview');
+    await expect.poll(heading, POLL).toBe('Overview');
     expect(await page().locator('main').innerText()).not.toContain('Upstream health');
     await signOut();
   });
