@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { ruleReport, type RuleCharge } from '../quota/limit-rules.js';
+import { MINUTE_MS } from '../quota/windows.js';
 import type { RulesOutcome } from '../store/quota-store.js';
 
 interface Refusal {
@@ -8,7 +9,7 @@ interface Refusal {
   outcome: RulesOutcome;
   /** Local clock when the request was sent to the store: the store decided at or after it. */
   sentAtMs: number;
-  /** Local clock from which the refusing rule could fit: the entry is over then. */
+  /** Local clock from which the refusing rule could fit, or the minute's edge if sooner: the entry is over then. */
   untilMs: number;
 }
 
@@ -52,7 +53,12 @@ export class RuleRefusals {
     const rule = rules[outcome.refusedBy];
     if (outcome.verdict !== 'limited' || !rule) return;
     const fitsAtMs = ruleReport(rule, outcome.rules[outcome.refusedBy]!, outcome.nowMs).fitsAtMs;
-    const untilMs = sentAtMs + (fitsAtMs - outcome.nowMs);
+    // No further than the minute's edge either: the plan's fields are as last heard, and past it
+    // its fixed windows have rolled, so they would claim a full minute (and a Retry-After to its
+    // end) that no longer is. The next such request asks the store again; a day's or a month's
+    // edge is a minute's edge too.
+    const minuteEndMs = outcome.nowMs - (outcome.nowMs % MINUTE_MS) + MINUTE_MS;
+    const untilMs = sentAtMs + (Math.min(fitsAtMs, minuteEndMs) - outcome.nowMs);
     if (untilMs <= this.now()) return;
     this.entries.set(keyOf(subject, rules), { rules, outcome, sentAtMs, untilMs });
   }
@@ -69,15 +75,7 @@ export class RuleRefusals {
     }
     if (!sameLimits(entry.rules, rules)) return undefined;
     const { outcome } = entry;
-    const advancedMs = outcome.nowMs + (nowMs - entry.sentAtMs);
-    // The plan's fields are as last heard: past a minute edge its fixed windows have rolled, and
-    // those fields would claim a full minute (and a Retry-After to its end) that no longer is.
-    // Asked again of the store then, once; a day or month edge is a minute edge too.
-    if (Math.floor(advancedMs / 60_000) !== Math.floor(outcome.nowMs / 60_000)) {
-      this.entries.delete(key);
-      return undefined;
-    }
-    return { ...outcome, nowMs: advancedMs };
+    return { ...outcome, nowMs: outcome.nowMs + (nowMs - entry.sentAtMs) };
   }
 }
 

@@ -1,4 +1,4 @@
-import { CLOCK, QUOTA_ARGS_BEFORE_COSTS, QUOTA_REPLY_LENGTH, QUOTA_SCRIPT } from './quota-script.js';
+import { CLOCK, QUOTA_ARGS_BEFORE_COSTS, QUOTA_REPLY_LENGTH, QUOTA_STEP } from './quota-script.js';
 
 // Limit rules (src/quota/limit-rules.ts: the rules; this is their Lua transcription). A rule's
 // counter is one hash `tg:limit:<name>:{<digest>}` (keys.ts limitKey): 's' the fixed window's
@@ -54,10 +54,6 @@ local function ruleWrite(key, st, r, now)
 end
 `;
 
-/** QUOTA_SCRIPT without the shared pieces it starts with: run as a function below, unchanged. */
-const QUOTA_BODY = QUOTA_SCRIPT.slice(CLOCK.length);
-if (QUOTA_SCRIPT.slice(0, CLOCK.length) !== CLOCK) throw new Error('QUOTA_SCRIPT no longer starts with CLOCK');
-
 // The rules and plan steps of one consumer's requests of one event-loop turn, in one call (a
 // single server or Sentinel: the rule keys need not share the consumer's slot there), decided one
 // after another at one `now`, as the same requests sent one at a time within that millisecond.
@@ -87,7 +83,7 @@ if (QUOTA_SCRIPT.slice(0, CLOCK.length) !== CLOCK) throw new Error('QUOTA_SCRIPT
 // one read and one write per request would leave (the expiry of the last write that set one).
 export const RULES_QUOTA_SCRIPT = `${CLOCK}${RULE_PIECES}
 local function planStep()
-${QUOTA_BODY}
+${QUOTA_STEP}
 end
 local now = clock(ARGV[10])
 ARGV[10] = string.format('%.0f', now)

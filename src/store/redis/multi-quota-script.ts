@@ -1,8 +1,4 @@
-import { CLOCK, QUOTA_SCRIPT } from './quota-script.js';
-
-/** QUOTA_SCRIPT without the shared pieces it starts with: run once per key below, unchanged. */
-const QUOTA_BODY = QUOTA_SCRIPT.slice(CLOCK.length);
-if (QUOTA_SCRIPT.slice(0, CLOCK.length) !== CLOCK) throw new Error('QUOTA_SCRIPT no longer starts with CLOCK');
+import { CLOCK, QUOTA_STEP } from './quota-script.js';
 
 // Several keys' QUOTA_SCRIPT steps of one event-loop turn in one call (a single server or
 // Sentinel: the keys need not share a slot there). Each warm key (no lease: not hot) costs one
@@ -21,7 +17,7 @@ if (QUOTA_SCRIPT.slice(0, CLOCK.length) !== CLOCK) throw new Error('QUOTA_SCRIPT
 // read them as a single call's.
 export const MULTI_QUOTA_SCRIPT = `${CLOCK}
 local function quotaStep()
-${QUOTA_BODY}
+${QUOTA_STEP}
 end
 local all, keys = {}, {}
 for i = 1, #ARGV do all[i] = ARGV[i] end

@@ -180,7 +180,12 @@ end
 // for large round values is exponent notation ('8.64e+17'), which PEXPIRE refuses.
 export const QUOTA_ARGS_BEFORE_COSTS = 22;
 export const QUOTA_REPLY_LENGTH = 12;
-export const QUOTA_SCRIPT = `${CLOCK}
+/**
+ * QUOTA_SCRIPT's step without the shared pieces it starts with (CLOCK): RULES_QUOTA_SCRIPT and
+ * MULTI_QUOTA_SCRIPT run it as a Lua function of their own, unchanged, with KEYS and ARGV set as a
+ * single call's.
+ */
+export const QUOTA_STEP = `
 local now = clock(ARGV[10])
 local perMinute, perDay = tonumber(ARGV[1]), tonumber(ARGV[2])
 local banAfter, banWindowMs, banDurationMs = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -313,6 +318,7 @@ write(s, now, ex, fields)
 if recalled then notify(seq, s, now, 1) else notify(seq, s, now, 0) end
 return replies
 `;
+export const QUOTA_SCRIPT = `${CLOCK}${QUOTA_STEP}`;
 
 // peek(): use without consuming. ARGV nowMs as above, then the day's and the month's edges.
 // Reply as above (without seq and leasedUntilMs), verdict 0 or 2.

@@ -617,7 +617,6 @@ function gcraArgs(quota: Quota): number[] {
   return [1, minute.intervalUs, minute.burst];
 }
 
-/** One turn's pipeline (a single server): with quota.waitForReplica, its marker and WAIT (queueWait). */
 /** One script call's reply in a turn, and, with quota.waitForReplica, how its WAIT went and its turn's mark. */
 interface TurnReply {
   reply: number[];
