@@ -7,7 +7,6 @@ import { ConsoleSessions } from '../console/sessions.js';
 import { ERRORS } from '../errors/registry.js';
 import { sendError, sendJson } from '../errors/render.js';
 import { loadOpenApiDocument } from '../gateway/openapi-document.js';
-import { askForBody } from '../http/continue-body.js';
 import { readJsonBody } from '../http/read-json-body.js';
 import type { Caller } from '../keys/lifecycle/deps.js';
 import { LifecycleError } from '../keys/lifecycle/lifecycle-error.js';
@@ -161,8 +160,7 @@ function once<T>(read: () => Promise<T>): () => Promise<T> {
 }
 
 async function bodyOf(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
-  askForBody(req, res);
-  const result = await readJsonBody(req, MAX_BODY_BYTES);
+  const result = await readJsonBody(req, MAX_BODY_BYTES, res);
   if (!result.ok) throw new LifecycleError(result.code, result.message ?? ERRORS[result.code].message);
   return result.value;
 }

@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ErrorCode } from '../errors/registry.js';
 import { sendError, sendJson } from '../errors/render.js';
-import { askForBody } from '../http/continue-body.js';
 import { readJsonBody } from '../http/read-json-body.js';
 import type { Logger } from '../observability/log.js';
 import type { ConsoleOidcConfig } from '../config/console-schema.js';
@@ -91,8 +90,7 @@ export function createConsole({ sessions, signIn, actionsOf, oidc, logger, asset
     }
     if (req.method === 'POST') {
       if (!sameOrigin(req)) return sendError(res, 'invalid_csrf_token', 'The request comes from another origin than the console.');
-      askForBody(req, res);
-      const body = await readJsonBody(req, 4096);
+      const body = await readJsonBody(req, 4096, res);
       if (!body.ok) return sendError(res, body.code, body.message);
       const token = (body.value as { token?: unknown } | null)?.token;
       if (typeof token !== 'string' || Object.keys(body.value as object).length !== 1)

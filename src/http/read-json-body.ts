@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ErrorCode } from '../errors/registry.js';
 import { readBody } from './read-body.js';
 
@@ -20,13 +20,14 @@ export function isJsonContentType(header: string | undefined): boolean {
  * Reads and parses a JSON request body of at most `maxBodyBytes`.
  *
  * Refusals are returned as data: an unsupported media type, then whatever readBody (read-body.ts)
- * refuses (over the limit, cut short), then invalid JSON.
+ * refuses (over the limit, cut short), then invalid JSON. `res`: as readBody's (100 Continue is
+ * sent only for a body of the JSON media type within the limit).
  */
-export function readJsonBody(req: IncomingMessage, maxBodyBytes: number): Promise<JsonBodyResult> {
+export function readJsonBody(req: IncomingMessage, maxBodyBytes: number, res?: ServerResponse): Promise<JsonBodyResult> {
   if (!isJsonContentType(req.headers['content-type'])) {
     return Promise.resolve({ ok: false, code: 'unsupported_media_type' });
   }
-  return readBody(req, maxBodyBytes).then((read) => (read.ok ? parseJson(read.bytes) : read));
+  return readBody(req, maxBodyBytes, res).then((read) => (read.ok ? parseJson(read.bytes) : read));
 }
 
 const UTF8 = new TextDecoder('utf-8', { fatal: true });

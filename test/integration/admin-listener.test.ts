@@ -100,6 +100,15 @@ describe('Expect: 100-continue on the admin listener', () => {
     // A route that reads the body asks for it, then answers.
     expect(await expectContinue(g.adminUrl, post(OPS_TOKEN), body)).toEqual(['HTTP/1.1 100 Continue', 'HTTP/1.1 201 Created']);
   });
+
+  it('does not invite a body it would refuse: a declared length over the limit, or not JSON, is answered at once', async () => {
+    const g = await gateway({ TOLLGATE_ADMIN_TOKENS: ADMIN_TOKENS });
+    const head = (type: string, length: number) =>
+      `POST /admin/v1/keys HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${OPS_TOKEN}\r\nContent-Type: ${type}\r\nContent-Length: ${length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`;
+    // A client that says it will send 10 MiB: refused before a byte of it is asked for.
+    expect(await expectContinue(g.adminUrl, head('application/json', 10 * 1024 * 1024))).toEqual(['HTTP/1.1 413 Payload Too Large']);
+    expect(await expectContinue(g.adminUrl, head('text/plain', 20), 'x'.repeat(20))).toEqual(['HTTP/1.1 415 Unsupported Media Type']);
+  });
 });
 
 describe('a bad TOLLGATE_ADMIN_TOKENS', () => {
