@@ -69,6 +69,9 @@ describeNeeding(chromiumMissing, 'signing in to the console with an OpenID provi
     await expect.poll(heading, POLL).toBe('Sign in');
     const link = page().locator('#oidc a');
     await expect.poll(() => link.isVisible(), POLL).toBe(true);
+    // The sign-in page of the last sign-out may still be shown (a change of hash alone reloads
+    // nothing): click once the page drawn for this address names it as where to come back to.
+    await expect.poll(() => link.getAttribute('href'), POLL).toContain(`return=${encodeURIComponent(`/admin/console/${hash}`)}`);
     await link.click();
     await page().waitForURL((url) => url.host === new URL(idp.issuer).host);
     await page().locator('input[name=login]').fill(login);
