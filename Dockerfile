@@ -14,7 +14,9 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
-RUN npx tsc -p tsconfig.json
+COPY scripts ./scripts
+COPY openapi.yaml ./
+RUN npx tsc -p tsconfig.json && node scripts/bundle-openapi.mjs
 
 # 2. Production dependencies only (no compiler, no test tools), exactly as `npm install tollgate`
 #    gets them: no dependency is patched, no install script runs.

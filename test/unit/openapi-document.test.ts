@@ -23,6 +23,17 @@ const document = parseYaml(readFileSync(join(REPO_ROOT, 'openapi.yaml'), 'utf8')
 };
 
 describe('openapi.yaml', () => {
+  it('is read by the built gateway from the JSON the build wrote of it, never from a stale one', async () => {
+    // dist/ as `npm test` builds it (package.json "build": scripts/bundle-openapi.mjs).
+    const built = (await import(
+      join(REPO_ROOT, 'dist/gateway/openapi-document.js')
+    )) as typeof import('../../src/gateway/openapi-document.js');
+    const text = readFileSync(join(REPO_ROOT, 'openapi.yaml'), 'utf8');
+    expect(built.prebuilt(text)).toEqual(document);
+    expect(built.prebuilt(`${text}\n# edited after the build\n`)).toBeUndefined();
+    expect(built.loadOpenApiDocument('', CONFIG_DIR).equals(Buffer.from(JSON.stringify(document)))).toBe(true);
+  });
+
   it('is a valid OpenAPI 3.1 document (official schema, $refs resolved)', async () => {
     const validator = new Validator();
     const result = await validator.validate(join(REPO_ROOT, 'openapi.yaml'));
