@@ -141,7 +141,7 @@ end
 -- <monthEndMs>': the day's end and the month window it is in (usagePeriods). Hours count from the
 -- day's start, so they sum to the zone's days and months. The hash lives retentionMs (0: no usage
 -- is kept) plus a day from its first write: relative, so an injected clock keeps it too.
--- The key's and hour's texts are kept while the day and hour stay the same (the sections of one
+-- The day's and the hour's texts are kept while they stay the same (the sections of one
 -- MULTI_QUOTA_SCRIPT call share them).
 local usageDayAt, usageDayText, usageHourAt, usageHourText
 local function usageKey(dayStart)
