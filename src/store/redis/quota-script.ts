@@ -143,14 +143,17 @@ end
 -- is kept) plus a day from its first write: relative, so an injected clock keeps it too.
 -- The day's and the hour's texts are kept while they stay the same (the sections of one
 -- MULTI_QUOTA_SCRIPT call share them).
-local usageDayAt, usageDayText, usageHourAt, usageHourText
+local usageDayAt, usageDayText, usageHourAt, usageHourText, usageSingleField
 local function usageKey(dayStart)
   if dayStart ~= usageDayAt then usageDayAt, usageDayText = dayStart, string.format('%.0f', dayStart) end
   return 'tg:usage:' .. string.sub(KEYS[1], 10) .. ':' .. usageDayText
 end
 local function usageHour(dayStart, at)
   local hour = dayStart + math.floor((at - dayStart) / ${HOUR_MS}) * ${HOUR_MS}
-  if hour ~= usageHourAt then usageHourAt, usageHourText = hour, string.format('%.0f', hour) end
+  if hour ~= usageHourAt then
+    usageHourAt, usageHourText = hour, string.format('%.0f', hour)
+    usageSingleField = usageHourText .. ':n'
+  end
   return usageHourText
 end
 -- The 'p' of the day current() read (s.ds).
@@ -170,7 +173,7 @@ end
 local function usageAdd(retentionMs, dayStart, periods, at, admitted, refused, units, credits, single)
   if retentionMs <= 0 or dayStart <= 0 then return end
   local key, hour = usageKey(dayStart), usageHour(dayStart, at)
-  local made = usageCount(key, hour .. ':n', single or 0)
+  local made = usageCount(key, usageSingleField, single or 0)
   made = usageCount(key, hour .. ':a', admitted) or made
   made = usageCount(key, hour .. ':r', refused) or made
   made = usageCount(key, hour .. ':u', units) or made
@@ -331,10 +334,13 @@ local function quotaStep(P, now, costs, from, to, slotsKey, out)
     -- The path of every key no lease is out on: one HSET with its arguments as they are (no table),
     -- of the counters alone while nothing else moved (the same windows, no refusal, the same expiry).
     if not s.rolled and not s.refused and ex == s.exAt then
+      -- ('yc' moves only with a month window.)
       if P.gcra then
         redis.call('HSET', KEYS[1], 'mc', s.mc, 'dc', s.dc, 'yc', s.yc, 'mt', string.format('%.0f', s.mt))
-      else
+      elseif P.perMonth > 0 then
         redis.call('HSET', KEYS[1], 'mc', s.mc, 'dc', s.dc, 'yc', s.yc)
+      else
+        redis.call('HSET', KEYS[1], 'mc', s.mc, 'dc', s.dc)
       end
     else
       local exArg = string.format('%.0f', ex)
