@@ -45,13 +45,19 @@ end
 local function current(now, e)
   local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex', 'mt', 'le', 'sq', 'ys', 'yc', 'cb')
   local ex = tonumber(h[8])
+  -- Each constructor names every field the state gets below and in QUOTA_STEP, so the table is
+  -- made at its size once instead of growing (a rehash) as they are added.
   local s
   if ex == nil or ex > now then
     s = { ms = tonumber(h[1]) or 0, mc = tonumber(h[2]) or 0, ds = tonumber(h[3]) or 0, dc = tonumber(h[4]) or 0,
           rs = tonumber(h[5]) or 0, rc = tonumber(h[6]) or 0, bu = tonumber(h[7]) or 0,
-          mt = tonumber(h[9]) or 0, ys = tonumber(h[12]) or 0, yc = tonumber(h[13]) or 0, rolled = false }
+          mt = tonumber(h[9]) or 0, ys = tonumber(h[12]) or 0, yc = tonumber(h[13]) or 0, rolled = false,
+          de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
+          leased = false, changed = false, admitted = false }
   else
-    s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0, ys = 0, yc = 0, rolled = true }
+    s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0, ys = 0, yc = 0, rolled = true,
+          de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
+          leased = false, changed = false, admitted = false }
   end
   local minuteStart = now - (now % MINUTE_MS)
   local dayStart, monthStart
