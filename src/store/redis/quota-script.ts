@@ -41,7 +41,7 @@ end
 -- expiry in Redis is only garbage collection, so an injected clock gives the same answers. (Hashes
 -- written before 'ex' existed have none: Redis's own expiry still covers them. A 'dt', the day's
 -- TAT of a gcra plan before its day became the UTC-day budget, is no longer read: expiry collects it.)
--- s.rolled: the state read as empty or a window moved on, so a step writes every field (QUOTA_STEP).
+-- s.rolled: the state read as empty, or its day or month moved on: a step writes every field (QUOTA_STEP).
 local function current(now, e)
   local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex', 'mt', 'le', 'sq', 'ys', 'yc', 'cb')
   local ex = tonumber(h[8])
@@ -69,7 +69,7 @@ local function current(now, e)
     dayStart = now - (now % DAY_MS)
     s.de, monthStart, s.ye = dayStart + DAY_MS, s.ys, 0
   end
-  if s.ms ~= minuteStart then s.ms = minuteStart; s.mc = 0; s.rolled = true end
+  if s.ms ~= minuteStart then s.ms = minuteStart; s.mc = 0 end
   if s.ds ~= dayStart then s.ds = dayStart; s.dc = 0; s.rolled = true end
   if s.ys ~= monthStart then s.ys = monthStart; s.yc = 0; s.rolled = true end
   if s.mt <= now * 1000 then s.mt = 0 end
@@ -338,15 +338,16 @@ local function quotaStep(P, now, costs, from, to, slotsKey, out)
   local published = leased and (s.admitted or s.bu > now or s.recalled)
   if not published then
     -- The path of every key no lease is out on: one HSET with its arguments as they are (no table),
-    -- of the counters alone while nothing else moved (the same windows, no refusal, the same expiry).
+    -- of the minute and the counters alone while nothing else moved (the same day and month, no
+    -- refusal, the same expiry): a warm key's minute often begins with its request.
     if not s.rolled and not s.refused and ex == s.exAt then
       -- ('yc' moves only with a month window.)
       if P.gcra then
-        redis.call('HSET', KEYS[1], 'mc', s.mc, 'dc', s.dc, 'yc', s.yc, 'mt', string.format('%.0f', s.mt))
+        redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'dc', s.dc, 'yc', s.yc, 'mt', string.format('%.0f', s.mt))
       elseif P.perMonth > 0 then
-        redis.call('HSET', KEYS[1], 'mc', s.mc, 'dc', s.dc, 'yc', s.yc)
+        redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'dc', s.dc, 'yc', s.yc)
       else
-        redis.call('HSET', KEYS[1], 'mc', s.mc, 'dc', s.dc)
+        redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'dc', s.dc)
       end
     else
       local exArg = string.format('%.0f', ex)
