@@ -8,6 +8,9 @@
  * request. Its run: npm run bench -- --phases throughput --targets bare,tollgate,tollgate-2000-keys --upstreams plain
  */
 export const MANY_KEYS_WRK_TARGET = 'tollgate-2000-keys';
+const MANY_KEYS_SUFFIX = MANY_KEYS_WRK_TARGET.slice('tollgate'.length);
+/** The many-keys side of a --compare/--variant build (`tollgate@main-2000-keys`). */
+export const manyKeysBuildName = (build: string) => `${build}${MANY_KEYS_SUFFIX}`;
 
 /**
  * wrk's per-request Lua: the Authorization header of the next key. Each wrk thread has its own Lua
@@ -59,9 +62,12 @@ export interface ManyKeysTarget {
  */
 export function manyKeysWrkTargets(sides: ManyKeysSide[] | undefined, keys: number): ManyKeysTarget[] {
   const rows: ManyKeysTarget[] = [];
-  for (const many of sides?.filter((s) => s.name === MANY_KEYS_WRK_TARGET) ?? []) {
-    const one = sides!.find((s) => s.name === 'tollgate' && s.upstream === many.upstream);
-    const where = `${many.upstream ?? 'bundled'} upstream, ${keys.toLocaleString('en-US')} keys round robin`;
+  // This checkout's row, then each --compare/--variant build's, against that build's one key.
+  for (const many of sides?.filter((s) => s.name.endsWith(MANY_KEYS_SUFFIX)) ?? []) {
+    const build = many.name.slice(0, -MANY_KEYS_SUFFIX.length);
+    const one = sides!.find((s) => s.name === build && s.upstream === many.upstream);
+    const of = build === 'tollgate' ? '' : `${build}, `;
+    const where = `${many.upstream ?? 'bundled'} upstream, ${of}${keys.toLocaleString('en-US')} keys round robin`;
     if (one) {
       const ratios = many.roundsRequestsPerSecond.map((x, i) => x / one.roundsRequestsPerSecond[i]!).sort((a, b) => a - b);
       const ratio = ratios[Math.floor(ratios.length / 2)]!;

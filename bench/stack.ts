@@ -10,7 +10,7 @@ import { createKeyWithCli, createKeysInBulk } from './keys.js';
 import type { Options } from './options.js';
 import { logFileOf, runCliOrThrow, workDir } from './processes.js';
 import { BUILD_QUOTA_VARIANTS, buildVariantName, QUOTA_VARIANT_NAMES, quotaVariantConfig } from './quota-variants.js';
-import { MANY_KEYS_WRK_TARGET } from './many-keys-wrk.js';
+import { MANY_KEYS_WRK_TARGET, manyKeysBuildName } from './many-keys-wrk.js';
 import { JWT_TARGET, jwtConfig, startBenchIssuer, type BenchIssuer } from './jwt-target.js';
 import { EDGE_RULES_TARGET, edgeRulesConfig } from './edge-rules-target.js';
 import { POLICY_TARGET, policyConfig } from './policy-target.js';
@@ -294,6 +294,12 @@ export class Stack {
       // One set of keys for the run: every table's process sends the same ones.
       this.manyKeys ??= createKeysInBulk(this.admin, options.wrkKeys, 'enterprise');
       list.at(-1)!.rotateKeys = await this.manyKeys;
+      // Each --compare/--variant build too (<build>-2000-keys): its Redis CPU per request in the same rounds.
+      for (const variant of options.variants) {
+        const theirs = manyKeysBuildName(variant.name);
+        await addGateway(theirs, () => this.startGateway(`gateway-${theirs}${suffix}`, [], variant.cli, undefined, upstreamUrl));
+        list.at(-1)!.rotateKeys = await this.manyKeys;
+      }
     }
     for (const name of TRACE_TARGET_NAMES) {
       if (!want.has(name)) continue;

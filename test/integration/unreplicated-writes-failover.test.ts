@@ -94,7 +94,9 @@ async function countsOn(server: { client(): import('ioredis').Redis }) {
     for (const key of await redis.keys('tg:usage:{k}:*')) {
       for (const [field, value] of Object.entries(await redis.hgetall(key))) {
         const kind = field.slice(field.lastIndexOf(':') + 1);
-        if (kind in usage) usage[kind] = (usage[kind] ?? 0) + Number(value);
+        // 'n': requests admitted at one unit each (quota-script.ts, usageAdd): admitted and units both.
+        for (const counted of kind === 'n' ? ['a', 'u'] : [kind])
+          if (counted in usage) usage[counted] = (usage[counted] ?? 0) + Number(value);
       }
     }
     return { balance: Number(cb), dayCount: Number(dc), usage };

@@ -70,9 +70,8 @@ end
 // For each request every rule is checked first; only when all fit does QUOTA_SCRIPT's step run for
 // it (its ban, windows, credits, leases' recall and notices as for any request: one notice per
 // step, as for the plan's requests of one turn); only when it admits are the rules charged. A
-// rule's refusal changes nothing: no window, no ban count (limit-rules.ts). QUOTA_SCRIPT reads its
-// 'now' from ARGV[10] (set to this step's, so every part decides at one time) and its costs from
-// what follows its first arguments.
+// rule's refusal changes nothing: no window, no ban count (limit-rules.ts). QUOTA_STEP's quotaStep is
+// given this call's 'now' (every part decides at one time) and the run's costs.
 // The plan's step is the costly part (its hash, usage and expiry written each time), so it runs
 // once per run of requests whose rules all fit even with every earlier one of the run charged, as
 // QUOTA_SCRIPT decides the costs of one turn: a counter only fills, so each of them fits whatever
@@ -81,12 +80,9 @@ end
 // ends the run; it is checked again on the counters as the run left them (without the charges of
 // requests the plan refused). Counters are read once per call and written once at its end: what
 // one read and one write per request would leave (the expiry of the last write that set one).
-export const RULES_QUOTA_SCRIPT = `${CLOCK}${RULE_PIECES}
-local function planStep()
-${QUOTA_STEP}
-end
-local now = clock(ARGV[10])
-ARGV[10] = string.format('%.0f', now)
+export const RULES_QUOTA_SCRIPT = `${CLOCK}${RULE_PIECES}${QUOTA_STEP}
+local plan = planAt(0)
+local now = clock(plan.nowArg)
 local costAt = ${QUOTA_ARGS_BEFORE_COSTS + 1}
 local rules, requests = {}, {}
 local at = costAt + 2
@@ -121,9 +117,9 @@ local function charge(key, st, r)
 end
 -- QUOTA_SCRIPT's step for the costs of 'run'.
 local function planFor(run)
-  for i = #ARGV, costAt, -1 do ARGV[i] = nil end
-  for k, req in ipairs(run) do ARGV[costAt + k - 1] = req.cost end
-  return planStep()
+  local costs = {}
+  for k, req in ipairs(run) do costs[k] = req.cost end
+  return quotaStep(plan, now, costs, 1, #costs, nil, {})
 end
 local out = {}
 local function answer(replies, from, refusedBy, states)
@@ -181,7 +177,7 @@ while q <= n do
       if refusedBy < 0 and ruleAdmit(states[i], r, now) == nil then refusedBy = i - 1 end
     end
     local replies
-    local s = current(now, 13)
+    local s = current(now, plan.edges)
     if s.bu <= now then
       replies = reply(1, s, now, tonumber(req.cost))
       replies[#replies + 1] = 0

@@ -1,39 +1,34 @@
-import { CLOCK, QUOTA_STEP } from './quota-script.js';
+import { CLOCK, QUOTA_ARGS_BEFORE_COSTS, QUOTA_STEP } from './quota-script.js';
 
 // Several keys' QUOTA_SCRIPT steps of one event-loop turn in one call (a single server or
 // Sentinel: the keys need not share a slot there). Each warm key (no lease: not hot) costs one
 // EVALSHA per turn otherwise, and the call's own cost (the dispatch, KEYS and ARGV, TIME) was
 // most of a step's Redis CPU; here it is paid once per call.
 // KEYS     one tg:quota:{id} per section (no concurrency slots: those calls stay single)
-// ARGV     per section, in KEYS' order: the number of its arguments, then QUOTA_SCRIPT's ARGV for
-//          that key exactly as a single call sends it (its costs included)
+// ARGV     the number of plans, then each plan: QUOTA_SCRIPT's ARGV before the costs
+//          (QUOTA_ARGS_BEFORE_COSTS, the same for every key of that plan in one turn: sent once,
+//          read once); then per section, in KEYS' order: its plan's number (from 1), the number of
+//          its costs, and the costs
 // Reply    the sections' QUOTA_SCRIPT replies one after another (QUOTA_REPLY_LENGTH numbers per
 //          cost of each)
-// Every section is decided at one `now` (the first section's nowMs, or one Redis TIME), as if its
+// Every section is decided at one `now` (the first plan's nowMs, or one Redis TIME), as if its
 // call came within that millisecond; each is its own step, with its own notices, recall and
 // usage, exactly as a call of its own. Sections are independent: a key's requests are all in one
 // section (redis-quota-store.ts), so all-or-nothing per request is QUOTA_SCRIPT's, unchanged.
-// KEYS and ARGV are set to each section's before its step: QUOTA_SCRIPT and CLOCK's functions
-// read them as a single call's.
-export const MULTI_QUOTA_SCRIPT = `${CLOCK}
-local function quotaStep()
-${QUOTA_STEP}
+// KEYS[1] is set to each section's key before its step: CLOCK's functions read it as a single call's.
+export const MULTI_QUOTA_SCRIPT = `${CLOCK}${QUOTA_STEP}
+local plans, at = {}, 2
+for p = 1, tonumber(ARGV[1]) do
+  plans[p] = planAt(at - 1)
+  at = at + ${QUOTA_ARGS_BEFORE_COSTS}
 end
-local all, keys = {}, {}
-for i = 1, #ARGV do all[i] = ARGV[i] end
-for i = 1, #KEYS do keys[i] = KEYS[i] end
-for i = #KEYS, 2, -1 do KEYS[i] = nil end
-local now, out, at = nil, {}, 1
-for k = 1, #keys do
-  local n = tonumber(all[at])
-  for i = #ARGV, 1, -1 do ARGV[i] = nil end
-  for i = 1, n do ARGV[i] = all[at + i] end
-  at = at + 1 + n
-  if now == nil then now = string.format('%.0f', clock(ARGV[10])) end
-  ARGV[10] = now
-  KEYS[1] = keys[k]
-  local replies = quotaStep()
-  for j = 1, #replies do out[#out + 1] = replies[j] end
+local now = clock(plans[1].nowArg)
+local out = {}
+for k = 1, #KEYS do
+  local n = tonumber(ARGV[at + 1])
+  KEYS[1] = KEYS[k]
+  quotaStep(plans[tonumber(ARGV[at])], now, ARGV, at + 2, at + 1 + n, nil, out)
+  at = at + 2 + n
 end
 return out
 `;

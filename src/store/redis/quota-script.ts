@@ -22,49 +22,64 @@ local function clock(nowArg)
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
--- calendar.ts pick(): the period [start, end) of the four edges from ARGV[at] on that now is in.
-local function pick(at, now)
-  local a, b, c, d = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
-  if now < b then return a, b end
-  if now < c then return b, c end
-  return c, d
+-- The day's and the month's four edges each (calendar.ts), from ARGV[at] on, as numbers.
+local function edgesAt(at)
+  local e = {}
+  for i = 1, 8 do e[i] = tonumber(ARGV[at + i - 1]) end
+  return e
+end
+-- calendar.ts pick(): the period [start, end) of the four edges from e[i] on that now is in.
+local function pick(e, i, now)
+  if now < e[i + 1] then return e[i], e[i + 1] end
+  if now < e[i + 2] then return e[i + 1], e[i + 2] end
+  return e[i + 2], e[i + 3]
 end
 -- current(): the stored state as of now; counters of ended windows read as zero. The day and
--- month edges are the eight ARGV from 'at' on (day, then month); without them (UNBAN_SCRIPT,
--- which reads only the ban) the UTC day, and the month as stored. A state past
--- its expiry ('ex', from expiresAtMs) reads as empty, as in the memory store: key expiry in Redis
--- is only garbage collection, so an injected clock gives the same answers. (Hashes written
--- before 'ex' existed have none: Redis's own expiry still covers them. A 'dt', the day's TAT of a
--- gcra plan before its day became the UTC-day budget, is no longer read: expiry collects it.)
-local function current(now, at)
+-- month edges are e (edgesAt's table, or the ARGV index it reads them from: day, then month);
+-- without them (UNBAN_SCRIPT, which reads only the ban) the UTC day, and the month as stored. A
+-- state past its expiry ('ex', from expiresAtMs) reads as empty, as in the memory store: key
+-- expiry in Redis is only garbage collection, so an injected clock gives the same answers. (Hashes
+-- written before 'ex' existed have none: Redis's own expiry still covers them. A 'dt', the day's
+-- TAT of a gcra plan before its day became the UTC-day budget, is no longer read: expiry collects it.)
+-- s.rolled: the state read as empty, or its day or month moved on: a step writes every field (QUOTA_STEP).
+local function current(now, e)
   local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex', 'mt', 'le', 'sq', 'ys', 'yc', 'cb')
-  local s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0, ys = 0, yc = 0 }
   local ex = tonumber(h[8])
+  -- Each constructor names every field the state gets below and in QUOTA_STEP, so the table is
+  -- made at its size once instead of growing (a rehash) as they are added.
+  local s
   if ex == nil or ex > now then
     s = { ms = tonumber(h[1]) or 0, mc = tonumber(h[2]) or 0, ds = tonumber(h[3]) or 0, dc = tonumber(h[4]) or 0,
           rs = tonumber(h[5]) or 0, rc = tonumber(h[6]) or 0, bu = tonumber(h[7]) or 0,
-          mt = tonumber(h[9]) or 0, ys = tonumber(h[12]) or 0, yc = tonumber(h[13]) or 0 }
+          mt = tonumber(h[9]) or 0, ys = tonumber(h[12]) or 0, yc = tonumber(h[13]) or 0, rolled = false,
+          de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
+          leased = false, changed = false, admitted = false }
+  else
+    s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0, ys = 0, yc = 0, rolled = true,
+          de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
+          leased = false, changed = false, admitted = false }
   end
   local minuteStart = now - (now % MINUTE_MS)
   local dayStart, monthStart
-  if at ~= nil then
-    dayStart, s.de = pick(at, now)
-    monthStart, s.ye = pick(at + 4, now)
+  if e ~= nil then
+    if type(e) == 'number' then e = edgesAt(e) end
+    dayStart, s.de = pick(e, 1, now)
+    monthStart, s.ye = pick(e, 5, now)
   else
     dayStart = now - (now % DAY_MS)
     s.de, monthStart, s.ye = dayStart + DAY_MS, s.ys, 0
   end
   if s.ms ~= minuteStart then s.ms = minuteStart; s.mc = 0 end
-  if s.ds ~= dayStart then s.ds = dayStart; s.dc = 0 end
-  if s.ys ~= monthStart then s.ys = monthStart; s.yc = 0 end
+  if s.ds ~= dayStart then s.ds = dayStart; s.dc = 0; s.rolled = true end
+  if s.ys ~= monthStart then s.ys = monthStart; s.yc = 0; s.rolled = true end
   if s.mt <= now * 1000 then s.mt = 0 end
   -- Lease notices (below): kept whatever the state's expiry, so their numbers never go back.
   s.le, s.sq = tonumber(h[10]) or 0, tonumber(h[11]) or 0
   -- The credit balance ('cb', CREDITS_SCRIPT): never part of the expiring state. A hash that holds
   -- one is never given a TTL (CREDITS_SCRIPT made it persistent), so the balance outlives the windows.
   s.cb, s.keep = tonumber(h[14]) or 0, h[14] ~= false
-  -- The expiry as stored: a step that leaves it unchanged need not set the key's TTL again.
-  s.storedEx = h[8]
+  -- The expiry as stored (text and number): a step that leaves it unchanged need not set the key's TTL again.
+  s.storedEx, s.exAt = h[8], ex
   return s
 end
 local function reply(verdict, s, now, cost)
@@ -125,32 +140,55 @@ local function write(s, now, ex, fields)
 end
 -- Usage for invoicing (src/store/usage-store.ts reads it): one hash per subject and day of its
 -- calendar, 'tg:usage:{id}:<dayStartMs>' (KEYS[1]'s hash tag: the same slot, written in the same
--- atomic step as the windows), fields '<hourStartMs>:a|r|u|c' (requests admitted, refused, units
--- charged, credits spent) and 'p', '<dayEndMs> <monthStartMs> <monthEndMs>': the day's end and the
--- month window it is in (usagePeriods). Hours count from the day's start, so they sum to the
--- zone's days and months. The hash lives retentionMs (0: no usage is kept) plus a day from its
--- first write: relative, so an injected clock keeps it too.
+-- atomic step as the windows), fields '<hourStartMs>:a|r|u|c|n' (requests admitted, refused, units
+-- charged, credits spent; 'n': requests admitted at one unit each, so both admitted and units:
+-- QUOTA_STEP counts its admissions there, one HINCRBY, and only units beyond one each in 'u';
+-- readers add 'n' to 'a' and to 'u', redis-usage-reader.ts) and 'p', '<dayEndMs> <monthStartMs>
+-- <monthEndMs>': the day's end and the month window it is in (usagePeriods). Hours count from the
+-- day's start, so they sum to the zone's days and months. The hash lives retentionMs (0: no usage
+-- is kept) plus a day from its first write: relative, so an injected clock keeps it too.
+-- The day's and the hour's texts are kept while they stay the same (the sections of one
+-- MULTI_QUOTA_SCRIPT call share them).
+local usageDayAt, usageDayText, usageHourAt, usageHourText, usageSingleField
 local function usageKey(dayStart)
-  return 'tg:usage:' .. string.sub(KEYS[1], 10) .. ':' .. string.format('%.0f', dayStart)
+  if dayStart ~= usageDayAt then usageDayAt, usageDayText = dayStart, string.format('%.0f', dayStart) end
+  return 'tg:usage:' .. string.sub(KEYS[1], 10) .. ':' .. usageDayText
 end
 local function usageHour(dayStart, at)
-  return string.format('%.0f', dayStart + math.floor((at - dayStart) / ${HOUR_MS}) * ${HOUR_MS})
+  local hour = dayStart + math.floor((at - dayStart) / ${HOUR_MS}) * ${HOUR_MS}
+  if hour ~= usageHourAt then
+    usageHourAt, usageHourText = hour, string.format('%.0f', hour)
+    usageSingleField = usageHourText .. ':n'
+  end
+  return usageHourText
 end
 -- The 'p' of the day current() read (s.ds).
 local function usagePeriods(s)
   return string.format('%.0f %.0f %.0f', s.de, s.ys, s.ye)
 end
--- Adds to the hour of 'at' in the day beginning at dayStart ('p': periods, usagePeriods).
-local function usageAdd(retentionMs, dayStart, periods, at, admitted, refused, units, credits)
+-- HINCRBY of one count; true when it made the field (its result is the increment: nothing was there).
+local function usageCount(key, field, by)
+  if by == 0 then return false end
+  return redis.call('HINCRBY', key, field, by) == by
+end
+-- Adds to the hour of 'at' in the day beginning at dayStart ('p': periods, usagePeriods' text or
+-- the state to make it from; single: requests admitted at one unit each, the 'n' field).
+-- 'p' and the hash's expiry are set when a count makes its field (the first of its hour, or the
+-- first after the hash was deleted or evicted while the windows' hash lives), not on every step:
+-- one HINCRBY is a warm key's usage. (A field that had come back to 0 only sets 'p' again: HSETNX.)
+local function usageAdd(retentionMs, dayStart, periods, at, admitted, refused, units, credits, single)
   if retentionMs <= 0 or dayStart <= 0 then return end
   local key, hour = usageKey(dayStart), usageHour(dayStart, at)
+  local made = usageCount(key, usageSingleField, single or 0)
+  made = usageCount(key, hour .. ':a', admitted) or made
+  made = usageCount(key, hour .. ':r', refused) or made
+  made = usageCount(key, hour .. ':u', units) or made
+  made = usageCount(key, hour .. ':c', credits) or made
+  if not made then return end
+  if type(periods) ~= 'string' then periods = usagePeriods(periods) end
   if redis.call('HSETNX', key, 'p', periods) == 1 then
     redis.call('PEXPIRE', key, string.format('%.0f', retentionMs + DAY_MS))
   end
-  if admitted ~= 0 then redis.call('HINCRBY', key, hour .. ':a', admitted) end
-  if refused ~= 0 then redis.call('HINCRBY', key, hour .. ':r', refused) end
-  if units ~= 0 then redis.call('HINCRBY', key, hour .. ':u', units) end
-  if credits ~= 0 then redis.call('HINCRBY', key, hour .. ':c', credits) end
 end
 `;
 
@@ -181,85 +219,74 @@ end
 export const QUOTA_ARGS_BEFORE_COSTS = 22;
 export const QUOTA_REPLY_LENGTH = 12;
 /**
- * QUOTA_SCRIPT's step without the shared pieces it starts with (CLOCK): RULES_QUOTA_SCRIPT and
- * MULTI_QUOTA_SCRIPT run it as a Lua function of their own, unchanged, with KEYS and ARGV set as a
- * single call's.
+ * QUOTA_SCRIPT's step as Lua functions, after the shared pieces (CLOCK): `planAt(o)` reads the
+ * fixed arguments from ARGV[o + 1] on, `quotaStep(plan, now, costs, from, to, slotsKey, out)`
+ * decides the costs costs[from..to] of KEYS[1] on that plan and appends the replies to `out`.
+ * QUOTA_SCRIPT, RULES_QUOTA_SCRIPT and MULTI_QUOTA_SCRIPT all call it: one step, defined once per
+ * call (no closure or table made per section, nor per request beyond what the state needs).
  */
 export const QUOTA_STEP = `
-local now = clock(ARGV[10])
-local perMinute, perDay = tonumber(ARGV[1]), tonumber(ARGV[2])
-local banAfter, banWindowMs, banDurationMs = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local shadow, gcra = ARGV[6] == '1', ARGV[7] == '1'
-local perMonth = tonumber(ARGV[12])
-local credits = ARGV[21] == '1'
-local s = current(now, 13)
-local leased = s.le > now
-local mayRecall = leased and ARGV[11] == '1' and not shadow
--- The number a notice of this step carries, if it publishes one (only while a lease may be out).
-local seq = 0
-if leased then seq = nextSeq(s, now) end
-local changed, admitted, recalled, spent = false, false, false, false
--- Concurrency slots (SLOT_ARGS below): with KEYS[2], tg:slots:{id}, the first two numbers after
--- the fixed ARGV are maxConcurrent and a slot's life in ms, then each request is a cost and its
--- slot's member. A request the windows admit takes a slot too, or is answered 5 and charged nothing.
-local firstCost, costStep, slotMax, slotLife, member = ${QUOTA_ARGS_BEFORE_COSTS + 1}, 1, 0, 0, nil
--- (Only a key of that name: RULES_QUOTA_SCRIPT runs this body with its rules' keys from KEYS[2] on.)
-if KEYS[2] and string.sub(KEYS[2], 1, 9) == 'tg:slots:' then
-  slotMax, slotLife = tonumber(ARGV[firstCost]), tonumber(ARGV[firstCost + 1])
-  firstCost, costStep = firstCost + 2, 2
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+-- A plan: QUOTA_SCRIPT's fixed arguments as numbers (MULTI_QUOTA_SCRIPT reads one per plan and call).
+local function planAt(o)
+  return { perMinute = tonumber(ARGV[o + 1]), perDay = tonumber(ARGV[o + 2]), banAfter = tonumber(ARGV[o + 3]),
+    banWindowMs = tonumber(ARGV[o + 4]), banDurationMs = tonumber(ARGV[o + 5]), shadow = ARGV[o + 6] == '1',
+    gcra = ARGV[o + 7] == '1', intervalUs = tonumber(ARGV[o + 8]), burst = tonumber(ARGV[o + 9]), nowArg = ARGV[o + 10],
+    recall = ARGV[o + 11] == '1', perMonth = tonumber(ARGV[o + 12]), edges = edgesAt(o + 13),
+    credits = ARGV[o + 21] == '1', usageMs = tonumber(ARGV[o + 22]) }
 end
-
--- decide(): one request of cost units on s, which it updates; the verdict.
-local function decide(cost)
+-- decide(): one request of cost units on s, which it updates (s.changed, s.admitted, s.recalled,
+-- s.spent, s.refused: what the step must write); the verdict. member: the request's concurrency
+-- slot, in s.slots (below).
+local function decide(s, P, now, cost, member)
   if s.bu > now then return 2 end
   -- quota-state.ts: a balance that cannot pay changes nothing (no window, no ban count). Credits out
   -- on leases may be what it lacks: recalled first, as a window's refusal (a shadow plan's too: the
   -- balance is money), then decided again.
-  if credits and s.cb < cost then
-    if leased and ARGV[11] == '1' then
-      changed, recalled = true, true
+  if P.credits and s.cb < cost then
+    if s.leased and P.recall then
+      s.changed, s.recalled = true, true
       return 3
     end
     return 4
   end
-  changed = true
-  local dayFits = s.dc + cost <= perDay
-  local monthFits = perMonth == 0 or s.yc + cost <= perMonth
+  s.changed = true
+  local dayFits = s.dc + cost <= P.perDay
+  local monthFits = P.perMonth == 0 or s.yc + cost <= P.perMonth
   local minuteFits
   local minuteTat = nil
-  if gcra then
-    minuteTat = admit(s.mt, now * 1000, cost, tonumber(ARGV[8]), tonumber(ARGV[9]))
+  if P.gcra then
+    minuteTat = admit(s.mt, now * 1000, cost, P.intervalUs, P.burst)
     minuteFits = minuteTat ~= nil
   else
-    minuteFits = s.mc + cost <= perMinute
+    minuteFits = s.mc + cost <= P.perMinute
   end
   if minuteFits and dayFits and monthFits then
     if member then
       -- Not a refusal of the windows: no ban count, nothing charged (docs/policies.md, maxConcurrent).
-      if redis.call('ZCARD', KEYS[2]) >= slotMax then return 5 end
-      redis.call('ZADD', KEYS[2], now + slotLife, member)
-      redis.call('PEXPIRE', KEYS[2], slotLife + MINUTE_MS)
+      if redis.call('ZCARD', s.slots) >= s.slotMax then return 5 end
+      redis.call('ZADD', s.slots, now + s.slotLife, member)
+      redis.call('PEXPIRE', s.slots, s.slotLife + MINUTE_MS)
     end
     s.mc = s.mc + cost
     s.dc = s.dc + cost
-    if perMonth > 0 then s.yc = s.yc + cost end
+    if P.perMonth > 0 then s.yc = s.yc + cost end
     if minuteTat ~= nil then s.mt = minuteTat end
-    if credits then s.cb = s.cb - cost; spent = true end
-    admitted = true
+    if P.credits then s.cb = s.cb - cost; s.spent = true end
+    s.admitted = true
     return 0
   end
   -- Units out on leases may be what it lacks: they are recalled before the refusal is final.
-  if mayRecall then
-    recalled = true
+  if s.leased and P.recall and not P.shadow then
+    s.recalled = true
     return 3
   end
   -- a shadow refusal is admitted by the gateway, so it counts towards no ban
-  if shadow then return 1 end
-  if now - s.rs >= banWindowMs then s.rs = now; s.rc = 0 end
+  if P.shadow then return 1 end
+  s.refused = true
+  if now - s.rs >= P.banWindowMs then s.rs = now; s.rc = 0 end
   s.rc = s.rc + 1
-  if s.rc >= banAfter then
-    s.bu = now + banDurationMs
+  if s.rc >= P.banAfter then
+    s.bu = now + P.banDurationMs
     s.rc = 0
     s.rs = 0
     return 2
@@ -267,58 +294,95 @@ local function decide(cost)
   return 1
 end
 
-local replies = {}
--- Usage (CLOCK's usageAdd): what this step admitted, refused (a recall is decided again later), charged and spent.
-local ua, ur, uu, uc = 0, 0, 0, 0
-for i = firstCost, #ARGV, costStep do
-  local cost = tonumber(ARGV[i])
-  if costStep == 2 then member = ARGV[i + 1] end
-  local r = reply(decide(cost), s, now, cost)
-  if r[1] == 0 then
-    ua, uu = ua + 1, uu + cost
-    if credits then uc = uc + cost end
-  elseif r[1] ~= 3 then ur = ur + 1 end
-  r[#r + 1] = seq
-  if leased then r[#r + 1] = s.le else r[#r + 1] = 0 end
-  for j = 1, #r do replies[#replies + 1] = r[j] end
-end
-usageAdd(tonumber(ARGV[22]), s.ds, usagePeriods(s), now, ua, ur, uu, uc)
--- A request refused for a ban in force changes nothing: nothing is written when every one was.
-if not changed then return replies end
-
-local ex = expiry(s, banWindowMs)
--- Counts that moved, a ban that began, or a recall, while a lease may be out: its holders hear of it.
-local published = leased and (admitted or s.bu > now or recalled)
-if not published then
-  -- The path of every key no lease is out on: one HSET with its arguments as they are (no table).
-  local exArg = string.format('%.0f', ex)
-  if gcra then
-    redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu,
-      'ex', exArg, 'mt', string.format('%.0f', s.mt), 'ys', s.ys, 'yc', s.yc)
-  else
-    redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg,
-      'ys', s.ys, 'yc', s.yc)
+-- Concurrency slots (redis-quota-store.ts, call()): with slotsKey, tg:slots:{id}, costs[from] and costs[from + 1]
+-- are maxConcurrent and a slot's life in ms, then each request is a cost and its slot's member. A
+-- request the windows admit takes a slot too, or is answered 5 and charged nothing.
+local function quotaStep(P, now, costs, from, to, slotsKey, out)
+  local s = current(now, P.edges)
+  local leased = s.le > now
+  s.leased = leased
+  -- The number a notice of this step carries, if it publishes one (only while a lease may be out).
+  local seq, leasedUntil = 0, 0
+  if leased then seq, leasedUntil = nextSeq(s, now), s.le end
+  local costStep = 1
+  if slotsKey then
+    s.slots, s.slotMax, s.slotLife = slotsKey, tonumber(costs[from]), tonumber(costs[from + 1])
+    from, costStep = from + 2, 2
+    redis.call('ZREMRANGEBYSCORE', slotsKey, '-inf', now)
   end
-  if spent then redis.call('HSET', KEYS[1], 'cb', s.cb) end
-  if exArg ~= s.storedEx and not s.keep then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS)) end
-  return replies
+  -- Usage (CLOCK's usageAdd): what this step admitted, refused (a recall is decided again later), charged and spent.
+  local ua, ur, uu, uc = 0, 0, 0, 0
+  local n = #out
+  for i = from, to, costStep do
+    local cost = tonumber(costs[i])
+    local member = nil
+    if costStep == 2 then member = costs[i + 1] end
+    local verdict = decide(s, P, now, cost, member)
+    local bannedUntil = 0
+    if verdict == 0 then
+      ua, uu = ua + 1, uu + cost
+      if P.credits then uc = uc + cost end
+    elseif verdict == 2 then bannedUntil = s.bu
+    end
+    if verdict ~= 0 and verdict ~= 3 then ur = ur + 1 end
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = verdict, s.mc, s.dc, s.rc, now, bannedUntil
+    out[n + 7], out[n + 8], out[n + 9], out[n + 10], out[n + 11], out[n + 12] = cost, s.mt, s.yc, s.cb, seq, leasedUntil
+    n = n + ${QUOTA_REPLY_LENGTH}
+  end
+  usageAdd(P.usageMs, s.ds, s, now, 0, ur, uu - ua, uc, ua)
+  -- A request refused for a ban in force changes nothing: nothing is written when every one was.
+  if not s.changed then return out end
+
+  local ex = expiry(s, P.banWindowMs)
+  -- Counts that moved, a ban that began, or a recall, while a lease may be out: its holders hear of it.
+  local published = leased and (s.admitted or s.bu > now or s.recalled)
+  if not published then
+    -- The path of every key no lease is out on: one HSET with its arguments as they are (no table),
+    -- of the minute and the counters alone while nothing else moved (the same day and month, no
+    -- refusal, the same expiry): a warm key's minute often begins with its request.
+    if not s.rolled and not s.refused and ex == s.exAt then
+      -- ('yc' moves only with a month window.)
+      if P.gcra then
+        redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'dc', s.dc, 'yc', s.yc, 'mt', string.format('%.0f', s.mt))
+      elseif P.perMonth > 0 then
+        redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'dc', s.dc, 'yc', s.yc)
+      else
+        redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'dc', s.dc)
+      end
+    else
+      local exArg = string.format('%.0f', ex)
+      if P.gcra then
+        redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu,
+          'ex', exArg, 'mt', string.format('%.0f', s.mt), 'ys', s.ys, 'yc', s.yc)
+      else
+        redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'ds', s.ds, 'dc', s.dc, 'rs', s.rs, 'rc', s.rc, 'bu', s.bu, 'ex', exArg,
+          'ys', s.ys, 'yc', s.yc)
+      end
+      if ex ~= s.exAt and not s.keep then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS)) end
+    end
+    if s.spent then redis.call('HSET', KEYS[1], 'cb', s.cb) end
+    return out
+  end
+  local fields = stateFields(s, ex)
+  fields[#fields + 1] = 'sq'
+  fields[#fields + 1] = string.format('%.0f', seq)
+  if s.spent then
+    fields[#fields + 1] = 'cb'
+    fields[#fields + 1] = s.cb
+  end
+  if s.recalled then
+    fields[#fields + 1] = 'rq'
+    fields[#fields + 1] = string.format('%.0f', s.le)
+  end
+  write(s, now, ex, fields)
+  if s.recalled then notify(seq, s, now, 1) else notify(seq, s, now, 0) end
+  return out
 end
-local fields = stateFields(s, ex)
-fields[#fields + 1] = 'sq'
-fields[#fields + 1] = string.format('%.0f', seq)
-if spent then
-  fields[#fields + 1] = 'cb'
-  fields[#fields + 1] = s.cb
-end
-if recalled then
-  fields[#fields + 1] = 'rq'
-  fields[#fields + 1] = string.format('%.0f', s.le)
-end
-write(s, now, ex, fields)
-if recalled then notify(seq, s, now, 1) else notify(seq, s, now, 0) end
-return replies
 `;
-export const QUOTA_SCRIPT = `${CLOCK}${QUOTA_STEP}`;
+export const QUOTA_SCRIPT = `${CLOCK}${QUOTA_STEP}
+local plan = planAt(0)
+return quotaStep(plan, clock(plan.nowArg), ARGV, ${QUOTA_ARGS_BEFORE_COSTS + 1}, #ARGV, KEYS[2], {})
+`;
 
 // peek(): use without consuming. ARGV nowMs as above, then the day's and the month's edges.
 // Reply as above (without seq and leasedUntilMs), verdict 0 or 2.
@@ -410,9 +474,10 @@ if (back > 0 or backRequests > 0) and backNo > 0 then
 end
 if back > 0 or backRequests > 0 then
   local hour = usageHour(backDay, backMinute)
-  local held = tonumber(redis.call('HGET', usageKey(backDay), hour .. ':u')) or 0
-  local heldCredits = 0
-  if backCredits > 0 then heldCredits = tonumber(redis.call('HGET', usageKey(backDay), hour .. ':c')) or 0 end
+  -- (Units held: 'u' and 'n', CLOCK's usageAdd.)
+  local counts = redis.call('HMGET', usageKey(backDay), hour .. ':u', hour .. ':n', hour .. ':c')
+  local held = (tonumber(counts[1]) or 0) + (tonumber(counts[2]) or 0)
+  local heldCredits = tonumber(counts[3]) or 0
   -- (Its day's hash has its 'p' from the grant; one lost meanwhile gets the ends as far as known.)
   local periods = '0 ' .. string.format('%.0f', backMonth) .. ' 0'
   if backDay == s.ds then periods = usagePeriods(s) end

@@ -566,8 +566,7 @@ function flushSections(pipeline: QuotaPipeline, sections: Section[]): void {
       continue;
     }
     const keys = pack.map((section) => section.key);
-    const args = pack.flatMap((section) => [section.args.length, ...section.args]);
-    pipeline.tgQuotaMulti(keys.length, ...keys, ...args, (err, reply) => {
+    pipeline.tgQuotaMulti(keys.length, ...keys, ...multiArgs(pack), (err, reply) => {
       let at = 0;
       for (const section of pack) {
         if (err) section.done(err);
@@ -575,6 +574,32 @@ function flushSections(pipeline: QuotaPipeline, sections: Section[]): void {
       }
     });
   }
+}
+
+/**
+ * MULTI_QUOTA_SCRIPT's ARGV for a pack of sections: each plan's fixed arguments once (sections
+ * whose QUOTA_SCRIPT arguments before the costs are equal share one), then per section its plan's
+ * number, its number of costs and the costs.
+ */
+function multiArgs(pack: Section[]): Array<string | number> {
+  const plans: Array<Array<string | number>> = [];
+  const sections: Array<string | number> = [];
+  for (const { args } of pack) {
+    let plan = plans.findIndex((fixed) => samePlan(fixed, args));
+    if (plan < 0) plan = plans.push(args) - 1;
+    sections.push(plan + 1, args.length - QUOTA_ARGS_BEFORE_COSTS);
+    for (let i = QUOTA_ARGS_BEFORE_COSTS; i < args.length; i++) sections.push(args[i]!);
+  }
+  const argv: Array<string | number> = [plans.length];
+  for (const fixed of plans) for (let i = 0; i < QUOTA_ARGS_BEFORE_COSTS; i++) argv.push(fixed[i]!);
+  for (const arg of sections) argv.push(arg);
+  return argv;
+}
+
+/** Whether two QUOTA_SCRIPT calls' arguments agree before their costs. */
+function samePlan(a: ReadonlyArray<string | number>, b: ReadonlyArray<string | number>): boolean {
+  for (let i = 0; i < QUOTA_ARGS_BEFORE_COSTS; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** How long a settlement's marker is kept: far longer than its retries last (seconds), short enough that one marker per settled request stays cheap. */

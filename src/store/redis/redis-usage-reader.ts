@@ -50,19 +50,29 @@ function partsOf(key: string): { subject?: string; dayStartMs: number } {
 }
 
 const COUNT_FIELDS = { a: 'admitted', r: 'refused', u: 'units', c: 'credits' } as const;
+/** Requests admitted at one unit each (QUOTA_STEP's admissions): counted in both admitted and units. */
+const SINGLE_FIELD = 'n';
 
-/** A day's hash as usageAdd writes it; undefined when it has expired since the SCAN (empty). */
+/**
+ * A day's hash as usageAdd writes it; undefined when it has expired since the SCAN (empty). Each
+ * count is the sum of its fields, whichever version wrote them: an hour written by gateways with
+ * and without the 'n' field (a rolling upgrade) sums to what both counted.
+ */
 function dayOf(subject: string, dayStartMs: number, fields: Record<string, string>): UsageDay | undefined {
   const [dayEndMs = 0, monthStartMs = 0, monthEndMs = 0] = (fields.p ?? '').split(' ').map(Number);
   const hours = new Map<number, UsageHour>();
   for (const [field, value] of Object.entries(fields)) {
     const [start, letter] = field.split(':');
     const name = COUNT_FIELDS[letter as keyof typeof COUNT_FIELDS];
-    if (!name) continue;
+    if (!name && letter !== SINGLE_FIELD) continue;
     const hourStartMs = Number(start);
     let hour = hours.get(hourStartMs);
     if (!hour) hours.set(hourStartMs, (hour = { hourStartMs, admitted: 0, refused: 0, units: 0, credits: 0 }));
-    hour[name] = Number(value);
+    if (name) hour[name] += Number(value);
+    else {
+      hour.admitted += Number(value);
+      hour.units += Number(value);
+    }
   }
   if (hours.size === 0) return undefined;
   return {
