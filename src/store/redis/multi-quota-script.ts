@@ -8,7 +8,11 @@ import { CLOCK, QUOTA_STEP } from './quota-script.js';
 // ARGV     per section, in KEYS' order: the number of its arguments, then QUOTA_SCRIPT's ARGV for
 //          that key exactly as a single call sends it (its costs included)
 // Reply    the sections' QUOTA_SCRIPT replies one after another (QUOTA_REPLY_LENGTH numbers per
-//          cost of each)
+//          cost of each); a section whose step raised an error (a key holding another type) is
+//          that error alone, one element in its place: the other sections are decided and told,
+//          as they would be in calls of their own. A script's writes are not undone by its error,
+//          so failing the whole call would leave the sections before it charged for requests told
+//          they failed.
 // Every section is decided at one `now` (the first section's nowMs, or one Redis TIME), as if its
 // call came within that millisecond; each is its own step, with its own notices, recall and
 // usage, exactly as a call of its own. Sections are independent: a key's requests are all in one
@@ -32,8 +36,14 @@ for k = 1, #keys do
   if now == nil then now = string.format('%.0f', clock(ARGV[10])) end
   ARGV[10] = now
   KEYS[1] = keys[k]
-  local replies = quotaStep()
-  for j = 1, #replies do out[#out + 1] = replies[j] end
+  local ok, replies = pcall(quotaStep)
+  if ok then
+    for j = 1, #replies do out[#out + 1] = replies[j] end
+  elseif type(replies) == 'table' and replies.err then
+    out[#out + 1] = replies
+  else
+    out[#out + 1] = redis.error_reply(tostring(replies))
+  end
 end
 return out
 `;
