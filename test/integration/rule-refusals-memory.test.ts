@@ -1,3 +1,5 @@
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { TestRedis } from '../helpers/redis-server.js';
@@ -14,12 +16,14 @@ import {
 } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
-// A remembered rule refusal (gateway/rule-refusals.ts) is one address's, the address the gateway
-// trusts (http/proxy-trust.ts), never what a client writes in X-Forwarded-For: an untrusted peer
-// can neither escape its own refusal by naming another address nor be answered from another
-// address's, and behind a trusted proxy a client that prepends a forged hop is still counted by
-// the address the proxy appended. Each case asks the same gateway several times, so the answers
-// after the first refusal come from its memory.
+// A remembered rule refusal (gateway/rule-refusals.ts) is one counter's, named by the values the
+// gateway trusts: a key varying a header its rule counts by is asked again of the other value's
+// counter and stays refused for the first; the address is the one http/proxy-trust.ts trusts, never
+// what a client writes in X-Forwarded-For (an untrusted peer can neither escape its own refusal by
+// naming another address nor be answered from another address's, and behind a trusted proxy a
+// forged earlier hop is not counted); a reload that raises the rule's limit ends the memory of it.
+// Each case asks the same gateway several times, so the answers after the first refusal come from
+// its memory.
 
 const LIMIT = 3;
 const RULES = `limits:
@@ -115,5 +119,24 @@ describe('a remembered rule refusal and the values a client sends', () => {
     // Not through the proxy, naming the refused client: the peer is counted, admitted.
     expect(await statuses(behindProxy, '127.0.0.23', 1, '203.0.113.1')).toEqual(admitted(1));
     expect(await fromMemory(behindProxy)).toBeGreaterThan(0);
+  });
+
+  // Last: it reloads the shared config of both gateways.
+  it('is dropped when a reload raises the rule’s limit: the same key and value, on the same gateway, is asked again', async () => {
+    await awayFromDayEdge(120);
+    const { key } = await createKey(redis, ['--plan', 'pro'], configDir);
+    const tenant = (count: number) => answers(`${direct.url}/v1/pets`, '127.0.0.32', count, { ...bearer(key), 'x-tenant': 'reloaded' });
+    expect(await tenant(LIMIT + 2)).toEqual([...admitted(LIMIT), ...refused(2)]);
+    const reloaded = [direct, behindProxy].map((g) => g.process.waitForLog('config reloaded', 30_000));
+    const path = join(configDir, 'gateway.yaml');
+    const raised = readFileSync(path, 'utf8').replace(
+      `by: ['header:x-tenant'], perDay: ${LIMIT} }`,
+      `by: ['header:x-tenant'], perDay: ${LIMIT + 2} }`,
+    );
+    expect(raised).toContain(`perDay: ${LIMIT + 2} }`);
+    writeFileSync(`${path}.next`, raised);
+    renameSync(`${path}.next`, path);
+    await Promise.all(reloaded);
+    expect(await tenant(3)).toEqual([...admitted(2), ...refused(1)]);
   });
 });
