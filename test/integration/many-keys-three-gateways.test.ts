@@ -173,7 +173,8 @@ describe('many keys of every kind at once over three gateways', { timeout: 400_0
       // Every answer names this key's (or owner's) own limit, never another key's.
       for (const a of g.answers) expect(a.limit, `${g.name} X-RateLimit-Limit`).toBe(String(g.limit));
       for (const a of g.answers.filter((x) => x.status === 429)) expect(Number(a.retryAfter)).toBeGreaterThanOrEqual(1);
-      // Decided in Redis one by one (not the hot key's leases), each admission's Remaining is its own count.
+      // Decided in Redis one by one (no lease is granted with fewer than spread × replicas × minBlock
+      // units left, 32 as shipped: only the hot key has leases), each admission's Remaining is its own count.
       if (g.name !== 'hot')
         expect(
           admitted.map((a) => Number(a.remaining)).sort((x, y) => x - y),
