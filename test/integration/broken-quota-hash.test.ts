@@ -17,7 +17,7 @@ let configDir: string;
 beforeAll(async () => {
   [redis, upstream] = await Promise.all([TestRedis.start(), new EchoUpstream().start()]);
   configDir = configCopy({ 'gateway.yaml': slackRedisTimeout });
-  [gateway] = await startGateways(1, { redisUrl: redis.url, upstreamUrl: upstream.url, configDir });
+  gateway = (await startGateways(1, { redisUrl: redis.url, upstreamUrl: upstream.url, configDir }))[0]!;
 }, 200_000);
 
 afterAll(async () => {

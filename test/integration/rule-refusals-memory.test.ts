@@ -48,10 +48,11 @@ beforeAll(async () => {
     'gateway.yaml': (text) => withRulesAndAnonymous(RULES, 'public', ['/v1/categories'])(slackRedisTimeout(text)),
   });
   const common = { redisUrl: redis.url, upstreamUrl: upstream.url, configDir };
-  [[direct], [behindProxy]] = await Promise.all([
+  const [plain, proxied] = await Promise.all([
     startGateways(1, common),
     startGateways(1, { ...common, env: { TRUSTED_PROXIES: '127.0.0.50/32' } }),
   ]);
+  [direct, behindProxy] = [plain[0]!, proxied[0]!];
 }, 200_000);
 
 afterAll(async () => {
