@@ -265,11 +265,28 @@ function rawValueOf(
   }
 }
 
-/** The value counted for `part` from its raw value: a client address's own form (clientOf) or its network. */
+/** The value counted for `part` from its raw value: a client address's own form (clientOf) or its network, a path parameter decoded. */
 function valueOf(part: ByPart, raw: string): string {
   if (part.kind === 'client.address') return clientOf(raw);
   if (part.kind === 'client.prefix') return prefixOf(raw, part.v4Bits, part.v6Bits);
+  if (part.kind === 'path') return decodedParam(raw);
   return raw;
+}
+
+/**
+ * A path parameter as the upstream reads it. The canonical path (http/canonical-target.ts) keeps a
+ * reserved character's percent-encoding apart from the character (`%40`, `@`), as RFC 3986 says of
+ * URIs, but servers decode a parameter whole: counting the two apart would give a client one more
+ * limit per such character it chooses to encode. A value that is not UTF-8 once decoded is counted
+ * as sent.
+ */
+function decodedParam(raw: string): string {
+  if (!raw.includes('%')) return raw;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
 }
 
 /** The network of `address` (an IPv4-mapped IPv6 address as its IPv4), as `a.b.c.0/24` or `2001:db8::/48`. */

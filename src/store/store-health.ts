@@ -81,3 +81,13 @@ export function timeoutNotOutage(lag: LoopLag, commandTimeoutMs: number): (err: 
     (err as Error | undefined)?.message === 'Command timed out' &&
     (sinceSuccessMs < commandTimeoutMs * 4 || lag.stalledWithin(commandTimeoutMs * 4, commandTimeoutMs / 2));
 }
+
+/**
+ * An error Redis answered about one key's data (a key holding another type than the script reads,
+ * e.g. after an operator's `SET` by hand): the store is up and answering, so this is no outage, and
+ * the degraded mode's local counting would answer for a key Redis still holds. The request gets
+ * the chain's 500 instead, and the key's owner an operator's fix.
+ */
+export function isDataError(err: unknown): boolean {
+  return typeof (err as Error | undefined)?.message === 'string' && (err as Error).message.startsWith('WRONGTYPE');
+}

@@ -171,6 +171,19 @@ describe('which rules a request matches', () => {
     expect(a.digest).not.toBe(c.digest);
   });
 
+  it('counts a path parameter by the value the upstream reads: a reserved character encoded or not is one counter', () => {
+    // The canonical path keeps `%40` and `@` apart (RFC 3986 §2.2: not equivalent in a URI), but a
+    // server reads both parameters as `a@b`: two counters would let a client double its limit per
+    // such character.
+    const item = (path: string) =>
+      charges(rules.forRequest(ctx('GET', path, {}, '203.0.113.5'), trust)).find((c) => c.name === 'item')!.digest;
+    expect(item('/v1/items/a%40b')).toBe(item('/v1/items/a@b'));
+    expect(item('/v1/items/urn%3Ax%3Ay')).toBe(item('/v1/items/urn:x:y'));
+    expect(item('/v1/items/a%2540')).not.toBe(item('/v1/items/a%40'));
+    // Not UTF-8 once decoded: counted as sent.
+    expect(item('/v1/items/%FF')).not.toBe(item('/v1/items/%FE'));
+  });
+
   it('names a counter by the HMAC of the rule and its values, the same when the charge is remembered', () => {
     // The digest as every replica, and every earlier version, makes it: upgrades keep the counters.
     const hmac = (name: string, ...values: string[]) => {

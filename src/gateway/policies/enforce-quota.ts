@@ -12,7 +12,7 @@ import type { RuleCharge } from '../../quota/limit-rules.js';
 import { rulesHeaders } from '../../quota/rule-headers.js';
 import type { ProxyTrust } from '../../http/proxy-trust.js';
 import type { LimitRules } from '../limit-rules.js';
-import type { StoreHealth } from '../../store/store-health.js';
+import { isDataError, type StoreHealth } from '../../store/store-health.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
 import { releaseWhenAnswerEnds, type ConcurrencySlots } from '../concurrency-slots.js';
 import type { DegradedMode } from '../degraded-mode.js';
@@ -211,6 +211,9 @@ function fromStore(
  */
 function storeFailed(step: QuotaStep, deps: QuotaDeps, err: unknown): Decision | Promise<Decision> {
   deps.metrics.redisErrors.inc({ operation: 'quota' });
+  // Redis answered, about this key's data: a fault of this request (the chain's 500), not an
+  // outage that would send every key to local counting (store-health.ts isDataError).
+  if (isDataError(err)) throw err;
   // A timeout that is no outage (our own stalled event loop, or a Redis still answering,
   // late: store-health.ts): the script may well have counted this request, and local
   // counting would admit past the limit. Shed it; the next request asks Redis again.

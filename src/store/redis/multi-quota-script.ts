@@ -10,7 +10,11 @@ import { CLOCK, QUOTA_ARGS_BEFORE_COSTS, QUOTA_STEP } from './quota-script.js';
 //          read once); then per section, in KEYS' order: its plan's number (from 1), the number of
 //          its costs, and the costs
 // Reply    the sections' QUOTA_SCRIPT replies one after another (QUOTA_REPLY_LENGTH numbers per
-//          cost of each)
+//          cost of each); a section whose step raised an error (a key holding another type) is
+//          that error alone, one element in its place (what it had added to the reply is taken
+//          out): the other sections are decided and told, as they would be in calls of their own.
+//          A script's writes are not undone by its error, so failing the whole call would leave
+//          the sections before it charged for requests told they failed.
 // Every section is decided at one `now` (the first plan's nowMs, or one Redis TIME), as if its
 // call came within that millisecond; each is its own step, with its own notices, recall and
 // usage, exactly as a call of its own. Sections are independent: a key's requests are all in one
@@ -27,7 +31,12 @@ local out = {}
 for k = 1, #KEYS do
   local n = tonumber(ARGV[at + 1])
   KEYS[1] = KEYS[k]
-  quotaStep(plans[tonumber(ARGV[at])], now, ARGV, at + 2, at + 1 + n, nil, out)
+  local before = #out
+  local ok, err = pcall(quotaStep, plans[tonumber(ARGV[at])], now, ARGV, at + 2, at + 1 + n, nil, out)
+  if not ok then
+    for i = #out, before + 1, -1 do out[i] = nil end
+    if type(err) == 'table' and err.err then out[before + 1] = err else out[before + 1] = redis.error_reply(tostring(err)) end
+  end
   at = at + 2 + n
 end
 return out

@@ -66,7 +66,7 @@ interface QuotaPipeline {
   tgQuotaSlots(key: string, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
   tgRulesQuota(keys: number, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
   /** Several keys' QUOTA_SCRIPT steps in one call (multi-quota-script.ts). */
-  tgQuotaMulti(keys: number, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
+  tgQuotaMulti(keys: number, ...args: Array<string | number | ((err: Error | null, reply?: Array<number | Error>) => void)>): unknown;
 }
 
 /** The lease script on a pipeline, as QuotaPipeline. */
@@ -549,7 +549,8 @@ interface Turn {
 /**
  * Queues a turn's QUOTA_SCRIPT calls: several keys in one MULTI_QUOTA_SCRIPT call (at most
  * MAX_KEYS_PER_CALL keys and MAX_REQUESTS_PER_CALL requests), a lone one as QUOTA_SCRIPT. Each
- * section is told its own part of the reply; an error of the call is each of its sections'.
+ * section is told its own part of the reply, or its own error; an error of the whole call (a
+ * connection lost, a timeout) is each of its sections'.
  */
 function flushSections(pipeline: QuotaPipeline, sections: Section[]): void {
   for (let start = 0; start < sections.length;) {
@@ -569,8 +570,16 @@ function flushSections(pipeline: QuotaPipeline, sections: Section[]): void {
     pipeline.tgQuotaMulti(keys.length, ...keys, ...multiArgs(pack), (err, reply) => {
       let at = 0;
       for (const section of pack) {
-        if (err) section.done(err);
-        else section.done(null, reply!.slice(at, (at += section.requests * QUOTA_REPLY_LENGTH)));
+        if (err) {
+          section.done(err);
+          continue;
+        }
+        // A section's error is one element in its place (multi-quota-script.ts); a reply's first is a number.
+        const first = reply![at];
+        if (first instanceof Error) {
+          at++;
+          section.done(first);
+        } else section.done(null, reply!.slice(at, (at += section.requests * QUOTA_REPLY_LENGTH)) as number[]);
       }
     });
   }
