@@ -1,0 +1,154 @@
+import { describe, expect, it } from 'vitest';
+import { answerOf, leaseRecalls, leasedRequests, type Answer } from '../helpers/gcra-leases.js';
+import { threeGateways } from '../helpers/quota-stack.js';
+import { bearer, configCopy, slackRedisTimeout } from '../helpers/stack.js';
+import { awayFromDayEdge, inOneMinute } from '../helpers/windows.js';
+
+// Leases of limit rules' counters (src/quota/rule-leases.ts): a hot counter far from its limit is
+// admitted from a block reserved in Redis, and a burst at a rule's limit is still admitted to
+// exactly the limit across replicas: a request a rule refuses while units of its counter are out
+// on leases recalls them and is decided again (RULES_QUOTA_SCRIPT). Three real gateways on one
+// real redis-server, gateway.yaml as shipped (leases on) with limit rules by a tenant header; the
+// plan is far from its limits, so the rule is what binds.
+
+const PLANS = `
+plans:
+  wide: { perMinute: 1000000, perDay: 100000000 }
+ban:
+  afterRejections: 100000
+  window: 60
+  duration: 60
+`;
+
+const RULES = `limits:
+  - { name: tenant-burst, match: { path: /v1/categories }, by: ["header:x-tenant"], perMinute: 50 }
+  - { name: team-warm, match: { path: /v1/categories }, by: ["header:x-team"], perMinute: 300 }
+  - { name: team-hour, match: { path: /v1/categories }, by: ["header:x-hour"], perHour: 300 }
+  - { name: team-kill, match: { path: /v1/categories }, by: ["header:x-kill"], perMinute: 300 }
+`;
+
+const stack = threeGateways(() =>
+  configCopy({
+    'plans.yaml': () => PLANS,
+    'gateway.yaml': (y) => slackRedisTimeout(y).replace(/^limits: \[\][^\n]*\n/m, RULES),
+  }),
+);
+
+/** One request of `key` with `headers` through gateway `gateway`. */
+const send = (key: string, gateway: number, headers: Record<string, string>) =>
+  answerOf(fetch(`${stack.gateways()[gateway]!.url}/v1/categories`, { headers: { ...bearer(key), ...headers } }), gateway);
+
+/** `count` requests at once, round robin over `over`. */
+function burst(key: string, headers: Record<string, string>, count: number, over = [0, 1, 2]): Promise<Answer[]> {
+  return Promise.all(Array.from({ length: count }, (_, i) => send(key, over[i % over.length]!, headers)));
+}
+
+const admitted = (answers: Answer[]) => answers.filter((a) => a.status === 200).length;
+const limited = (answers: Answer[]) => answers.filter((a) => a.code === 'rate_limit_exceeded').length;
+
+/** Requests to gateway `gateway` only, 20 at a time, until some gateway admitted one from a lease. */
+async function warmUntilLeased(key: string, headers: Record<string, string>, gateway: number): Promise<Answer[]> {
+  const before = await leasedRequests(stack);
+  let warmed: Answer[] = [];
+  const deadline = Date.now() + 30_000;
+  while ((await leasedRequests(stack)) === before) {
+    expect(Date.now()).toBeLessThan(deadline);
+    warmed = warmed.concat(await Promise.all(Array.from({ length: 20 }, () => send(key, gateway, headers))));
+  }
+  return warmed;
+}
+
+/** The count of the one counter of rule `name` in Redis (its key names a digest the test cannot make). */
+async function counted(name: string): Promise<number> {
+  const keys = await stack.redis().client().keys(`tg:limit:${name}:*`);
+  expect(keys).toHaveLength(1);
+  return Number(await stack.redis().client().hget(keys[0]!, 'c'));
+}
+
+describe('leases of limit rule counters', { timeout: 600_000 }, () => {
+  it('admits exactly a rule limit: 200 concurrent requests of one tenant on 50/minute over three gateways, ten times', async () => {
+    await awayFromDayEdge(120);
+    const key = await stack.newKey(['--plan', 'wide']);
+    for (let round = 0; round < 10; round++) {
+      await inOneMinute(async () => {
+        const answers = await burst(key.key, { 'x-tenant': `burst-${round}-${Date.now()}` }, 200);
+        expect({ admitted: admitted(answers), limited: limited(answers) }).toEqual({ admitted: 50, limited: 150 });
+      });
+    }
+  });
+
+  for (const [rule, header, limit] of [
+    ['team-warm', 'x-team', 300],
+    ['team-hour', 'x-hour', 300],
+  ] as const) {
+    it(`recalls the units a lease of a ${rule} counter holds when a burst on the other gateways reaches the limit`, async () => {
+      await awayFromDayEdge(120);
+      await inOneMinute(async () => {
+        const key = await stack.newKey(['--plan', 'wide']);
+        const headers = { [header]: `warm-${Date.now()}` };
+        // Gateway 0 sees the counter hot (≥ 50 a second, the shipped hotPerSecond) and takes a lease.
+        const warmed = await warmUntilLeased(key.key, headers, 0);
+        expect(admitted(warmed)).toBe(warmed.length);
+        // The rest of the limit and more, at once, on the two gateways without the lease: the
+        // units it holds come back to them, and exactly the limit is admitted in all.
+        const recallsBefore = await leaseRecalls(stack);
+        const answers = await burst(key.key, headers, limit + 100 - warmed.length, [1, 2]);
+        expect(admitted(answers) + warmed.length).toBe(limit);
+        expect(await leaseRecalls(stack)).toBeGreaterThan(recallsBefore);
+      });
+    });
+  }
+
+  it('sustained overload from three gateways admits exactly the limit of the window', async () => {
+    await awayFromDayEdge(120);
+    await inOneMinute(async () => {
+      const key = await stack.newKey(['--plan', 'wide']);
+      const headers = { 'x-team': `sustained-${Date.now()}` };
+      const answers: Answer[] = [];
+      let sent = 0;
+      await Promise.all(
+        Array.from({ length: 12 }, async () => {
+          while (sent < 900) {
+            const gateway = sent++ % 3;
+            answers.push(await send(key.key, gateway, headers));
+          }
+        }),
+      );
+      expect(admitted(answers)).toBe(300);
+      expect(limited(answers)).toBe(600);
+    });
+  });
+
+  it('a Redis restarted empty takes back nothing a lease gives back: the new window admits exactly its limit', async () => {
+    await awayFromDayEdge(120);
+    await inOneMinute(async () => {
+      const key = await stack.newKey(['--plan', 'wide']);
+      const headers = { 'x-hour': `restart-${Date.now()}` };
+      await warmUntilLeased(key.key, headers, 0);
+      // Every counter is gone while gateway 0 holds a block; its give-back must not credit the new counter.
+      await stack.redis().client().flushall();
+      const key2 = await stack.newKey(['--plan', 'wide']);
+      // The lease ends (its life is at most leaseMs) and gives its units back to a counter that never counted them.
+      await new Promise((r) => setTimeout(r, 1500));
+      const answers = await burst(key2.key, headers, 400);
+      expect(admitted(answers)).toBe(300);
+      expect(await counted('team-hour')).toBe(300);
+    });
+  });
+
+  // Last: it kills a gateway.
+  it('a holder killed with -9: the burst admits the limit less what it held, never more', async () => {
+    await awayFromDayEdge(120);
+    await inOneMinute(async () => {
+      const key = await stack.newKey(['--plan', 'wide']);
+      const headers = { 'x-kill': `kill-${Date.now()}` };
+      const warmed = await warmUntilLeased(key.key, headers, 2);
+      await stack.gateways()[2]!.process.stop('SIGKILL');
+      const held = (await counted('team-kill')) - admitted(warmed);
+      expect(held).toBeGreaterThan(0);
+      // Its recall goes unanswered: the refused requests wait for the bound, then are refused.
+      const answers = await burst(key.key, headers, 400, [0, 1]);
+      expect(admitted(warmed) + admitted(answers)).toBe(300 - held);
+    });
+  });
+});
