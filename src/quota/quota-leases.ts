@@ -308,28 +308,30 @@ export class QuotaLeases {
   /**
    * As `admit`, for a request several leases must cover together, all or none (a plan's and its
    * limit rules': rule-leases.ts): never waits. It counts the rate and asks for blocks as `admit`
-   * does; when this replica's lease of `subject` covers `cost` now, it returns the step that takes
-   * the units, to be run in the same turn as the others' (nothing can take them meanwhile).
+   * does, and tells whether this replica's lease of `subject` covers `cost` now; `take` then takes
+   * the units, in the same turn as the others' (nothing can take them meanwhile).
    */
-  covering(subject: string, quota: Quota, ban: BanPolicy, cost: number): (() => QuotaOutcome) | undefined {
-    const gcra = this.kindOf(quota);
-    if (gcra === undefined || this.closed) return undefined;
+  covers(subject: string, quota: Quota, ban: BanPolicy, cost: number): boolean {
+    if (this.kindOf(quota) === undefined || this.closed) return false;
     const nowMs = this.now();
     const rate = this.count(subject, cost, nowMs);
     const lease = this.current(subject, quota, ban, nowMs);
     if (!lease) {
       if (!this.asking.has(subject) && this.hot(rate, cost, nowMs)) this.open(subject, quota, ban, rate, nowMs);
-      return undefined;
+      return false;
     }
-    if (unused(lease) < cost) {
-      if (!lease.renewal && cost <= this.settings.maxBlock) this.renew(subject, lease, rate, nowMs);
-      return undefined;
-    }
-    return () => {
-      take(lease, cost);
-      if (!lease.renewal && unused(lease) * 2 < lease.lastBlock) this.renew(subject, lease, rate, nowMs);
-      return outcomeOf(lease, gcra, nowMs, cost);
-    };
+    if (unused(lease) >= cost) return true;
+    if (!lease.renewal && cost <= this.settings.maxBlock) this.renew(subject, lease, rate, nowMs);
+    return false;
+  }
+
+  /** Takes `cost` from the lease `covers` found covering it in this turn: the request's outcome. */
+  take(subject: string, cost: number): QuotaOutcome {
+    const lease = this.leases.get(subject)!;
+    const nowMs = this.now();
+    take(lease, cost);
+    if (!lease.renewal && unused(lease) * 2 < lease.lastBlock) this.renew(subject, lease, this.rates.get(subject)!, nowMs);
+    return outcomeOf(lease, this.kindOf(lease.quota)!, nowMs, cost);
   }
 
   /** A key without a lease here asks for one: hot enough, a block may hold its cost, and not refused one lately. */

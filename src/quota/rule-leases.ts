@@ -2,7 +2,6 @@ import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import type { LeaseGrant, LeaseRequest, QuotaNotice } from '../store/quota-store.js';
 import { ruleSubject, type RuleCharge, type RuleState } from './limit-rules.js';
 import { QuotaLeases, type LeaseSettings } from './quota-leases.js';
-import type { QuotaOutcome } from './quota-state.js';
 
 /**
  * Leases of limit rules' counters (docs/policies.md, "Leases of rule counters"): a hot rule
@@ -27,8 +26,8 @@ import type { QuotaOutcome } from './quota-state.js';
  */
 export class RuleLeases {
   readonly leases: QuotaLeases;
-  /** Each charge's stand-in quota (one window: the rule's limit), and back. */
-  private readonly quotas = new WeakMap<RuleCharge, Quota>();
+  /** Each charge's lease (leaseOf), and the charge of each stand-in quota. */
+  private readonly byCharge = new WeakMap<RuleCharge, { subject: string; quota: Quota }>();
   private readonly charges = new WeakMap<Quota, RuleCharge>();
 
   constructor(
@@ -49,13 +48,16 @@ export class RuleLeases {
     return !rule.gcra;
   }
 
-  /**
-   * The step that takes `rule`'s cost from this replica's lease of its counter and tells the
-   * counter's state, when the lease covers it now (QuotaLeases.covering); else undefined.
-   */
-  covering(rule: RuleCharge): (() => RuleState) | undefined {
-    const take = this.leases.covering(ruleSubject(rule), this.quotaOf(rule), NO_BAN, rule.cost);
-    return take && (() => stateOf(rule, take()));
+  /** Whether this replica's lease of `rule`'s counter covers its cost now (QuotaLeases.covers). */
+  covers(rule: RuleCharge): boolean {
+    const { subject, quota } = this.leaseOf(rule);
+    return this.leases.covers(subject, quota, NO_BAN, rule.cost);
+  }
+
+  /** Takes `rule`'s cost from the lease `covers` found covering it in this turn: the counter as of `nowMs`. */
+  take(rule: RuleCharge, nowMs: number): RuleState {
+    const count = this.leases.take(this.leaseOf(rule).subject, rule.cost).minuteCount;
+    return { startMs: nowMs - (nowMs % rule.windowMs), count, tatUs: 0 };
   }
 
   /** A subject's recalled request waits here when the subject is a rule counter's (rule-leases' recall). */
@@ -67,22 +69,18 @@ export class RuleLeases {
     return this.leases.close();
   }
 
-  private quotaOf(rule: RuleCharge): Quota {
-    let quota = this.quotas.get(rule);
-    if (!quota) {
+  /** A charge's lease subject and stand-in quota (one window: the rule's limit), made once per charge. */
+  private leaseOf(rule: RuleCharge): { subject: string; quota: Quota } {
+    let lease = this.byCharge.get(rule);
+    if (!lease) {
       // The rule's limit as the only bound (the script reads the rule's; this quota only names the lease).
-      quota = { perMinute: rule.limit, perDay: rule.limit };
-      this.quotas.set(rule, quota);
-      this.charges.set(quota, rule);
+      lease = { subject: ruleSubject(rule), quota: { perMinute: rule.limit, perDay: rule.limit } };
+      this.byCharge.set(rule, lease);
+      this.charges.set(lease.quota, rule);
     }
-    return quota;
+    return lease;
   }
 }
 
 /** A rule has no ban: its refusals count towards none (limit-rules.ts). */
 const NO_BAN: BanPolicy = Object.freeze({ afterRejections: 0, window: 60, duration: 0 });
-
-/** The counter as a leased answer tells it: Redis's count as last heard less this lease's unused units. */
-function stateOf(rule: RuleCharge, outcome: QuotaOutcome): RuleState {
-  return { startMs: outcome.nowMs - (outcome.nowMs % rule.windowMs), count: outcome.minuteCount, tatUs: 0 };
-}

@@ -1,7 +1,9 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { answerOf, leaseRecalls, leasedRequests, type Answer } from '../helpers/gcra-leases.js';
 import { threeGateways } from '../helpers/quota-stack.js';
 import { bearer, configCopy, slackRedisTimeout } from '../helpers/stack.js';
+import { pollUntil } from '../helpers/poll.js';
 import { awayFromDayEdge, inOneMinute } from '../helpers/windows.js';
 
 // Leases of limit rules' counters (src/quota/rule-leases.ts): a hot counter far from its limit is
@@ -25,6 +27,9 @@ const RULES = `limits:
   - { name: team-warm, match: { path: /v1/categories }, by: ["header:x-team"], perMinute: 300 }
   - { name: team-hour, match: { path: /v1/categories }, by: ["header:x-hour"], perHour: 300 }
   - { name: team-kill, match: { path: /v1/categories }, by: ["header:x-kill"], perMinute: 300 }
+  - { name: lp-a, match: { path: /v1/prop }, by: ["header:x-pa"], perDay: 300 }
+  - { name: lp-b, match: { path: /v1/prop }, by: ["header:x-pb"], perDay: 400, cost: 2 }
+  - { name: lp-key, match: { path: /v1/prop }, by: [consumer.id], perDay: 500 }
 `;
 
 const stack = threeGateways(() =>
@@ -58,12 +63,38 @@ async function warmUntilLeased(key: string, headers: Record<string, string>, gat
   return warmed;
 }
 
-/** The count of the one counter of rule `name` in Redis (its key names a digest the test cannot make). */
-async function counted(name: string): Promise<number> {
-  const keys = await stack.redis().client().keys(`tg:limit:${name}:*`);
-  expect(keys).toHaveLength(1);
-  return Number(await stack.redis().client().hget(keys[0]!, 'c'));
+/** `use` with a Redis client of its own, closed after. */
+async function withRedis<T>(use: (client: ReturnType<ReturnType<typeof stack.redis>['client']>) => Promise<T>): Promise<T> {
+  const client = stack.redis().client();
+  try {
+    return await use(client);
+  } finally {
+    client.disconnect();
+  }
 }
+
+/** Every counter of rule `name` in Redis, summed: what that rule has charged (leased units included). */
+const charged = (name: string) =>
+  withRedis(async (client) => {
+    let sum = 0;
+    for (const key of await client.keys(`tg:limit:${name}:*`)) sum += Number((await client.hget(key, 'c')) ?? 0);
+    return sum;
+  });
+
+/** The property's rules: the header a request must carry for each to apply (none: every request), its units, its limit. */
+const PROPERTY_RULES = [
+  { name: 'lp-a', needs: 'a', cost: 1, limit: 300 },
+  { name: 'lp-b', needs: 'b', cost: 2, limit: 400 },
+  { name: 'lp-key', needs: undefined, cost: 1, limit: 500 },
+] as const;
+
+/** The count of the one counter of rule `name` in Redis (its key names a digest the test cannot make). */
+const counted = (name: string) =>
+  withRedis(async (client) => {
+    const keys = await client.keys(`tg:limit:${name}:*`);
+    expect(keys).toHaveLength(1);
+    return Number(await client.hget(keys[0]!, 'c'));
+  });
 
 describe('leases of limit rule counters', { timeout: 600_000 }, () => {
   it('admits exactly a rule limit: 200 concurrent requests of one tenant on 50/minute over three gateways, ten times', async () => {
@@ -126,7 +157,7 @@ describe('leases of limit rule counters', { timeout: 600_000 }, () => {
       const headers = { 'x-hour': `restart-${Date.now()}` };
       await warmUntilLeased(key.key, headers, 0);
       // Every counter is gone while gateway 0 holds a block; its give-back must not credit the new counter.
-      await stack.redis().client().flushall();
+      await withRedis((client) => client.flushall());
       const key2 = await stack.newKey(['--plan', 'wide']);
       // The lease ends (its life is at most leaseMs) and gives its units back to a counter that never counted them.
       await new Promise((r) => setTimeout(r, 1500));
@@ -134,6 +165,55 @@ describe('leases of limit rule counters', { timeout: 600_000 }, () => {
       expect(admitted(answers)).toBe(300);
       expect(await counted('team-hour')).toBe(300);
     });
+  });
+
+  it('never charges a request one part refused, with leases of hot counters: the counts in Redis come to the admitted requests', async () => {
+    await awayFromDayEdge(600);
+    const leasedBefore = await leasedRequests(stack);
+    let run = 0;
+    const request = fc.record({ gateway: fc.integer({ min: 0, max: 2 }), a: fc.boolean(), b: fc.boolean() });
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.array(request, { minLength: 60, maxLength: 200 }), { minLength: 2, maxLength: 4 }), async (waves) => {
+        const tag = `p${++run}x${Date.now()}`;
+        const key = await stack.newKey(['--plan', 'wide']);
+        const before = await Promise.all(PROPERTY_RULES.map((r) => charged(r.name)));
+        // Each wave at once over the three gateways, one after the other: the first make counters
+        // hot, so later ones are partly admitted from leases, and the decisions race.
+        const requests = waves.flat();
+        const answers: Answer[] = [];
+        for (const wave of waves) {
+          answers.push(
+            ...(await Promise.all(
+              wave.map((r) =>
+                answerOf(
+                  fetch(`${stack.gateways()[r.gateway]!.url}/v1/prop`, {
+                    headers: { ...bearer(key.key), ...(r.a && { 'x-pa': `${tag}-a` }), ...(r.b && { 'x-pb': `${tag}-b` }) },
+                  }),
+                  r.gateway,
+                ),
+              ),
+            )),
+          );
+        }
+        for (const answer of answers) if (answer.status !== 200) expect(answer.code).toBe('rate_limit_exceeded');
+        const admittedOnes = requests.filter((_, i) => answers[i]!.status === 200);
+        const expected = PROPERTY_RULES.map((rule) => {
+          const applies = admittedOnes.filter((r) => rule.needs === undefined || r[rule.needs]).length * rule.cost;
+          // Never over a rule's limit.
+          expect(applies).toBeLessThanOrEqual(rule.limit);
+          return applies;
+        });
+        // Units out on leases are counted before they are admitted, and come back when the leases
+        // end: the counts are never below the admitted requests, and come down to them.
+        const diffs = () => Promise.all(PROPERTY_RULES.map(async (r, i) => (await charged(r.name)) - before[i]!));
+        for (const [i, diff] of (await diffs()).entries()) expect(diff).toBeGreaterThanOrEqual(expected[i]!);
+        const settled = await pollUntil(diffs, (d) => d.every((diff, i) => diff === expected[i]), { deadline: Date.now() + 20_000 });
+        expect(settled).toEqual(expected);
+      }),
+      { numRuns: 8 },
+    );
+    // The property ran with leases: some requests were admitted from them.
+    expect(await leasedRequests(stack)).toBeGreaterThan(leasedBefore);
   });
 
   // Last: it kills a gateway.

@@ -171,13 +171,14 @@ function decide(
 function fromRuleLeases(step: QuotaStep, ruleLeases: RuleLeases, leases: QuotaLeases | undefined): RulesOutcome | undefined {
   const rules = step.rules!;
   if (!leases || !rules.every(RuleLeases.leasable)) return undefined;
-  const takes = rules.map((rule) => ruleLeases.covering(rule));
-  const plan = leases.covering(step.subject, step.quota, step.ban, step.cost);
-  if (!plan || !takes.every((take) => take !== undefined)) return undefined;
-  const outcome = plan();
+  let covered = true;
+  for (const rule of rules) if (!ruleLeases.covers(rule)) covered = false;
+  if (!leases.covers(step.subject, step.quota, step.ban, step.cost) || !covered) return undefined;
+  const outcome = leases.take(step.subject, step.cost) as RulesOutcome;
   // The rules' windows as of the plan's clock: one moment for every header of the answer.
-  const states = takes.map((take, i) => ({ ...take(), startMs: outcome.nowMs - (outcome.nowMs % rules[i]!.windowMs) }));
-  return { ...outcome, rules: states, refusedBy: -1 };
+  outcome.rules = rules.map((rule) => ruleLeases.take(rule, outcome.nowMs));
+  outcome.refusedBy = -1;
+  return outcome;
 }
 
 /** The shared store decides (one round trip), after the recall of leased units when `recall` is given and they are what the request lacks. */
