@@ -148,7 +148,7 @@ export async function reserveRuleLease(
   rule: RuleCharge,
   request: LeaseRequest,
 ): Promise<LeaseGrant> {
-  const [granted, minuteStartMs, dayStartMs, nowMs, count, seq] = (
+  const [granted, minuteStartMs, dayStartMs, nowMs, count, seq, epoch] = (
     await commands.tgRuleLease(
       ruleKey(rule),
       nowArg,
@@ -163,7 +163,20 @@ export async function reserveRuleLease(
       request.ends ? 1 : 0,
       request.heldUntilMs,
       request.giveBackNo ?? 0,
+      // The counter's epoch at the grant rides where a credit balance's does (quota-leases.ts keeps it per block).
+      request.giveBackCreditEpoch ?? 0,
     )
-  ).map(Number) as [number, number, number, number, number, number];
-  return { granted, minuteStartMs, dayStartMs, nowMs, minuteCount: count, dayCount: count, minuteTatUs: 0, seq, windowMs: rule.windowMs };
+  ).map(Number) as [number, number, number, number, number, number, number];
+  return {
+    granted,
+    minuteStartMs,
+    dayStartMs,
+    nowMs,
+    minuteCount: count,
+    dayCount: count,
+    minuteTatUs: 0,
+    seq,
+    windowMs: rule.windowMs,
+    creditEpoch: epoch,
+  };
 }

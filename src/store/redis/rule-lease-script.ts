@@ -13,11 +13,14 @@ import { RULE_ARGS, RULE_PIECES } from './limit-rules-script.js';
 //   'sq'         the notices' sequence number (never below Redis's clock in µs)
 //   'rq'         a recall's want: no block is granted before it (the 'le' at the recall)
 //   'gb:<holder>' the highest give-back number applied for that replica (lease-give-backs.ts)
+//   'ep'         the counter's epoch: set (Redis's clock in µs) by its first grant; a give-back
+//                carries its grant's and is credited only to that counter, never to one made anew
+//                (Redis restarted empty, FLUSHDB) while the lease was out
 // KEYS[1] the counter; ARGV nowMs ('' = Redis TIME), the rule's RULE_ARGS numbers, then want,
 // divisor, minBlock, leaseMs, giveBack, giveBackMinuteStartMs (the start of the window the units
 // came from), holder, ends (1: this replica's lease ends), heldUntilMs (that lease's last grant's
-// end: a newer grant keeps the holder), giveBackNo.
-// Reply { granted, windowStartMs, dayStartMs, nowMs, count, seq }: the counter after the step.
+// end: a newer grant keeps the holder), giveBackNo, giveBackEpoch (its grant's 'ep').
+// Reply { granted, windowStartMs, dayStartMs, nowMs, count, seq, epoch }: the counter after the step.
 const AT = 2 + RULE_ARGS;
 export const RULE_LEASE_SCRIPT = `${CLOCK}${RULE_PIECES}
 local now = clock(ARGV[1])
@@ -25,18 +28,19 @@ local r = ruleArgs(2)
 local want, divisor, minBlock, leaseMs = tonumber(ARGV[${AT}]), tonumber(ARGV[${AT + 1}]), tonumber(ARGV[${AT + 2}]), tonumber(ARGV[${AT + 3}])
 local giveBack, giveBackFrom, holder = tonumber(ARGV[${AT + 4}]), tonumber(ARGV[${AT + 5}]), ARGV[${AT + 6}]
 local ends, heldUntil, giveBackNo = ARGV[${AT + 7}] == '1', tonumber(ARGV[${AT + 8}]), tonumber(ARGV[${AT + 9}])
-local h = redis.call('HMGET', KEYS[1], 's', 'c', 't', 'lu', 'ls', 'le', 'sq', 'rq', 'gb:' .. holder, 'h:' .. holder)
+local giveBackEpoch = ARGV[${AT + 10}]
+local h = redis.call('HMGET', KEYS[1], 's', 'c', 't', 'lu', 'ls', 'le', 'sq', 'rq', 'gb:' .. holder, 'h:' .. holder, 'ep')
 local st = ruleState(h, r, now)
 local lu = 0
 if tonumber(h[5]) == st.s then lu = tonumber(h[4]) or 0 end
 local le, sq, rq = tonumber(h[6]) or 0, tonumber(h[7]) or 0, tonumber(h[8]) or 0
 local changed = false
 local fields = {}
--- Give-back: once per number, to the window it came from only, never more than leases hold there.
+-- Give-back: once per number, to the counter and window it came from only, never more than leases hold there.
 if giveBackNo > 0 and giveBackNo > (tonumber(h[9]) or 0) then
   fields[#fields + 1] = 'gb:' .. holder
   fields[#fields + 1] = giveBackNo
-  if giveBackFrom - (giveBackFrom % r.windowMs) == st.s then
+  if h[11] == giveBackEpoch and giveBackFrom - (giveBackFrom % r.windowMs) == st.s then
     local credit = math.min(giveBack, lu)
     if credit > 0 then st.c, lu, changed = st.c - credit, lu - credit, true end
   end
@@ -60,6 +64,11 @@ if want > 0 and rq <= now and not r.gcra then
   local n = math.min(want, math.floor((r.limit - st.c) / divisor))
   if n >= minBlock then
     granted, st.c, lu, changed = n, st.c + n, lu + n, true
+    if not h[11] then
+      h[11] = string.format('%.0f', now * 1000)
+      fields[#fields + 1] = 'ep'
+      fields[#fields + 1] = h[11]
+    end
     fields[#fields + 1] = 'h:' .. holder
     fields[#fields + 1] = now + leaseMs
     le = math.max(le, now + leaseMs)
@@ -81,5 +90,5 @@ if changed then
   ruleNotify(KEYS[1], sq, st.s, st.c, now, le, 0)
 end
 if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
-return { granted, st.s, now - (now % DAY_MS), now, st.c, sq }
+return { granted, st.s, now - (now % DAY_MS), now, st.c, sq, h[11] or '0' }
 `;
