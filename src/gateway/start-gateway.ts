@@ -33,7 +33,8 @@ import { LocalVerdicts } from './local-verdicts.js';
 import { RuleRefusals } from './rule-refusals.js';
 import { ConcurrencySlots } from './concurrency-slots.js';
 import { QuotaLeases } from '../quota/quota-leases.js';
-import type { QuotaNotice } from '../store/quota-store.js';
+import { RuleLeases } from '../quota/rule-leases.js';
+import { noticeListeners } from './notice-listeners.js';
 import { applyRouteRules } from './policies/apply-route-rules.js';
 import { authenticate } from './policies/authenticate.js';
 import { authenticateWsTicket } from './policies/authenticate-ws-ticket.js';
@@ -204,15 +205,15 @@ export async function startGateway(
   // Leases need a store shared by replicas (Redis); the embedded store decides in memory anyway.
   const { leases: leaseSettings, replicas } = settings.quota;
   const quotas = ownStores.quotas;
-  const reserving = quotas.reserve && {
-    reserve: quotas.reserve.bind(quotas),
-    notices: (apply: (notice: QuotaNotice) => void, gap: () => void) =>
-      quotas.notices?.((notice) => {
-        metrics.leaseNotices.inc();
-        apply(notice);
-      }, gap),
-  };
+  // One subscription to the notices, heard by the plans' leases and the rules' (rule-leases.ts).
+  const hearing = noticeListeners(quotas, () => metrics.leaseNotices.inc());
+  const reserving = quotas.reserve && { reserve: quotas.reserve.bind(quotas), notices: hearing };
   const leases = leaseSettings.enabled && reserving ? new QuotaLeases(reserving, { ...leaseSettings, replicas }) : undefined;
+  // Limit rules' counters lease on one Redis server (not a Cluster: docs/policies.md).
+  const ruleLeases =
+    leases && quotas.reserveRule
+      ? new RuleLeases({ reserveRule: quotas.reserveRule.bind(quotas), notices: hearing }, { ...leaseSettings, replicas })
+      : undefined;
   // A changed key (plan, record, ban, unban) ends its leases at once; a plans reload ends them on next use.
   if (leases) ownStores.keys.onChange((id) => leases.forget(id));
 
@@ -262,6 +263,7 @@ export async function startGateway(
     // A rule's refusal holds until the rule could fit, where the store's counters only fill.
     ruleRefusals: ownStores.quotas.rulesOnlyFill ? new RuleRefusals(settings.keyCache.maxEntries) : undefined,
     leases,
+    ruleLeases,
     degraded,
     maxPending: settings.quota.maxPendingDecisions,
     slots,
@@ -432,7 +434,7 @@ export async function startGateway(
       upstreams.close();
       // Settlements of the answers just sent go out before the store closes (bounded by their retries).
       await settler.idle();
-      await leases?.close();
+      await Promise.all([leases?.close(), ruleLeases?.close()]);
       degraded.close();
       unreplicated?.close();
       slots.close();

@@ -27,6 +27,12 @@ export interface RuleCharge {
   cost: number;
 }
 
+/**
+ * The subject a rule counter's leases go by (rule-leases.ts), beside consumers' ids and `owner:`:
+ * the rule's name and digest, as its Redis key (redis-keys.ts limitKey, limitSubject) names them.
+ */
+export const ruleSubject = (rule: RuleCharge) => `limit:${rule.name}:${rule.digest}`;
+
 /** A rule counter as of a moment: a fixed window's start and count, and a gcra rule's TAT (µs; 0 when past). */
 export interface RuleState {
   startMs: number;

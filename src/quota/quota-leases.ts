@@ -301,10 +301,42 @@ export class QuotaLeases {
     }
     const ask = this.asking.get(subject);
     if (ask && cost <= this.settings.maxBlock) return this.afterAsk(ask.answered, subject, quota, ban, cost);
-    if (cost <= this.settings.maxBlock && perSecond(rate) >= this.settings.hotPerSecond && nowMs >= rate.quietUntilMs) {
-      this.open(subject, quota, ban, rate, nowMs);
-    }
+    if (this.hot(rate, cost, nowMs)) this.open(subject, quota, ban, rate, nowMs);
     return undefined;
+  }
+
+  /**
+   * As `admit`, for a request several leases must cover together, all or none (a plan's and its
+   * limit rules': rule-leases.ts): never waits. It counts the rate and asks for blocks as `admit`
+   * does, and tells whether this replica's lease of `subject` covers `cost` now; `take` then takes
+   * the units, in the same turn as the others' (nothing can take them meanwhile).
+   */
+  covers(subject: string, quota: Quota, ban: BanPolicy, cost: number): boolean {
+    if (this.kindOf(quota) === undefined || this.closed) return false;
+    const nowMs = this.now();
+    const rate = this.count(subject, cost, nowMs);
+    const lease = this.current(subject, quota, ban, nowMs);
+    if (!lease) {
+      if (!this.asking.has(subject) && this.hot(rate, cost, nowMs)) this.open(subject, quota, ban, rate, nowMs);
+      return false;
+    }
+    if (unused(lease) >= cost) return true;
+    if (!lease.renewal && cost <= this.settings.maxBlock) this.renew(subject, lease, rate, nowMs);
+    return false;
+  }
+
+  /** Takes `cost` from the lease `covers` found covering it in this turn: the request's outcome. */
+  take(subject: string, cost: number): QuotaOutcome {
+    const lease = this.leases.get(subject)!;
+    const nowMs = this.now();
+    take(lease, cost);
+    if (!lease.renewal && unused(lease) * 2 < lease.lastBlock) this.renew(subject, lease, this.rates.get(subject)!, nowMs);
+    return outcomeOf(lease, this.kindOf(lease.quota)!, nowMs, cost);
+  }
+
+  /** A key without a lease here asks for one: hot enough, a block may hold its cost, and not refused one lately. */
+  private hot(rate: Rate, cost: number, nowMs: number): boolean {
+    return cost <= this.settings.maxBlock && perSecond(rate) >= this.settings.hotPerSecond && nowMs >= rate.quietUntilMs;
   }
 
   /** This replica's lease of `subject` in force for these limits, if any (an outdated one ends). */
@@ -564,7 +596,8 @@ export class QuotaLeases {
    */
   private quiet(rate: Rate, quota: Quota, grant: LeaseGrant, askedAtMs: number): void {
     const gcra = this.kindOf(quota);
-    const toMinuteEndMs = grant.minuteStartMs + MINUTE_MS - grant.nowMs;
+    // A rule's window may be a day long: no ask before its end, but none of them quiet past a minute.
+    const toMinuteEndMs = Math.min(grant.minuteStartMs + (grant.windowMs ?? MINUTE_MS) - grant.nowMs, MINUTE_MS);
     const waitMs = gcra ? Math.min((gcra.burst * gcra.intervalUs) / 1000, MINUTE_MS) : toMinuteEndMs;
     rate.quietUntilMs = beforeHere(askedAtMs, waitMs) + EDGE_MARGIN_MS;
   }
@@ -575,7 +608,7 @@ export class QuotaLeases {
     // (rule 8), and Redis publishes notices until then (rule 10).
     const periods = periodsAt(grant.nowMs, quota.calendar);
     const dayEndMs = Math.min(pick(periods.day, grant.nowMs)[1], pick(periods.month, grant.nowMs)[1]);
-    const windowEndMs = quota.algorithm === 'gcra' ? dayEndMs : Math.min(grant.minuteStartMs + MINUTE_MS, dayEndMs);
+    const windowEndMs = quota.algorithm === 'gcra' ? dayEndMs : Math.min(grant.minuteStartMs + (grant.windowMs ?? MINUTE_MS), dayEndMs);
     const expiresAtMs = beforeHere(askedAtMs, Math.min(windowEndMs - grant.nowMs, this.settings.leaseMs));
     const { granted: left, minuteStartMs, dayStartMs, monthStartMs = 0, minuteTatUs: tatUs } = grant;
     return {

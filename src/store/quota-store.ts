@@ -67,6 +67,12 @@ export interface QuotaStore {
    */
   reserve?(keyId: string, quota: Quota, ban: BanPolicy, request: LeaseRequest): Promise<LeaseGrant>;
   /**
+   * A limit rule counter's lease (src/quota/rule-leases.ts), as `reserve` for a plan: gives back,
+   * then reserves a block of the rule's window. Only where one script sees the rule's counter with
+   * the plan's (one Redis server or Sentinel; not a Cluster).
+   */
+  reserveRule?(rule: RuleCharge, request: LeaseRequest): Promise<LeaseGrant>;
+  /**
    * Lease notices: calls `apply` with every change of a key's counts (or a ban) made while a lease
    * of it may be out, in the store's order; `gap` when some may have been missed. With `reserve`.
    */
@@ -148,6 +154,11 @@ export interface LeaseRequest {
 export interface LeaseGrant {
   /** Units reserved (0: none). */
   granted: number;
+  /**
+   * The length of the window `minuteStartMs` starts (absent: a minute). A limit rule's lease
+   * (rule-leases.ts) has its rule's one window there: a second, minute, hour or day.
+   */
+  windowMs?: number;
   /** The windows the units were taken from, and the store's clock, when it decided. */
   minuteStartMs: number;
   dayStartMs: number;

@@ -99,3 +99,13 @@ export async function leasedRequests(stack: Pick<QuotaStack, 'gateways'>): Promi
   }
   return total;
 }
+
+/** tollgate_quota_recalls_total over the gateways still running. */
+export async function leaseRecalls(stack: Pick<QuotaStack, 'gateways'>): Promise<number> {
+  let total = 0;
+  for (const gateway of stack.gateways()) {
+    const text = await fetch(`${gateway.adminUrl}/metrics`).then((r) => r.text());
+    total += Number(/^tollgate_quota_recalls_total (\d+)/m.exec(text)?.[1] ?? 0);
+  }
+  return total;
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { answerOf, leasedRequests, type Answer } from '../helpers/gcra-leases.js';
+import { answerOf, leaseRecalls, leasedRequests, type Answer } from '../helpers/gcra-leases.js';
 import { threeGateways } from '../helpers/quota-stack.js';
 import { configCopy, keysCli, slackRedisTimeout } from '../helpers/stack.js';
 import { awayFromDayEdge, inOneMinute } from '../helpers/windows.js';
@@ -79,16 +79,6 @@ describe('a burst at the limit with leases on (the shipped config)', { timeout: 
     return warmed;
   }
 
-  /** tollgate_quota_recalls_total over the gateways still running. */
-  async function recalls(): Promise<number> {
-    let total = 0;
-    for (const gateway of stack.gateways()) {
-      const text = await fetch(`${gateway.adminUrl}/metrics`).then((r) => r.text());
-      total += Number(/^tollgate_quota_recalls_total (\d+)/m.exec(text)?.[1] ?? 0);
-    }
-    return total;
-  }
-
   const dayUsed = async (id: string) =>
     (JSON.parse((await keysCli(stack.redis(), ['usage', id, '--json'], stack.configDir())).stdout) as { day: { used: number } }).day.used;
 
@@ -106,11 +96,11 @@ describe('a burst at the limit with leases on (the shipped config)', { timeout: 
         expect(tally(warmed).admitted).toBe(warmed.length);
         // The rest of the minute's 300 and more, at once, on the two gateways without the lease:
         // the units it holds come back to them, and exactly 300 are admitted in all.
-        const recallsBefore = await recalls();
+        const recallsBefore = await leaseRecalls(stack);
         const answers = await burst(key.key, 400 - warmed.length, [1, 2]);
         expect(tally(answers).admitted + warmed.length).toBe(300);
         expect(tally(answers).banned).toBe(0);
-        expect(await recalls()).toBeGreaterThan(recallsBefore);
+        expect(await leaseRecalls(stack)).toBeGreaterThan(recallsBefore);
       });
     });
   }

@@ -5,6 +5,7 @@ import type { Metrics } from '../../observability/metrics.js';
 import { quotaFor } from '../../quota/quota-for.js';
 import { quotaSubject } from '../../quota/quota-subject.js';
 import type { QuotaLeases } from '../../quota/quota-leases.js';
+import { RuleLeases } from '../../quota/rule-leases.js';
 import type { QuotaOutcome } from '../../quota/quota-state.js';
 import { rateLimitHeaders, retryAfterSeconds, undecidedHeaders } from '../../quota/rate-limit-headers.js';
 import type { QuotaStore, RecallWait, RulesOutcome, SlotClaim, SlotStore } from '../../store/quota-store.js';
@@ -35,6 +36,8 @@ export interface QuotaDeps {
   ruleRefusals?: RuleRefusals;
   /** Quota leases (gateway.yaml quota.leases): hot keys far from their limits admitted here, exactly. */
   leases?: QuotaLeases;
+  /** Leases of limit rules' counters (with `leases`, on one Redis server): hot rule counters admitted here too. */
+  ruleLeases?: RuleLeases;
   /** Used while the shared store is unreachable (gateway.yaml quota.onRedisFailure). */
   degraded: DegradedMode;
   /**
@@ -67,7 +70,7 @@ interface QuotaStep {
   cost: number;
   /** The cost the upstream reports (the route's rule, else the service's): `cost` is its reservation. */
   reported?: ReportedCost;
-  /** The limit rules it matches, decided with the plan, all or nothing; never leased. */
+  /** The limit rules it matches, decided with the plan, all or nothing (from leases of all, or in the store). */
   rules?: readonly RuleCharge[];
   /** Under a quota with maxConcurrent: the slot the request takes with its windows. */
   slot?: SlotClaim;
@@ -86,7 +89,9 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     leases &&
     ((subject, recalled) => {
       metrics.quotaRecalls.inc();
-      return leases.recalled(subject, recalled);
+      // A rule counter's recall is heard by the rules' leases (rule-leases.ts).
+      const recalling = deps.ruleLeases && RuleLeases.isRuleSubject(subject) ? deps.ruleLeases.leases : leases;
+      return recalling.recalled(subject, recalled);
     });
   return (ctx) => {
     const key = ctx.consumer!;
@@ -115,7 +120,7 @@ export function enforceQuota(deps: QuotaDeps): Policy {
       metrics.limitRuleDecisions.inc({ rule: name, decision: 'refused_missing' });
       return reject('limit_attribute_missing', `The limit rule "${name}" counts requests by ${attribute}, which this request lacks.`);
     }
-    // A request its rules apply to takes no lease: the rules' counters are decided in Redis with the plan.
+    // A request its rules apply to is decided with them: from leases of all (decide), or in Redis.
     if (limits?.charges.length) {
       step.rules = limits.charges;
       // A rule that refused these values refuses them until it could fit (rule-refusals.ts): no
@@ -138,7 +143,10 @@ function decide(
 ): Decision | Promise<Decision> {
   const { ctx, quota, ban, subject, cost, slot } = step;
   if (!deps.health.shouldTry()) return degrade(step, deps);
-  if (step.rules) return fromStore(step, deps, recall, pending);
+  if (step.rules) {
+    const leased = deps.ruleLeases && !slot ? fromRuleLeases(step, deps.ruleLeases, deps.leases) : undefined;
+    return leased ? judge(ctx, deps, quota, leased, 'lease', step) : fromStore(step, deps, recall, pending);
+  }
   // Units this replica reserved in Redis for a hot key (quota-leases.ts): no round trip; or,
   // while its own ask for them is on its way, its answer (rule 11). A quota with credits leases
   // them too (rule 14). A quota with maxConcurrent takes no lease: a leased admission would take
@@ -152,6 +160,25 @@ function decide(
   }
   if (leased) return judge(ctx, deps, quota, leased, 'lease', step);
   return fromStore(step, deps, recall, pending);
+}
+
+/**
+ * A request with limit rules, admitted here when this replica's leases of the plan and of every
+ * rule's counter each cover their cost (rule-leases.ts): all taken in this turn, or none, and the
+ * store decides as without leases. Every leasable rule's counter is counted (so a hot one asks for
+ * a block) whatever the others hold.
+ */
+function fromRuleLeases(step: QuotaStep, ruleLeases: RuleLeases, leases: QuotaLeases | undefined): RulesOutcome | undefined {
+  const rules = step.rules!;
+  if (!leases || !rules.every(RuleLeases.leasable)) return undefined;
+  let covered = true;
+  for (const rule of rules) if (!ruleLeases.covers(rule)) covered = false;
+  if (!leases.covers(step.subject, step.quota, step.ban, step.cost) || !covered) return undefined;
+  const outcome = leases.take(step.subject, step.cost) as RulesOutcome;
+  // The rules' windows as of the plan's clock: one moment for every header of the answer.
+  outcome.rules = rules.map((rule) => ruleLeases.take(rule, outcome.nowMs));
+  outcome.refusedBy = -1;
+  return outcome;
 }
 
 /** The shared store decides (one round trip), after the recall of leased units when `recall` is given and they are what the request lacks. */

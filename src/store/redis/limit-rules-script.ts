@@ -1,4 +1,5 @@
 import { CLOCK, QUOTA_ARGS_BEFORE_COSTS, QUOTA_REPLY_LENGTH, QUOTA_STEP } from './quota-script.js';
+import { QUOTA_NOTICE_CHANNEL } from './redis-keys.js';
 
 // Limit rules (src/quota/limit-rules.ts: the rules; this is their Lua transcription). A rule's
 // counter is one hash `tg:limit:<name>:{<digest>}` (keys.ts limitKey): 's' the fixed window's
@@ -8,7 +9,7 @@ import { CLOCK, QUOTA_ARGS_BEFORE_COSTS, QUOTA_REPLY_LENGTH, QUOTA_STEP } from '
 /** Numbers per rule in ARGV: limit, windowMs, gcra (1 or 0), intervalUs, burst, cost. */
 export const RULE_ARGS = 6;
 
-const RULE_PIECES = `
+export const RULE_PIECES = `
 -- A rule's RULE_ARGS numbers in one argument, separated by spaces (RULES_QUOTA_SCRIPT).
 local function rulePacked(text)
   local n = {}
@@ -46,6 +47,14 @@ local function ruleTtl(st, r, now)
   if not r.gcra and not st.fresh then return nil end
   local ex = math.max(st.s + r.windowMs, math.ceil(st.t / 1000))
   return string.format('%.0f', ex - now + MINUTE_MS)
+end
+-- A rule counter's lease notice (rule-lease-script.ts), in QUOTA_SCRIPT's notice layout so that
+-- quota-leases.ts reads it as a plan's: the rule's window start where the minute's is, the UTC
+-- day, both counts the rule's count, no TAT, no ban, no month; then 'le' and the recall flag.
+-- pcall: as QUOTA_SCRIPT's notify.
+local function ruleNotify(key, seq, start, count, now, le, recall)
+  redis.pcall('PUBLISH', '${QUOTA_NOTICE_CHANNEL}', table.concat({ key, string.format('%.0f', seq), start, count,
+    now - (now % DAY_MS), count, 0, 0, now, 0, 0, string.format('%.0f', le), recall }, ' '))
 end
 local function ruleWrite(key, st, r, now)
   redis.call('HSET', key, 's', st.s, 'c', st.c, 't', string.format('%.0f', st.t))
@@ -102,10 +111,19 @@ for q = 1, tonumber(ARGV[costAt]) do
   requests[q] = req
 end
 -- Counters as stored ({ s, c, t }), read at first use; those written, in order, and their expiries.
-local stored, written, ttls = {}, {}, {}
+-- Leases of the counters (rule-lease-script.ts), read with them: 'le' and 'sq'.
+local stored, written, ttls, leased = {}, {}, {}, {}
 local function storedOf(key)
-  if stored[key] == nil then stored[key] = redis.call('HMGET', key, 's', 'c', 't') end
+  if stored[key] == nil then
+    local h = redis.call('HMGET', key, 's', 'c', 't', 'le', 'sq')
+    stored[key] = { h[1], h[2], h[3] }
+    leased[key] = { le = tonumber(h[4]) or 0, sq = tonumber(h[5]) or 0 }
+  end
   return stored[key]
+end
+local function nextRuleSeq(key)
+  leased[key].sq = math.max(leased[key].sq + 1, now * 1000)
+  return leased[key].sq
 end
 local function fieldsOf(st)
   return { st.s, st.c, tonumber(string.format('%.0f', st.t)) }
@@ -178,7 +196,18 @@ while q <= n do
     end
     local replies
     local s = current(now, plan.edges)
-    if s.bu <= now then
+    local lease = leased[req.rules[refusedBy + 1].key]
+    if s.bu <= now and plan.recall and lease.le > now then
+      -- Units out on leases of the refusing counter may be what it lacks: recalled first, as
+      -- QUOTA_STEP recalls the plan's (the holders give back; no block until 'le'; decided again).
+      local key = req.rules[refusedBy + 1].key
+      local seq = nextRuleSeq(key)
+      redis.call('HSET', key, 'rq', string.format('%.0f', lease.le), 'sq', string.format('%.0f', seq))
+      ruleNotify(key, seq, states[refusedBy + 1].s, states[refusedBy + 1].c, now, lease.le, 1)
+      replies = reply(3, s, now, tonumber(req.cost))
+      replies[#replies + 1] = seq
+      replies[#replies + 1] = lease.le
+    elseif s.bu <= now then
       replies = reply(1, s, now, tonumber(req.cost))
       replies[#replies + 1] = 0
       replies[#replies + 1] = 0
@@ -192,7 +221,14 @@ while q <= n do
 end
 for _, key in ipairs(written) do
   local h = stored[key]
-  redis.call('HSET', key, 's', h[1], 'c', h[2], 't', string.format('%.0f', h[3]))
+  if leased[key].le > now then
+    -- A lease of the counter may still admit: its holders hear of the new count (one notice per call).
+    local seq = nextRuleSeq(key)
+    redis.call('HSET', key, 's', h[1], 'c', h[2], 't', string.format('%.0f', h[3]), 'sq', string.format('%.0f', seq))
+    ruleNotify(key, seq, h[1], h[2], now, leased[key].le, 0)
+  else
+    redis.call('HSET', key, 's', h[1], 'c', h[2], 't', string.format('%.0f', h[3]))
+  end
   if ttls[key] then redis.call('PEXPIRE', key, ttls[key]) end
 end
 return out

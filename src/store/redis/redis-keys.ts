@@ -44,3 +44,8 @@ export function usageKeyPattern(subject?: string): string {
 }
 /** A limit rule's counter (limit-rules-script.ts): the rule's name and the digest of its values, in a hash tag of their own. */
 export const limitKey = (name: string, digest: string) => `tg:limit:${name}:{${digest}}`;
+/** The lease subject of a limitKey (quota/limit-rules.ts ruleSubject); undefined for any other name. */
+export function limitSubject(redisKey: string): string | undefined {
+  const match = /^tg:limit:([^{}]+):\{([^{}]+)\}$/.exec(redisKey);
+  return match ? `limit:${match[1]}:${match[2]}` : undefined;
+}

@@ -1,6 +1,6 @@
 import type { QuotaOutcome } from '../../quota/quota-state.js';
 import type { RuleCharge, RuleState } from '../../quota/limit-rules.js';
-import type { RulesOutcome } from '../quota-store.js';
+import type { LeaseGrant, LeaseRequest, RulesOutcome } from '../quota-store.js';
 import { limitKey } from './redis-keys.js';
 import { QUOTA_REPLY_LENGTH } from './quota-script.js';
 
@@ -136,4 +136,47 @@ function uncharged(state: RuleState, rule: RuleCharge, nowMs: number): RuleState
   const tatUs = rule.gcra ? state.tatUs - rule.cost * rule.intervalUs : state.tatUs;
   // A TAT not ahead of now reads as none (limit-rules.ts ruleCurrent).
   return { startMs: state.startMs, count: state.count - rule.cost, tatUs: tatUs > nowMs * 1000 ? tatUs : 0 };
+}
+
+/**
+ * RULE_LEASE_SCRIPT (rule-lease-script.ts) for a rule counter's lease: its give-back, then a block;
+ * the reply as a plan's LeaseGrant whose window is the rule's (`windowMs`; both counts the rule's).
+ */
+export async function reserveRuleLease(
+  commands: { tgRuleLease(key: string, nowMs: string | number, ...args: Array<string | number>): Promise<number[]> },
+  nowArg: string | number,
+  rule: RuleCharge,
+  request: LeaseRequest,
+): Promise<LeaseGrant> {
+  const [granted, minuteStartMs, dayStartMs, nowMs, count, seq, epoch] = (
+    await commands.tgRuleLease(
+      ruleKey(rule),
+      nowArg,
+      ...ruleArgs(rule),
+      request.want,
+      request.divisor,
+      request.minBlock,
+      request.leaseMs,
+      request.giveBack,
+      request.giveBackMinuteStartMs,
+      request.holder,
+      request.ends ? 1 : 0,
+      request.heldUntilMs,
+      request.giveBackNo ?? 0,
+      // The counter's epoch at the grant rides where a credit balance's does (quota-leases.ts keeps it per block).
+      request.giveBackCreditEpoch ?? 0,
+    )
+  ).map(Number) as [number, number, number, number, number, number, number];
+  return {
+    granted,
+    minuteStartMs,
+    dayStartMs,
+    nowMs,
+    minuteCount: count,
+    dayCount: count,
+    minuteTatUs: 0,
+    seq,
+    windowMs: rule.windowMs,
+    creditEpoch: epoch,
+  };
 }

@@ -17,9 +17,10 @@ import type {
   RulesOutcome,
   SlotClaim,
 } from '../quota-store.js';
-import type { RuleCharge } from '../../quota/limit-rules.js';
+import { ruleSubject, type RuleCharge } from '../../quota/limit-rules.js';
 import { RULE_RELEASE_SCRIPT, RULE_RESERVE_SCRIPT, RULES_QUOTA_SCRIPT } from './limit-rules-script.js';
-import { consumeRulesOnCluster, rulesAt, rulesCallArgs, rulesReplyLength } from './redis-limit-rules.js';
+import { consumeRulesOnCluster, reserveRuleLease, rulesAt, rulesCallArgs, rulesReplyLength } from './redis-limit-rules.js';
+import { RULE_LEASE_SCRIPT } from './rule-lease-script.js';
 import type { RuleState } from '../../quota/limit-rules.js';
 import {
   CREDITS_SCRIPT,
@@ -31,7 +32,16 @@ import {
   UNBAN_SCRIPT,
   USAGE_SCRIPT,
 } from './quota-script.js';
-import { QUOTA_NOTICE_CHANNEL, leaseHoldersKey, quotaKey, quotaSubject, reconciledKey, settledKey, slotsKey } from './redis-keys.js';
+import {
+  QUOTA_NOTICE_CHANNEL,
+  leaseHoldersKey,
+  limitSubject,
+  quotaKey,
+  quotaSubject,
+  reconciledKey,
+  settledKey,
+  slotsKey,
+} from './redis-keys.js';
 import { RedisSlotStore } from './redis-slot-store.js';
 import { RECONCILE_SCRIPT, RECONCILED_MARKER_MS } from './reconcile-script.js';
 import { MULTI_QUOTA_SCRIPT } from './multi-quota-script.js';
@@ -57,6 +67,7 @@ interface QuotaCommands {
   tgSettle(key: string, marker: string, ...args: Array<string | number>): Promise<number[]>;
   tgRuleReserve(key: string, nowMs: string | number, ...args: number[]): Promise<number[]>;
   tgRuleRelease(key: string, nowMs: string | number, ...args: number[]): Promise<number>;
+  tgRuleLease(key: string, nowMs: string | number, ...args: Array<string | number>): Promise<number[]>;
 }
 
 /** The quota script on a pipeline: queued, answered through its callback. */
@@ -137,6 +148,7 @@ export class RedisQuotaStore implements QuotaStore {
   get rulesOnlyFill(): boolean {
     return this.single !== undefined;
   }
+  readonly reserveRule?: QuotaStore['reserveRule'];
   /** Once the lease notices' subscription has taken effect (tests wait for it; a lease granted before it ends then). */
   noticesReady: Promise<void> = Promise.resolve();
 
@@ -164,7 +176,10 @@ export class RedisQuotaStore implements QuotaStore {
     redis.defineCommand('tgQuotaMulti', { lua: MULTI_QUOTA_SCRIPT });
     redis.defineCommand('tgRuleReserve', { numberOfKeys: 1, lua: RULE_RESERVE_SCRIPT });
     redis.defineCommand('tgRuleRelease', { numberOfKeys: 1, lua: RULE_RELEASE_SCRIPT });
+    redis.defineCommand('tgRuleLease', { numberOfKeys: 1, lua: RULE_LEASE_SCRIPT });
     this.commands = redis as unknown as QuotaCommands;
+    // Rule counters' leases only where one script sees a rule's counter with the plan's (rule-leases.ts).
+    if (this.single) this.reserveRule = this.leaseRule;
     this.slots = new RedisSlotStore(redis, () => this.nowArg());
   }
 
@@ -245,7 +260,9 @@ export class RedisQuotaStore implements QuotaStore {
     const request: RulesRequest = { redisKey, quota, ban, cost, rules, recall: recall !== undefined };
     let decided = await this.ruleBatches.add(redisKey, request);
     if ('recalled' in decided.answer) {
-      await recall!(keyId, decided.answer.recalled);
+      // Recalled for the plan's leases, or for those of the rule that did not fit (rule-leases.ts).
+      const refusing = rules[decided.refusedBy];
+      await recall!(refusing ? ruleSubject(refusing) : keyId, decided.answer.recalled);
       decided = await this.ruleBatches.add(redisKey, { ...request, recall: false });
     }
     // The answer is this request's own (decideRules makes one per request): completed, not copied.
@@ -447,6 +464,11 @@ export class RedisQuotaStore implements QuotaStore {
       wait.listener.unreplicated(keyId, units, quota, mark, 0);
     }
     return grant;
+  }
+
+  /** A rule counter's lease step (rule-lease-script.ts): `reserveRule`, where there is one. */
+  private leaseRule(rule: RuleCharge, request: LeaseRequest): Promise<LeaseGrant> {
+    return reserveRuleLease(this.commands, this.nowArg(), rule, request);
   }
 
   async reconcile(subject: string, replicaId: string, batch: DegradedAdmissions): Promise<void> {
@@ -690,7 +712,7 @@ function toOutcome(reply: number[], at = 0): QuotaOutcome {
  */
 function toNotice(message: string): QuotaNotice | undefined {
   const [redisKey, ...fields] = message.split(' ');
-  const subject = quotaSubject(redisKey ?? '');
+  const subject = quotaSubject(redisKey ?? '') ?? limitSubject(redisKey ?? '');
   const numbers = fields.map(Number);
   const extra = numbers.length - NOTICE_FIELDS.length;
   const known = extra === 0 || extra === RECALL_FIELDS || extra === RECALL_FIELDS + 1;

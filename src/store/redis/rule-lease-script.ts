@@ -1,0 +1,94 @@
+import { CLOCK } from './quota-script.js';
+import { RULE_ARGS, RULE_PIECES } from './limit-rules-script.js';
+
+// Leases of a limit rule's counter (src/quota/rule-leases.ts; the rule of docs/quota-leases.md):
+// one step gives back an ended lease's unused units, then reserves a block, as LEASE_SCRIPT does
+// for a plan. Fixed windows only (rule-leases.ts says which rules take leases). Fields beside the
+// counter's 's', 'c', 't' in its hash (limit-rules-script.ts):
+//   'lu', 'ls'   units out on leases, and the window they were counted in: a give-back credits no
+//                more than they hold, so a Redis restarted empty takes back nothing it never counted
+//   'h:<holder>' each replica holding a lease, with its last grant's end (grant time + leaseMs)
+//   'le'         the latest of those ends: until then a lease may admit, and every change of the
+//                counter is published (RULES_QUOTA_SCRIPT too), and a refusal is a recall
+//   'sq'         the notices' sequence number (never below Redis's clock in µs)
+//   'rq'         a recall's want: no block is granted before it (the 'le' at the recall)
+//   'gb:<holder>' the highest give-back number applied for that replica (lease-give-backs.ts)
+//   'ep'         the counter's epoch: set (Redis's clock in µs) by its first grant; a give-back
+//                carries its grant's and is credited only to that counter, never to one made anew
+//                (Redis restarted empty, FLUSHDB) while the lease was out
+// KEYS[1] the counter; ARGV nowMs ('' = Redis TIME), the rule's RULE_ARGS numbers, then want,
+// divisor, minBlock, leaseMs, giveBack, giveBackMinuteStartMs (the start of the window the units
+// came from), holder, ends (1: this replica's lease ends), heldUntilMs (that lease's last grant's
+// end: a newer grant keeps the holder), giveBackNo, giveBackEpoch (its grant's 'ep').
+// Reply { granted, windowStartMs, dayStartMs, nowMs, count, seq, epoch }: the counter after the step.
+const AT = 2 + RULE_ARGS;
+export const RULE_LEASE_SCRIPT = `${CLOCK}${RULE_PIECES}
+local now = clock(ARGV[1])
+local r = ruleArgs(2)
+local want, divisor, minBlock, leaseMs = tonumber(ARGV[${AT}]), tonumber(ARGV[${AT + 1}]), tonumber(ARGV[${AT + 2}]), tonumber(ARGV[${AT + 3}])
+local giveBack, giveBackFrom, holder = tonumber(ARGV[${AT + 4}]), tonumber(ARGV[${AT + 5}]), ARGV[${AT + 6}]
+local ends, heldUntil, giveBackNo = ARGV[${AT + 7}] == '1', tonumber(ARGV[${AT + 8}]), tonumber(ARGV[${AT + 9}])
+local giveBackEpoch = ARGV[${AT + 10}]
+local h = redis.call('HMGET', KEYS[1], 's', 'c', 't', 'lu', 'ls', 'le', 'sq', 'rq', 'gb:' .. holder, 'h:' .. holder, 'ep')
+local st = ruleState(h, r, now)
+local lu = 0
+if tonumber(h[5]) == st.s then lu = tonumber(h[4]) or 0 end
+local le, sq, rq = tonumber(h[6]) or 0, tonumber(h[7]) or 0, tonumber(h[8]) or 0
+local changed = false
+local fields = {}
+-- Give-back: once per number, to the counter and window it came from only, never more than leases hold there.
+if giveBackNo > 0 and giveBackNo > (tonumber(h[9]) or 0) then
+  fields[#fields + 1] = 'gb:' .. holder
+  fields[#fields + 1] = giveBackNo
+  if h[11] == giveBackEpoch and giveBackFrom - (giveBackFrom % r.windowMs) == st.s then
+    local credit = math.min(giveBack, lu)
+    if credit > 0 then st.c, lu, changed = st.c - credit, lu - credit, true end
+  end
+end
+-- This replica's lease ended (unless a newer grant of it is later): 'le' falls to the others' latest end.
+if ends and (tonumber(h[10]) or 0) <= heldUntil then
+  redis.call('HDEL', KEYS[1], 'h:' .. holder)
+  le = 0
+  local all = redis.call('HGETALL', KEYS[1])
+  for i = 1, #all, 2 do
+    if string.sub(all[i], 1, 2) == 'h:' then
+      local untilMs = tonumber(all[i + 1])
+      if untilMs > now then le = math.max(le, untilMs) else redis.call('HDEL', KEYS[1], all[i]) end
+    end
+  end
+  changed = true
+end
+-- A block: at most what is left / divisor, none below minBlock, none while a recall waits.
+local granted = 0
+if want > 0 and rq <= now and not r.gcra then
+  local n = math.min(want, math.floor((r.limit - st.c) / divisor))
+  if n >= minBlock then
+    granted, st.c, lu, changed = n, st.c + n, lu + n, true
+    if not h[11] then
+      h[11] = string.format('%.0f', now * 1000)
+      fields[#fields + 1] = 'ep'
+      fields[#fields + 1] = h[11]
+    end
+    fields[#fields + 1] = 'h:' .. holder
+    fields[#fields + 1] = now + leaseMs
+    le = math.max(le, now + leaseMs)
+  end
+end
+-- The counter's fields are written with any other (a fresh window's expiry with them: a hash
+-- holding only a give-back's number would outlive its use).
+if changed or #fields > 0 then ruleWrite(KEYS[1], st, r, now) end
+if changed then
+  sq = math.max(sq + 1, now * 1000)
+  fields[#fields + 1] = 'lu'
+  fields[#fields + 1] = lu
+  fields[#fields + 1] = 'ls'
+  fields[#fields + 1] = st.s
+  fields[#fields + 1] = 'le'
+  fields[#fields + 1] = string.format('%.0f', le)
+  fields[#fields + 1] = 'sq'
+  fields[#fields + 1] = string.format('%.0f', sq)
+  ruleNotify(KEYS[1], sq, st.s, st.c, now, le, 0)
+end
+if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
+return { granted, st.s, now - (now % DAY_MS), now, st.c, sq, h[11] or '0' }
+`;

@@ -1,0 +1,234 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { answerOf, leaseRecalls, leasedRequests, type Answer } from '../helpers/gcra-leases.js';
+import { threeGateways } from '../helpers/quota-stack.js';
+import { bearer, configCopy, slackRedisTimeout } from '../helpers/stack.js';
+import { pollUntil } from '../helpers/poll.js';
+import { awayFromDayEdge, inOneMinute } from '../helpers/windows.js';
+
+// Leases of limit rules' counters (src/quota/rule-leases.ts): a hot counter far from its limit is
+// admitted from a block reserved in Redis, and a burst at a rule's limit is still admitted to
+// exactly the limit across replicas: a request a rule refuses while units of its counter are out
+// on leases recalls them and is decided again (RULES_QUOTA_SCRIPT). Three real gateways on one
+// real redis-server, gateway.yaml as shipped (leases on) with limit rules by a tenant header; the
+// plan is far from its limits, so the rule is what binds.
+
+const PLANS = `
+plans:
+  wide: { perMinute: 1000000, perDay: 100000000 }
+ban:
+  afterRejections: 100000
+  window: 60
+  duration: 60
+`;
+
+const RULES = `limits:
+  - { name: tenant-burst, match: { path: /v1/categories }, by: ["header:x-tenant"], perMinute: 50 }
+  - { name: team-warm, match: { path: /v1/categories }, by: ["header:x-team"], perMinute: 300 }
+  - { name: team-hour, match: { path: /v1/categories }, by: ["header:x-hour"], perHour: 300 }
+  - { name: team-kill, match: { path: /v1/categories }, by: ["header:x-kill"], perMinute: 300 }
+  - { name: lp-a, match: { path: /v1/prop }, by: ["header:x-pa"], perDay: 300 }
+  - { name: lp-b, match: { path: /v1/prop }, by: ["header:x-pb"], perDay: 400, cost: 2 }
+  - { name: lp-key, match: { path: /v1/prop }, by: [consumer.id], perDay: 500 }
+`;
+
+const stack = threeGateways(() =>
+  configCopy({
+    'plans.yaml': () => PLANS,
+    'gateway.yaml': (y) => slackRedisTimeout(y).replace(/^limits: \[\][^\n]*\n/m, RULES),
+  }),
+);
+
+/** One request of `key` with `headers` through gateway `gateway`. */
+const send = (key: string, gateway: number, headers: Record<string, string>) =>
+  answerOf(fetch(`${stack.gateways()[gateway]!.url}/v1/categories`, { headers: { ...bearer(key), ...headers } }), gateway);
+
+/** `count` requests at once, round robin over `over`. */
+function burst(key: string, headers: Record<string, string>, count: number, over = [0, 1, 2]): Promise<Answer[]> {
+  return Promise.all(Array.from({ length: count }, (_, i) => send(key, over[i % over.length]!, headers)));
+}
+
+const admitted = (answers: Answer[]) => answers.filter((a) => a.status === 200).length;
+const limited = (answers: Answer[]) => answers.filter((a) => a.code === 'rate_limit_exceeded').length;
+
+/** Requests to gateway `gateway` only, 20 at a time, until some gateway admitted one from a lease. */
+async function warmUntilLeased(key: string, headers: Record<string, string>, gateway: number): Promise<Answer[]> {
+  const before = await leasedRequests(stack);
+  let warmed: Answer[] = [];
+  const deadline = Date.now() + 30_000;
+  while ((await leasedRequests(stack)) === before) {
+    expect(Date.now()).toBeLessThan(deadline);
+    warmed = warmed.concat(await Promise.all(Array.from({ length: 20 }, () => send(key, gateway, headers))));
+  }
+  return warmed;
+}
+
+/** `use` with a Redis client of its own, closed after. */
+async function withRedis<T>(use: (client: ReturnType<ReturnType<typeof stack.redis>['client']>) => Promise<T>): Promise<T> {
+  const client = stack.redis().client();
+  try {
+    return await use(client);
+  } finally {
+    client.disconnect();
+  }
+}
+
+/** Every counter of rule `name` in Redis, summed: what that rule has charged (leased units included). */
+const charged = (name: string) =>
+  withRedis(async (client) => {
+    let sum = 0;
+    for (const key of await client.keys(`tg:limit:${name}:*`)) sum += Number((await client.hget(key, 'c')) ?? 0);
+    return sum;
+  });
+
+/** The property's rules: the header a request must carry for each to apply (none: every request), its units, its limit. */
+const PROPERTY_RULES = [
+  { name: 'lp-a', needs: 'a', cost: 1, limit: 300 },
+  { name: 'lp-b', needs: 'b', cost: 2, limit: 400 },
+  { name: 'lp-key', needs: undefined, cost: 1, limit: 500 },
+] as const;
+
+/** The count of the one counter of rule `name` in Redis (its key names a digest the test cannot make). */
+const counted = (name: string) =>
+  withRedis(async (client) => {
+    const keys = await client.keys(`tg:limit:${name}:*`);
+    expect(keys).toHaveLength(1);
+    return Number(await client.hget(keys[0]!, 'c'));
+  });
+
+describe('leases of limit rule counters', { timeout: 600_000 }, () => {
+  it('admits exactly a rule limit: 200 concurrent requests of one tenant on 50/minute over three gateways, ten times', async () => {
+    await awayFromDayEdge(120);
+    const key = await stack.newKey(['--plan', 'wide']);
+    for (let round = 0; round < 10; round++) {
+      await inOneMinute(async () => {
+        const answers = await burst(key.key, { 'x-tenant': `burst-${round}-${Date.now()}` }, 200);
+        expect({ admitted: admitted(answers), limited: limited(answers) }).toEqual({ admitted: 50, limited: 150 });
+      });
+    }
+  });
+
+  for (const [rule, header, limit] of [
+    ['team-warm', 'x-team', 300],
+    ['team-hour', 'x-hour', 300],
+  ] as const) {
+    it(`recalls the units a lease of a ${rule} counter holds when a burst on the other gateways reaches the limit`, async () => {
+      await awayFromDayEdge(120);
+      await inOneMinute(async () => {
+        const key = await stack.newKey(['--plan', 'wide']);
+        const headers = { [header]: `warm-${Date.now()}` };
+        // Gateway 0 sees the counter hot (≥ 50 a second, the shipped hotPerSecond) and takes a lease.
+        const warmed = await warmUntilLeased(key.key, headers, 0);
+        expect(admitted(warmed)).toBe(warmed.length);
+        // The rest of the limit and more, at once, on the two gateways without the lease: the
+        // units it holds come back to them, and exactly the limit is admitted in all.
+        const recallsBefore = await leaseRecalls(stack);
+        const answers = await burst(key.key, headers, limit + 100 - warmed.length, [1, 2]);
+        expect(admitted(answers) + warmed.length).toBe(limit);
+        expect(await leaseRecalls(stack)).toBeGreaterThan(recallsBefore);
+      });
+    });
+  }
+
+  it('sustained overload from three gateways admits exactly the limit of the window', async () => {
+    await awayFromDayEdge(120);
+    await inOneMinute(async () => {
+      const key = await stack.newKey(['--plan', 'wide']);
+      const headers = { 'x-team': `sustained-${Date.now()}` };
+      const answers: Answer[] = [];
+      let sent = 0;
+      await Promise.all(
+        Array.from({ length: 12 }, async () => {
+          while (sent < 900) {
+            const gateway = sent++ % 3;
+            answers.push(await send(key.key, gateway, headers));
+          }
+        }),
+      );
+      expect(admitted(answers)).toBe(300);
+      expect(limited(answers)).toBe(600);
+    });
+  });
+
+  it('a Redis restarted empty takes back nothing a lease gives back: the new window admits exactly its limit', async () => {
+    await awayFromDayEdge(120);
+    await inOneMinute(async () => {
+      const key = await stack.newKey(['--plan', 'wide']);
+      const headers = { 'x-hour': `restart-${Date.now()}` };
+      await warmUntilLeased(key.key, headers, 0);
+      // Every counter is gone while gateway 0 holds a block; its give-back must not credit the new counter.
+      await withRedis((client) => client.flushall());
+      const key2 = await stack.newKey(['--plan', 'wide']);
+      // The lease ends (its life is at most leaseMs) and gives its units back to a counter that never counted them.
+      await new Promise((r) => setTimeout(r, 1500));
+      const answers = await burst(key2.key, headers, 400);
+      expect(admitted(answers)).toBe(300);
+      expect(await counted('team-hour')).toBe(300);
+    });
+  });
+
+  it('never charges a request one part refused, with leases of hot counters: the counts in Redis come to the admitted requests', async () => {
+    await awayFromDayEdge(600);
+    const leasedBefore = await leasedRequests(stack);
+    let run = 0;
+    const request = fc.record({ gateway: fc.integer({ min: 0, max: 2 }), a: fc.boolean(), b: fc.boolean() });
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.array(request, { minLength: 60, maxLength: 200 }), { minLength: 2, maxLength: 4 }), async (waves) => {
+        const tag = `p${++run}x${Date.now()}`;
+        const key = await stack.newKey(['--plan', 'wide']);
+        const before = await Promise.all(PROPERTY_RULES.map((r) => charged(r.name)));
+        // Each wave at once over the three gateways, one after the other: the first make counters
+        // hot, so later ones are partly admitted from leases, and the decisions race.
+        const requests = waves.flat();
+        const answers: Answer[] = [];
+        for (const wave of waves) {
+          answers.push(
+            ...(await Promise.all(
+              wave.map((r) =>
+                answerOf(
+                  fetch(`${stack.gateways()[r.gateway]!.url}/v1/prop`, {
+                    headers: { ...bearer(key.key), ...(r.a && { 'x-pa': `${tag}-a` }), ...(r.b && { 'x-pb': `${tag}-b` }) },
+                  }),
+                  r.gateway,
+                ),
+              ),
+            )),
+          );
+        }
+        for (const answer of answers) if (answer.status !== 200) expect(answer.code).toBe('rate_limit_exceeded');
+        const admittedOnes = requests.filter((_, i) => answers[i]!.status === 200);
+        const expected = PROPERTY_RULES.map((rule) => {
+          const applies = admittedOnes.filter((r) => rule.needs === undefined || r[rule.needs]).length * rule.cost;
+          // Never over a rule's limit.
+          expect(applies).toBeLessThanOrEqual(rule.limit);
+          return applies;
+        });
+        // Units out on leases are counted before they are admitted, and come back when the leases
+        // end: the counts are never below the admitted requests, and come down to them.
+        const diffs = () => Promise.all(PROPERTY_RULES.map(async (r, i) => (await charged(r.name)) - before[i]!));
+        for (const [i, diff] of (await diffs()).entries()) expect(diff).toBeGreaterThanOrEqual(expected[i]!);
+        const settled = await pollUntil(diffs, (d) => d.every((diff, i) => diff === expected[i]), { deadline: Date.now() + 20_000 });
+        expect(settled).toEqual(expected);
+      }),
+      { numRuns: 8 },
+    );
+    // The property ran with leases: some requests were admitted from them.
+    expect(await leasedRequests(stack)).toBeGreaterThan(leasedBefore);
+  });
+
+  // Last: it kills a gateway.
+  it('a holder killed with -9: the burst admits the limit less what it held, never more', async () => {
+    await awayFromDayEdge(120);
+    await inOneMinute(async () => {
+      const key = await stack.newKey(['--plan', 'wide']);
+      const headers = { 'x-kill': `kill-${Date.now()}` };
+      const warmed = await warmUntilLeased(key.key, headers, 2);
+      await stack.gateways()[2]!.process.stop('SIGKILL');
+      const held = (await counted('team-kill')) - admitted(warmed);
+      expect(held).toBeGreaterThan(0);
+      // Its recall goes unanswered: the refused requests wait for the bound, then are refused.
+      const answers = await burst(key.key, headers, 400, [0, 1]);
+      expect(admitted(warmed) + admitted(answers)).toBe(300 - held);
+    });
+  });
+});
