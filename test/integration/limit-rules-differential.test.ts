@@ -5,8 +5,11 @@ import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import type { RuleCharge } from '../../src/quota/limit-rules.js';
 import { MemoryQuotaStore } from '../../src/store/memory/memory-quota-store.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
+import { MemoryUsage } from '../../src/store/memory/memory-usage.js';
+import { RedisUsageReader } from '../../src/store/redis/redis-usage-reader.js';
 import type { RulesOutcome } from '../../src/store/quota-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
+import { usageRows } from '../helpers/usage-rows.js';
 import { ruleCharge } from '../helpers/rule-charges.js';
 import { TestRedisCluster } from '../helpers/redis-cluster.js';
 
@@ -15,7 +18,8 @@ import { TestRedisCluster } from '../helpers/redis-cluster.js';
 // random histories and the same injected clock: every answer identical (the plan's outcome, which
 // rule refused, every rule's counter); and on a real Redis Cluster, where each rule's counter is in
 // another slot and is reserved, then kept or given back (redis-limit-rules.ts). And the all-or-nothing rule, checked on the answers alone:
-// a request is charged by every rule it matched and by the plan, or by none of them.
+// a request is charged by every rule it matched and by the plan, or by none of them. After each
+// history, every key's usage rows (the export's hours) are the memory store's too.
 
 const redis = redisForFile();
 
@@ -27,6 +31,7 @@ const plans: Quota[] = [
 ];
 
 const rule = ruleCharge;
+const USAGE_RETENTION_MS = 400 * 86_400_000;
 
 const RULES: RuleCharge[] = [
   rule('per-second', 3, 1000, false, 1, 'a'),
@@ -85,8 +90,9 @@ async function differential(client: () => ConstructorParameters<typeof RedisQuot
     fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 60 }), async (steps: Step[]) => {
       run++;
       const clock = { nowMs: T0 + run * 86_400_000 * 3 };
-      const memory = new MemoryQuotaStore(() => clock.nowMs);
-      const shared = new RedisQuotaStore(client(), () => clock.nowMs);
+      const usage = new MemoryUsage(USAGE_RETENTION_MS);
+      const memory = new MemoryQuotaStore(() => clock.nowMs, usage);
+      const shared = new RedisQuotaStore(client(), () => clock.nowMs, USAGE_RETENTION_MS);
       // A Cluster gives reserved rule units back: a rule's refusal there is not remembered (gateway/rule-refusals.ts).
       expect(shared.rulesOnlyFill).toBe(bursts);
       const counters = new Map<string, { startMs: number; count: number }>();
@@ -117,6 +123,9 @@ async function differential(client: () => ConstructorParameters<typeof RedisQuot
             counters.set(r.digest, state);
           });
         }
+      }
+      for (const keyId of new Set(steps.map((s) => `r${run}k${s.keyId}`))) {
+        expect(await usageRows(new RedisUsageReader(client()), keyId), `usage of ${keyId}`).toBe(await usageRows(usage, keyId));
       }
     }),
     { numRuns: 40 },

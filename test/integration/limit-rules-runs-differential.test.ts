@@ -6,9 +6,9 @@ import { MemoryQuotaStore } from '../../src/store/memory/memory-quota-store.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { MemoryUsage } from '../../src/store/memory/memory-usage.js';
 import { RedisUsageReader } from '../../src/store/redis/redis-usage-reader.js';
-import type { UsageReader } from '../../src/store/usage-store.js';
 import type { RulesOutcome } from '../../src/store/quota-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
+import { usageRows } from '../helpers/usage-rows.js';
 import { ruleCharge } from '../helpers/rule-charges.js';
 
 // The runs of RULES_QUOTA_SCRIPT (one plan step per run of requests whose rules all fit) against
@@ -31,12 +31,6 @@ const plans: Quota[] = [
 
 const rule = ruleCharge;
 const USAGE_RETENTION_MS = 400 * 86_400_000;
-
-async function usageOf(reader: UsageReader, subject: string): Promise<string> {
-  const days = [];
-  for await (const day of reader.days(0, Number.MAX_SAFE_INTEGER, subject)) days.push(day);
-  return JSON.stringify(days.sort((a, b) => a.dayStartMs - b.dayStartMs));
-}
 
 const RULES: RuleCharge[] = [
   rule('per-second', 3, 1000, false, 1, 'a'),
@@ -90,7 +84,9 @@ describe('limit rules in runs: memory store and Redis script', () => {
         }
         for (const p of plans.keys()) {
           const subject = `x${run}p${p}`;
-          expect(await usageOf(new RedisUsageReader(redis.client()), subject), `usage of ${subject}`).toBe(await usageOf(usage, subject));
+          expect(await usageRows(new RedisUsageReader(redis.client()), subject), `usage of ${subject}`).toBe(
+            await usageRows(usage, subject),
+          );
         }
       }),
       { numRuns: 60 },

@@ -6,8 +6,8 @@ import { MemoryUsage } from '../../src/store/memory/memory-usage.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { RedisUsageReader } from '../../src/store/redis/redis-usage-reader.js';
 import { quotaKey } from '../../src/store/redis/redis-keys.js';
-import type { UsageReader } from '../../src/store/usage-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
+import { usageRows } from '../helpers/usage-rows.js';
 
 // Turns of many keys under several plans, packed into MULTI_QUOTA_SCRIPT calls (multi-quota-script.ts:
 // up to 32 keys and 128 requests a call, each plan's fixed arguments sent once), against the memory
@@ -45,12 +45,6 @@ const history = fc.record({
   keyPlans: fc.array(fc.integer({ min: 0, max: 3 }), { minLength: KEYS, maxLength: KEYS }),
 });
 
-async function usageOf(reader: UsageReader, subject: string): Promise<string> {
-  const days = [];
-  for await (const day of reader.days(0, Number.MAX_SAFE_INTEGER, subject)) days.push(day);
-  return JSON.stringify(days.sort((a, b) => a.dayStartMs - b.dayStartMs));
-}
-
 let run = 0;
 
 describe('packed calls of many keys and plans, differentially', () => {
@@ -87,7 +81,9 @@ describe('packed calls of many keys and plans, differentially', () => {
         }
         for (let key = 0; key < KEYS; key++) {
           if (key === broken) continue;
-          expect(await usageOf(new RedisUsageReader(redis.client()), id(key)), `usage of key ${key}`).toBe(await usageOf(usage, id(key)));
+          expect(await usageRows(new RedisUsageReader(redis.client()), id(key)), `usage of key ${key}`).toBe(
+            await usageRows(usage, id(key)),
+          );
         }
       }),
       { numRuns: Number(process.env.DIFF_RUNS ?? 60), ...(process.env.DIFF_SEED && { seed: Number(process.env.DIFF_SEED) }) },

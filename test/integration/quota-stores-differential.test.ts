@@ -11,8 +11,8 @@ import type { QuotaStore } from '../../src/store/quota-store.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { MemoryUsage } from '../../src/store/memory/memory-usage.js';
 import { RedisUsageReader } from '../../src/store/redis/redis-usage-reader.js';
-import type { UsageReader } from '../../src/store/usage-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
+import { usageRows } from '../helpers/usage-rows.js';
 import { quotaHistory, REGRESSIONS, type Step } from './quota-stores-differential.history.js';
 
 // The memory store and the Redis script on a real redis-server, driven by the same random
@@ -41,13 +41,6 @@ function periodOf(quota: Quota, nowMs: number, window: 'day' | 'month'): [number
 const redis = redisForFile();
 /** Usage kept longer than any history runs (80 steps of at most two days). */
 const USAGE_RETENTION_MS = 400 * 86_400_000;
-
-/** A subject's usage days as a reader yields them, in day order. */
-async function usageOf(reader: UsageReader, subject: string): Promise<string> {
-  const days = [];
-  for await (const day of reader.days(0, Number.MAX_SAFE_INTEGER, subject)) days.push(day);
-  return JSON.stringify(days.sort((a, b) => a.dayStartMs - b.dayStartMs));
-}
 
 /** Units admitted to each key in the current day and month, counted from the answers alone. */
 class DayLedger {
@@ -229,8 +222,8 @@ async function replay(startMs: number, steps: Step[], older?: (clock: () => numb
     transcripts[1].push(`${step.kind} k${step.key}: ${await act(shared)}`);
   }
   for (const key of [0, 1, 2]) {
-    transcripts[0].push(`usage rows k${key}: ${await usageOf(usage, `${prefix}-k${key}`)}`);
-    transcripts[1].push(`usage rows k${key}: ${await usageOf(new RedisUsageReader(redis.client()), `${prefix}-k${key}`)}`);
+    transcripts[0].push(`usage rows k${key}: ${await usageRows(usage, `${prefix}-k${key}`)}`);
+    transcripts[1].push(`usage rows k${key}: ${await usageRows(new RedisUsageReader(redis.client()), `${prefix}-k${key}`)}`);
   }
   return transcripts;
 }
