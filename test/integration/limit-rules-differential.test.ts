@@ -83,7 +83,41 @@ describe('limit rules: memory store and Redis script', () => {
   it('on a Redis Cluster (reserve, then keep or give back) too', async () => {
     await differential(() => clusterClient, false);
   }, 240_000);
+
+  // A banned key's request that a rule refuses: one server asks the plan's step (RULES_QUOTA_SCRIPT),
+  // which answers the ban and counts a refusal in usage, as the embedded store does and as either
+  // counts a banned request whose rules fit. A Cluster answers it from a peek of the plan
+  // (redis-limit-rules.ts, consumeRulesOnCluster) and counts nothing: its hour has one refusal fewer.
+  // Expected to fail on the Cluster until it counts one (it cannot ask the plan's step after the peek:
+  // a ban ended meanwhile would admit a request its rule refused).
+  it('count a banned request a rule refuses as refused, on one server', async () => {
+    await bannedAndRuleRefused(() => redis.client());
+  });
+  it.fails('count a banned request a rule refuses as refused, on a Cluster', async () => {
+    await bannedAndRuleRefused(() => clusterClient);
+  });
 });
+
+async function bannedAndRuleRefused(client: () => ConstructorParameters<typeof RedisQuotaStore>[0]): Promise<void> {
+  const clock = { nowMs: T0 + ++run * 86_400_000 * 3 };
+  const usage = new MemoryUsage(USAGE_RETENTION_MS);
+  const memory = new MemoryQuotaStore(() => clock.nowMs, usage);
+  const shared = new RedisQuotaStore(client(), () => clock.nowMs, USAGE_RETENTION_MS);
+  const quota: Quota = { perMinute: 1, perDay: 10 };
+  const oneRefusal: BanPolicy = { afterRejections: 1, window: 60, duration: 60 };
+  const spent = rule('spent', 1, 60_000, false, 1, `${run}-spent`);
+  const wide = rule('wide', 100, 60_000, false, 1, `${run}-wide`);
+  const keyId = `banned${run}`;
+  // Admitted (spends 'spent'), refused by the plan's minute (a ban), then refused by 'spent' while banned.
+  const verdicts = [];
+  for (const rules of [[spent], [wide], [spent]]) {
+    const expected = await memory.consumeRules(keyId, quota, oneRefusal, 1, rules);
+    expect(await shared.consumeRules(keyId, quota, oneRefusal, 1, rules)).toEqual(expected);
+    verdicts.push(expected.verdict);
+  }
+  expect(verdicts).toEqual(['allowed', 'banned', 'banned']);
+  expect(await usageRows(new RedisUsageReader(client()), keyId)).toBe(await usageRows(usage, keyId));
+}
 
 async function differential(client: () => ConstructorParameters<typeof RedisQuotaStore>[0], bursts: boolean): Promise<void> {
   await fc.assert(
