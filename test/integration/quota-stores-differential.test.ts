@@ -18,8 +18,8 @@ import { quotaHistory, REGRESSIONS, type Step } from './quota-stores-differentia
 // The memory store and the Redis script on a real redis-server, driven by the same random
 // history on the same injected clock: requests of several costs, bursts of requests sent together
 // (which the Redis store decides per key in one script call), clock steps across minute and day
-// edges, bans, unbans, per-key quotas, shadow plans and plan reloads. Every answer must be
-// identical.
+// edges, bans, unbans, per-key quotas, shadow plans, plan reloads and reported costs settled (to 0
+// too) at once or after the windows rolled. Every answer must be identical.
 //
 // Identical answers would not show a rule both stores break alike, so the replay also holds the
 // answers to the day's rule, which is the same for both algorithms: a budget of perDay units per
@@ -88,6 +88,14 @@ class DayLedger {
     }
   }
 
+  /** After a settlement (which moves the windows without an answer of the quota step): the store's counts as of now. */
+  settled(key: number, quota: Quota, peek: QuotaOutcome): void {
+    const day = periodOf(quota, peek.nowMs, 'day');
+    const month = periodOf(quota, peek.nowMs, 'month');
+    this.used.set(`${key} day`, { startMs: day[0], endMs: day[1], units: peek.dayCount });
+    this.used.set(`${key} month`, { startMs: month[0], endMs: month[1], units: peek.monthCount ?? 0 });
+  }
+
   /**
    * The window's units before this answer, and records them after it. A new window starts at 0.
    * A reload to another calendar while the old window runs (another zone or anchor: another
@@ -130,6 +138,7 @@ async function replay(startMs: number, steps: Step[], older?: (clock: () => numb
   const current = new RedisQuotaStore(redis.client(), () => clock.nowMs, USAGE_RETENTION_MS);
   const previous = older?.(() => clock.nowMs);
   let turns = 0;
+  let settlements = 0;
   /** The Redis store of the next step: this version's, or in turns the older one's. */
   const next = (): QuotaStore => (previous && turns++ % 2 === 1 ? previous : current);
   // Each run its own key ids: no state from earlier runs in Redis.
@@ -196,6 +205,33 @@ async function replay(startMs: number, steps: Step[], older?: (clock: () => numb
       for (const [i, store] of [memory, shared].entries()) {
         const answers = await Promise.all(step.requests.map((r) => request(store, r.key, r.cost)));
         transcripts[i]!.push(`burst: ${answers.join(' | ')}`);
+      }
+      continue;
+    }
+    if (step.kind === 'settle') {
+      // Reserved, answered, then settled to the reported cost (a cost equal to the reservation is not settled).
+      const quota = overrides.get(step.key) ?? plans.quota;
+      const reservedAtMs = clock.nowMs;
+      const answers = [await request(memory, step.key, step.reserve), await request(shared, step.key, step.reserve)];
+      clock.nowMs += step.afterMs;
+      const periods = periodsAt(reservedAtMs, quota.calendar);
+      const settlement = {
+        id: `${prefix}-s${++settlements}`,
+        reserve: step.reserve,
+        cost: step.cost,
+        minuteStartMs: reservedAtMs - (reservedAtMs % MINUTE_MS),
+        dayStartMs: pick(periods.day, reservedAtMs)[0],
+        monthStartMs: pick(periods.month, reservedAtMs)[0],
+      };
+      const id = `${prefix}-k${step.key}`;
+      for (const [i, store] of [memory, shared].entries()) {
+        const admitted = (JSON.parse(answers[i]!) as { outcome: QuotaOutcome }).outcome.verdict === 'allowed';
+        const result = admitted && step.cost !== step.reserve ? await store.settle!(id, quota, plans.ban, settlement) : undefined;
+        if (store === memory && result) {
+          ledger.settled(step.key, quota, await memory.usage(id, quota));
+          balances.set(step.key, result.creditBalance);
+        }
+        transcripts[i]!.push(`settle k${step.key}: ${answers[i]} settled ${JSON.stringify(result)}`);
       }
       continue;
     }
