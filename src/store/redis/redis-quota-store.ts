@@ -267,7 +267,8 @@ export class RedisQuotaStore implements QuotaStore {
         () => this.nowArg(),
         rules,
         () => this.consume(keyId, quota, ban, cost, undefined, recall),
-        async () => ({ ...(await this.usage(keyId, quota)), cost }),
+        // A ban in force answers the request, counted refused in usage as the plan's step counts it.
+        async () => ({ ...(await this.peek(keyId, quota, this.usageRetentionMs)), cost }),
       );
     }
     const redisKey = quotaKey(keyId);
@@ -422,8 +423,13 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   async usage(keyId: string, quota?: Quota): Promise<QuotaOutcome> {
+    return this.peek(keyId, quota, 0);
+  }
+
+  /** USAGE_SCRIPT; with `countBannedMs` (usage retention), a ban it finds in force counts that request refused in usage. */
+  private async peek(keyId: string, quota: Quota | undefined, countBannedMs: number): Promise<QuotaOutcome> {
     const { day, month } = periodsAt(this.clockMs(), quota?.calendar);
-    return toOutcome(await this.commands.tgQuotaUsage(quotaKey(keyId), this.nowArg(), ...day, ...month));
+    return toOutcome(await this.commands.tgQuotaUsage(quotaKey(keyId), this.nowArg(), ...day, ...month, countBannedMs));
   }
 
   async changeCredits(keyId: string, change: CreditChange): Promise<CreditResult> {
