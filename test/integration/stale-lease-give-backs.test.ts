@@ -6,6 +6,7 @@ import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { leaseReplicas, SETTINGS } from '../helpers/lease-replicas.js';
 import { TestRedis } from '../helpers/redis-server.js';
 import { ruleCharge } from '../helpers/rule-charges.js';
+import { ruleSubject, type RuleCharge } from '../../src/quota/limit-rules.js';
 
 // A give-back from a lease granted before Redis restarted empty reaches the new Redis after a
 // lease of the same counter was granted there. Its units were never counted by the new counter:
@@ -31,6 +32,45 @@ afterEach(() => replicas.closeAll());
 afterAll(async () => {
   await redis?.stop();
 });
+
+/** A replica's leases of rule counters, on a connection of its own, on the test's clock. */
+async function ruleReplica() {
+  const client = connectRedis(redis.url, 'gateway', 250);
+  client.on('error', () => undefined);
+  await whenReady(client, 10_000);
+  const store = new RedisQuotaStore(client, () => clock.nowMs);
+  return { client, ruleLeases: new RuleLeases({ reserveRule: store.reserveRule!.bind(store) }, SETTINGS, () => clock.nowMs) };
+}
+type RuleReplica = Awaited<ReturnType<typeof ruleReplica>>;
+const ruleReplicas: RuleReplica[] = [];
+afterEach(async () => {
+  for (const r of ruleReplicas.splice(0)) {
+    await r.ruleLeases.close();
+    r.client.disconnect();
+  }
+});
+
+/** Requests of `rule` 10 ms apart until `r` holds a lease of its counter; those it admitted from the lease. */
+async function untilRuleLeased(r: RuleReplica, rule: RuleCharge): Promise<number> {
+  let admitted = 0;
+  for (let i = 0; i < 200 && r.ruleLeases.leases.held(ruleSubject(rule)) === 0; i++) {
+    clock.nowMs += 10;
+    if (r.ruleLeases.covers(rule)) {
+      r.ruleLeases.take(rule, clock.nowMs);
+      admitted++;
+    }
+    // The ask's answer comes in a later turn.
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  expect(r.ruleLeases.leases.held(ruleSubject(rule))).toBeGreaterThan(0);
+  return admitted;
+}
+
+/** Ends `r`'s lease of `rule` by time (the sweep finds it) and waits for its give-back to be applied. */
+async function endRuleLease(r: RuleReplica, rule: RuleCharge): Promise<void> {
+  await expect.poll(() => r.ruleLeases.leases.held(ruleSubject(rule)), { timeout: 30_000, interval: 20 }).toBe(0);
+  await expect.poll(() => r.ruleLeases.leases.giveBacks.pending, { timeout: 30_000, interval: 20 }).toBe(0);
+}
 
 async function hget(key: string, field: string): Promise<number> {
   const client = redis.client();
@@ -75,46 +115,40 @@ describe('a give-back from before Redis restarted empty', { timeout: 120_000 }, 
   it("credits nothing against a rule counter's new lease (its epoch 'ep')", async () => {
     clock.nowMs = Date.UTC(2030, 0, 10, 12, 0, 5);
     const rule = ruleCharge('epoch-rule', 100_000, 60_000, false, 1, 'd1');
-    const open = async () => {
-      const client = connectRedis(redis.url, 'gateway', 250);
-      client.on('error', () => undefined);
-      await whenReady(client, 10_000);
-      const store = new RedisQuotaStore(client, () => clock.nowMs);
-      return { client, ruleLeases: new RuleLeases({ reserveRule: store.reserveRule!.bind(store) }, SETTINGS, () => clock.nowMs) };
-    };
-    const a = await open();
-    const b = await open();
-    try {
-      /** Requests 10 ms apart until `r` holds a lease of the counter; those it admitted from it. */
-      const untilRuleLeased = async (r: typeof a) => {
-        let admitted = 0;
-        for (let i = 0; i < 200 && r.ruleLeases.leases.held('limit:epoch-rule:d1') === 0; i++) {
-          clock.nowMs += 10;
-          if (r.ruleLeases.covers(rule)) {
-            r.ruleLeases.take(rule, clock.nowMs);
-            admitted++;
-          }
-          await new Promise((resolve) => setTimeout(resolve, 5));
-        }
-        expect(r.ruleLeases.leases.held('limit:epoch-rule:d1')).toBeGreaterThan(0);
-        return admitted;
-      };
-      await untilRuleLeased(a);
-      await restartEmpty();
-      await whenReady(a.client, 10_000);
-      await whenReady(b.client, 10_000);
-      const admittedByB = await untilRuleLeased(b);
-      clock.nowMs += SETTINGS.leaseMs - 40;
-      await expect.poll(() => a.ruleLeases.leases.held('limit:epoch-rule:d1'), { timeout: 30_000, interval: 20 }).toBe(0);
-      await expect.poll(() => a.ruleLeases.leases.giveBacks.pending, { timeout: 30_000, interval: 20 }).toBe(0);
-      const heldByB = b.ruleLeases.leases.held('limit:epoch-rule:d1');
-      expect(heldByB).toBeGreaterThan(0);
-      expect(await hget('tg:limit:epoch-rule:{d1}', 'c')).toBe(admittedByB + heldByB);
-    } finally {
-      for (const r of [a, b]) {
-        await r.ruleLeases.close();
-        r.client.disconnect();
-      }
-    }
+    const a = await ruleReplica();
+    const b = await ruleReplica();
+    ruleReplicas.push(a, b);
+    await untilRuleLeased(a, rule);
+    await restartEmpty();
+    await whenReady(a.client, 10_000);
+    await whenReady(b.client, 10_000);
+    const admittedByB = await untilRuleLeased(b, rule);
+    clock.nowMs += SETTINGS.leaseMs - 40;
+    await endRuleLease(a, rule);
+    const heldByB = b.ruleLeases.leases.held(ruleSubject(rule));
+    expect(heldByB).toBeGreaterThan(0);
+    expect(await hget('tg:limit:epoch-rule:{d1}', 'c')).toBe(admittedByB + heldByB);
+  });
+});
+
+describe("a give-back of a rule counter's lease after a reload changed the rule's window", { timeout: 120_000 }, () => {
+  // A reload that makes a perMinute rule perHour (same name and values: the same counter) ends
+  // the old charge's leases on next use or by time; their give-backs run RULE_LEASE_SCRIPT with
+  // the old rule's window. They must leave the hour's counter as the new rule counted it.
+  it("leaves the new window's count alone", async () => {
+    clock.nowMs = Date.UTC(2030, 0, 10, 12, 30, 5);
+    const perMinute = ruleCharge('window-change', 100_000, 60_000, false, 1, 'd2');
+    const perHour = { ...perMinute, windowMs: 3_600_000 };
+    const a = await ruleReplica();
+    const b = await ruleReplica();
+    ruleReplicas.push(a, b);
+    await untilRuleLeased(a, perMinute);
+    const admittedByB = await untilRuleLeased(b, perHour);
+    clock.nowMs += SETTINGS.leaseMs - 40;
+    await endRuleLease(a, perMinute);
+    const heldByB = b.ruleLeases.leases.held(ruleSubject(perHour));
+    expect(heldByB).toBeGreaterThan(0);
+    expect(await hget('tg:limit:window-change:{d2}', 's')).toBe(Date.UTC(2030, 0, 10, 12));
+    expect(await hget('tg:limit:window-change:{d2}', 'c')).toBe(admittedByB + heldByB);
   });
 });
