@@ -440,6 +440,7 @@ export class RedisQuotaStore implements QuotaStore {
       quota.credits === 'required' ? 1 : 0,
       request.giveBackCredits ?? 0,
       request.giveBackCreditEpoch ?? 0,
+      request.giveBackHashEpoch ?? 0,
     ];
     const wait = this.replicaWait;
     if (!wait || !this.single)
@@ -740,6 +741,7 @@ const GRANT_FIELDS = [
   'monthCount',
   'creditBalance',
   'creditEpoch',
+  'hashEpoch',
 ] as const;
 const NOTICE_FIELDS = [
   'seq',
