@@ -242,6 +242,11 @@ export class QuotaLeases {
     );
   }
 
+  /** The limits this replica's lease of `subject` was granted under, if it holds one. */
+  quotaOf(subject: string): Quota | undefined {
+    return this.leases.get(subject)?.quota;
+  }
+
   /** Units of this key leased here now (tests, metrics). */
   held(subject: string): number {
     const lease = this.leases.get(subject);

@@ -152,3 +152,28 @@ describe("a give-back of a rule counter's lease after a reload changed the rule'
     expect(await hget('tg:limit:window-change:{d2}', 'c')).toBe(admittedByB + heldByB);
   });
 });
+
+describe("a rule counter's lease and charges made anew", { timeout: 120_000 }, () => {
+  // The gateway keeps no charge for values too long for its memo (gateway/limit-rules.ts
+  // MEMO_KEY_CHARS), nor one evicted from it: each request then brings a new charge object of
+  // the same rule and counter. It must use the lease, not end it (a give-back and a new ask to
+  // Redis per request, beside the request's own script call: a caller choosing long values would
+  // triple the Redis work of a hot rule).
+  it('admits from the lease of the counter', async () => {
+    clock.nowMs = Date.UTC(2030, 0, 10, 12, 40, 5);
+    const rule = ruleCharge('anew', 100_000, 60_000, false, 1, 'd3');
+    const r = await ruleReplica();
+    ruleReplicas.push(r);
+    let fromLease = 0;
+    for (let i = 0; i < 100; i++) {
+      clock.nowMs += 10;
+      const charge = { ...rule };
+      if (r.ruleLeases.covers(charge)) {
+        r.ruleLeases.take(charge, clock.nowMs);
+        fromLease++;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    expect(fromLease).toBeGreaterThan(50);
+  });
+});
