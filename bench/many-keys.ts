@@ -24,13 +24,22 @@ export interface LatencyRow {
   warmupMs: number;
 }
 
-/** The rows of the run: one per target, and one more per many-keys target when `count` > 0. */
-export async function latencyRows(stack: Stack, targets: Target[], count: number, ratePerSecond: number): Promise<LatencyRow[]> {
+/**
+ * The rows of the run: one per target, and one more per many-keys target when `count` > 0; each
+ * --compare/--variant build (`builds`, by name) gets one too, so the cold-key path is judged A/B.
+ */
+export async function latencyRows(
+  stack: Stack,
+  targets: Target[],
+  count: number,
+  ratePerSecond: number,
+  builds: readonly string[] = [],
+): Promise<LatencyRow[]> {
   const rows: LatencyRow[] = targets.map((target) => {
     const request = rawGet(target.url + PATH, stack.headersOf(target));
     return { name: target.name, target, request: () => request, warmupMs: 0 };
   });
-  const many = targets.filter((t) => MANY_KEYS_TARGETS.includes(t.name));
+  const many = targets.filter((t) => MANY_KEYS_TARGETS.includes(t.name) || builds.includes(t.name));
   if (count === 0 || many.length === 0) return rows;
   const keys = await createKeysInBulk(stack.admin, count, 'enterprise');
   for (const target of many) {

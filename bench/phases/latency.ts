@@ -28,7 +28,8 @@ export async function latencyPhase(stack: Stack, options: Options, tollgateMaxPe
         ).requestsPerSecond)
       : 2 * options.rate;
   const rate = Math.max(50, Math.round(maxRate / 2));
-  const rows = await latencyRows(stack, stack.targets(), options.manyKeys, rate);
+  const builds = options.variants.map((variant) => variant.name);
+  const rows = await latencyRows(stack, stack.targets(), options.manyKeys, rate, builds);
   const why = options.rate === undefined ? "half tollgate's maximum" : '--rate';
   say(
     `\nlatency at a fixed rate: ${rate} req/s (${why}), open loop, ${options.latencyRounds} × ${options.latencySeconds} s per side, alternating`,

@@ -67,7 +67,10 @@ export class KeyCache {
     return entry !== undefined && !entry.suspect && this.now() - entry.fetchedAtMs < this.options.freshMs;
   }
 
-  /** A fresh cached answer, or undefined when the store would have to be asked. */
+  /**
+   * A fresh cached answer, or undefined when the store would have to be asked. It starts no
+   * refresh: a request's path asks `lookup`, which answers a fresh entry at once too.
+   */
   cached(id: string): KeyLookup | undefined {
     const entry = this.entries.get(id);
     return this.isFresh(entry) ? { found: entry.record } : undefined;

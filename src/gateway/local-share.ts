@@ -33,6 +33,16 @@ export class LocalShare {
 
   /** A decision of the shared store (allowed or not: its counts are the truth as of then). */
   remember(subject: string, outcome: QuotaOutcome): void {
+    // Every store decision lands here: a subject heard before is updated in place (and made the
+    // most recent), not given a new entry each time.
+    const heard = this.heard.get(subject);
+    if (heard) {
+      heard.nowMs = outcome.nowMs;
+      heard.minuteCount = outcome.minuteCount;
+      heard.dayCount = outcome.dayCount;
+      heard.monthCount = outcome.monthCount ?? 0;
+      return;
+    }
     this.heard.set(subject, {
       nowMs: outcome.nowMs,
       minuteCount: outcome.minuteCount,

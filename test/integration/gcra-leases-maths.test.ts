@@ -7,6 +7,7 @@ import { windowsOf } from '../../src/quota/rate-limit-headers.js';
 import type { LeaseGrant, LeaseRequest } from '../../src/store/quota-store.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { random } from '../helpers/random.js';
+import { leaseRequest } from '../helpers/lease-requests.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
 
 // gcra leases (src/quota/quota-leases.ts, rules 7 to 9) on a real redis-server and one injected
@@ -268,21 +269,7 @@ describe('gcra leases on one injected clock', { timeout: 120_000 }, () => {
     const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 9, 0) };
     const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
     const { intervalUs } = gcraMinute(QUOTA);
-    const reserve = (subject: string, request: Partial<LeaseRequest>) =>
-      store.reserve(subject, QUOTA, NO_BANS, {
-        want: 0,
-        divisor: 1,
-        minBlock: 1,
-        leaseMs: 1000,
-        giveBack: 0,
-        giveBackMinuteStartMs: 0,
-        giveBackDayStartMs: 0,
-        giveBackTatUs: 0,
-        holder: 'test',
-        ends: false,
-        heldUntilMs: 0,
-        ...request,
-      });
+    const reserve = (subject: string, request: Partial<LeaseRequest>) => store.reserve(subject, QUOTA, NO_BANS, leaseRequest(request));
     const back = (subject: string, grant: LeaseGrant, units: number) =>
       reserve(subject, {
         giveBack: units,

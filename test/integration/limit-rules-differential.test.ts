@@ -5,8 +5,11 @@ import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import type { RuleCharge } from '../../src/quota/limit-rules.js';
 import { MemoryQuotaStore } from '../../src/store/memory/memory-quota-store.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
+import { MemoryUsage } from '../../src/store/memory/memory-usage.js';
+import { RedisUsageReader } from '../../src/store/redis/redis-usage-reader.js';
 import type { RulesOutcome } from '../../src/store/quota-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
+import { usageRows } from '../helpers/usage-rows.js';
 import { ruleCharge } from '../helpers/rule-charges.js';
 import { TestRedisCluster } from '../helpers/redis-cluster.js';
 
@@ -15,7 +18,8 @@ import { TestRedisCluster } from '../helpers/redis-cluster.js';
 // random histories and the same injected clock: every answer identical (the plan's outcome, which
 // rule refused, every rule's counter); and on a real Redis Cluster, where each rule's counter is in
 // another slot and is reserved, then kept or given back (redis-limit-rules.ts). And the all-or-nothing rule, checked on the answers alone:
-// a request is charged by every rule it matched and by the plan, or by none of them.
+// a request is charged by every rule it matched and by the plan, or by none of them. After each
+// history, every key's usage rows (the export's hours) are the memory store's too.
 
 const redis = redisForFile();
 
@@ -27,6 +31,7 @@ const plans: Quota[] = [
 ];
 
 const rule = ruleCharge;
+const USAGE_RETENTION_MS = 400 * 86_400_000;
 
 const RULES: RuleCharge[] = [
   rule('per-second', 3, 1000, false, 1, 'a'),
@@ -78,15 +83,50 @@ describe('limit rules: memory store and Redis script', () => {
   it('on a Redis Cluster (reserve, then keep or give back) too', async () => {
     await differential(() => clusterClient, false);
   }, 240_000);
+
+  // A banned key's request that a rule refuses: one server asks the plan's step (RULES_QUOTA_SCRIPT),
+  // which answers the ban and counts a refusal in usage, as the embedded store does and as either
+  // counts a banned request whose rules fit. A Cluster answers it from a peek of the plan
+  // (redis-limit-rules.ts, consumeRulesOnCluster), which counts the refusal when it finds the ban (it
+  // cannot ask the plan's step after the rules: a ban ended meanwhile would admit a request its rule
+  // refused).
+  it('count a banned request a rule refuses as refused, on one server', async () => {
+    await bannedAndRuleRefused(() => redis.client());
+  });
+  it('count a banned request a rule refuses as refused, on a Cluster', async () => {
+    await bannedAndRuleRefused(() => clusterClient);
+  });
 });
+
+async function bannedAndRuleRefused(client: () => ConstructorParameters<typeof RedisQuotaStore>[0]): Promise<void> {
+  const clock = { nowMs: T0 + ++run * 86_400_000 * 3 };
+  const usage = new MemoryUsage(USAGE_RETENTION_MS);
+  const memory = new MemoryQuotaStore(() => clock.nowMs, usage);
+  const shared = new RedisQuotaStore(client(), () => clock.nowMs, USAGE_RETENTION_MS);
+  const quota: Quota = { perMinute: 1, perDay: 10 };
+  const oneRefusal: BanPolicy = { afterRejections: 1, window: 60, duration: 60 };
+  const spent = rule('spent', 1, 60_000, false, 1, `${run}-spent`);
+  const wide = rule('wide', 100, 60_000, false, 1, `${run}-wide`);
+  const keyId = `banned${run}`;
+  // Admitted (spends 'spent'), refused by the plan's minute (a ban), then refused by 'spent' while banned.
+  const verdicts = [];
+  for (const rules of [[spent], [wide], [spent]]) {
+    const expected = await memory.consumeRules(keyId, quota, oneRefusal, 1, rules);
+    expect(await shared.consumeRules(keyId, quota, oneRefusal, 1, rules)).toEqual(expected);
+    verdicts.push(expected.verdict);
+  }
+  expect(verdicts).toEqual(['allowed', 'banned', 'banned']);
+  expect(await usageRows(new RedisUsageReader(client()), keyId)).toBe(await usageRows(usage, keyId));
+}
 
 async function differential(client: () => ConstructorParameters<typeof RedisQuotaStore>[0], bursts: boolean): Promise<void> {
   await fc.assert(
     fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 60 }), async (steps: Step[]) => {
       run++;
       const clock = { nowMs: T0 + run * 86_400_000 * 3 };
-      const memory = new MemoryQuotaStore(() => clock.nowMs);
-      const shared = new RedisQuotaStore(client(), () => clock.nowMs);
+      const usage = new MemoryUsage(USAGE_RETENTION_MS);
+      const memory = new MemoryQuotaStore(() => clock.nowMs, usage);
+      const shared = new RedisQuotaStore(client(), () => clock.nowMs, USAGE_RETENTION_MS);
       // A Cluster gives reserved rule units back: a rule's refusal there is not remembered (gateway/rule-refusals.ts).
       expect(shared.rulesOnlyFill).toBe(bursts);
       const counters = new Map<string, { startMs: number; count: number }>();
@@ -117,6 +157,9 @@ async function differential(client: () => ConstructorParameters<typeof RedisQuot
             counters.set(r.digest, state);
           });
         }
+      }
+      for (const keyId of new Set(steps.map((s) => `r${run}k${s.keyId}`))) {
+        expect(await usageRows(new RedisUsageReader(client()), keyId), `usage of ${keyId}`).toBe(await usageRows(usage, keyId));
       }
     }),
     { numRuns: 40 },

@@ -4,15 +4,19 @@ import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import type { RuleCharge } from '../../src/quota/limit-rules.js';
 import { MemoryQuotaStore } from '../../src/store/memory/memory-quota-store.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
+import { MemoryUsage } from '../../src/store/memory/memory-usage.js';
+import { RedisUsageReader } from '../../src/store/redis/redis-usage-reader.js';
 import type { RulesOutcome } from '../../src/store/quota-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
+import { usageRows } from '../helpers/usage-rows.js';
 import { ruleCharge } from '../helpers/rule-charges.js';
 
 // The runs of RULES_QUOTA_SCRIPT (one plan step per run of requests whose rules all fit) against
 // the memory store, one request after another, on what limit-rules-differential.test.ts leaves
 // out: requests of one call with different costs, a ban reached within a call, a plan spending
 // prepaid credits, a shadow plan. Every answer identical, and the balance falls by the costs of
-// the admitted requests of a credits plan, exactly once each.
+// the admitted requests of a credits plan, exactly once each. Each key's usage rows (the export's
+// hours) equal too.
 
 const redis = redisForFile();
 
@@ -26,6 +30,7 @@ const plans: Quota[] = [
 ];
 
 const rule = ruleCharge;
+const USAGE_RETENTION_MS = 400 * 86_400_000;
 
 const RULES: RuleCharge[] = [
   rule('per-second', 3, 1000, false, 1, 'a'),
@@ -51,8 +56,9 @@ describe('limit rules in runs: memory store and Redis script', () => {
       fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 30 }), fc.integer({ min: 0, max: 12 }), async (steps, balance) => {
         run++;
         const clock = { nowMs: T0 + run * 86_400_000 * 3 };
-        const memory = new MemoryQuotaStore(() => clock.nowMs);
-        const shared = new RedisQuotaStore(redis.client(), () => clock.nowMs);
+        const usage = new MemoryUsage(USAGE_RETENTION_MS);
+        const memory = new MemoryQuotaStore(() => clock.nowMs, usage);
+        const shared = new RedisQuotaStore(redis.client(), () => clock.nowMs, USAGE_RETENTION_MS);
         // One key per plan: a key's plan does not change under it.
         for (const p of plans.keys()) {
           await memory.changeCredits(`x${run}p${p}`, { set: balance });
@@ -75,6 +81,12 @@ describe('limit rules in runs: memory store and Redis script', () => {
             const spent = answers.reduce((sum, a, i) => sum + (a.verdict === 'allowed' ? calls[i]!.cost : 0), 0);
             expect((await shared.changeCredits(keyId, {})).after).toBe(before - spent);
           }
+        }
+        for (const p of plans.keys()) {
+          const subject = `x${run}p${p}`;
+          expect(await usageRows(new RedisUsageReader(redis.client()), subject), `usage of ${subject}`).toBe(
+            await usageRows(usage, subject),
+          );
         }
       }),
       { numRuns: 60 },

@@ -13,6 +13,11 @@ export type Step =
   | { kind: 'toEdge'; window: 'minute' | 'day' | 'month'; offsetMs: number }
   | { kind: 'reloadPlans'; quota: Quota; ban: BanPolicy }
   | { kind: 'setQuota'; key: number; quota: Quota | null }
+  /**
+   * A request reserving `reserve` units whose upstream reports `cost` (0 included), settled
+   * `afterMs` later (its windows may have rolled meanwhile), as cost-reservation.ts settles it.
+   */
+  | { kind: 'settle'; key: number; reserve: number; cost: number; afterMs: number }
   /** An operator's change of a credit balance: add (may be negative) or set; neither: show. */
   | { kind: 'credits'; key: number; add?: number; set?: number };
 
@@ -76,6 +81,17 @@ const step: fc.Arbitrary<Step> = fc.oneof(
       .map((drip) => ({ kind: 'drip' as const, ...drip })),
   },
   { weight: 2, arbitrary: key.map((k) => ({ kind: 'usage' as const, key: k })) },
+  {
+    weight: 2,
+    arbitrary: fc
+      .record({
+        key,
+        reserve: fc.integer({ min: 1, max: 3 }),
+        cost: fc.integer({ min: 0, max: 6 }),
+        afterMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 90_000 })),
+      })
+      .map((settle) => ({ kind: 'settle' as const, ...settle })),
+  },
   { weight: 1, arbitrary: key.map((k) => ({ kind: 'unban' as const, key: k })) },
   { weight: 4, arbitrary: fc.integer({ min: 0, max: 20_000 }).map((ms) => ({ kind: 'advance' as const, ms })) },
   { weight: 1, arbitrary: fc.integer({ min: 0, max: 2 * 86_400_000 }).map((ms) => ({ kind: 'advance' as const, ms })) },

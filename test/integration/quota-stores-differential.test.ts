@@ -9,14 +9,17 @@ import { MINUTE_MS } from '../../src/quota/windows.js';
 import { MemoryQuotaStore } from '../../src/store/memory/memory-quota-store.js';
 import type { QuotaStore } from '../../src/store/quota-store.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
+import { MemoryUsage } from '../../src/store/memory/memory-usage.js';
+import { RedisUsageReader } from '../../src/store/redis/redis-usage-reader.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
+import { usageRows } from '../helpers/usage-rows.js';
 import { quotaHistory, REGRESSIONS, type Step } from './quota-stores-differential.history.js';
 
 // The memory store and the Redis script on a real redis-server, driven by the same random
 // history on the same injected clock: requests of several costs, bursts of requests sent together
 // (which the Redis store decides per key in one script call), clock steps across minute and day
-// edges, bans, unbans, per-key quotas, shadow plans and plan reloads. Every answer must be
-// identical.
+// edges, bans, unbans, per-key quotas, shadow plans, plan reloads and reported costs settled (to 0
+// too) at once or after the windows rolled. Every answer must be identical.
 //
 // Identical answers would not show a rule both stores break alike, so the replay also holds the
 // answers to the day's rule, which is the same for both algorithms: a budget of perDay units per
@@ -27,6 +30,8 @@ import { quotaHistory, REGRESSIONS, type Step } from './quota-stores-differentia
 // counts the month's units the same way, by the calendar's periods (src/quota/calendar.ts).
 // Credit balances (operators' changes, spent under `credits: required`) are held to a ledger of
 // their own: every balance answered is the last change minus the units admitted since, never below 0.
+// Usage for invoicing too: after each history every key's days and hours as the usage export reads
+// them (the memory store counts each answer; Redis sums its fields, the one-unit 'n' included).
 
 /** The [start, end) of the quota's day or month at nowMs. */
 function periodOf(quota: Quota, nowMs: number, window: 'day' | 'month'): [number, number] {
@@ -34,6 +39,8 @@ function periodOf(quota: Quota, nowMs: number, window: 'day' | 'month'): [number
 }
 
 const redis = redisForFile();
+/** Usage kept longer than any history runs (80 steps of at most two days). */
+const USAGE_RETENTION_MS = 400 * 86_400_000;
 
 /** Units admitted to each key in the current day and month, counted from the answers alone. */
 class DayLedger {
@@ -81,6 +88,14 @@ class DayLedger {
     }
   }
 
+  /** After a settlement (which moves the windows without an answer of the quota step): the store's counts as of now. */
+  settled(key: number, quota: Quota, peek: QuotaOutcome): void {
+    const day = periodOf(quota, peek.nowMs, 'day');
+    const month = periodOf(quota, peek.nowMs, 'month');
+    this.used.set(`${key} day`, { startMs: day[0], endMs: day[1], units: peek.dayCount });
+    this.used.set(`${key} month`, { startMs: month[0], endMs: month[1], units: peek.monthCount ?? 0 });
+  }
+
   /**
    * The window's units before this answer, and records them after it. A new window starts at 0.
    * A reload to another calendar while the old window runs (another zone or anchor: another
@@ -111,11 +126,21 @@ class DayLedger {
 
 let run = 0;
 
-/** Runs one history on both stores; returns the two transcripts (one line per step). */
-async function replay(startMs: number, steps: Step[]): Promise<[string[], string[]]> {
+/**
+ * Runs one history on both stores; returns the two transcripts (one line per step). With `older`
+ * (a Redis store of another version on the same server: a rolling upgrade), the Redis side's steps
+ * go to it and to this version's store in turns, a drip's requests one each in turn.
+ */
+async function replay(startMs: number, steps: Step[], older?: (clock: () => number) => QuotaStore): Promise<[string[], string[]]> {
   const clock = { nowMs: startMs };
-  const memory = new MemoryQuotaStore(() => clock.nowMs);
-  const shared = new RedisQuotaStore(redis.client(), () => clock.nowMs);
+  const usage = new MemoryUsage(USAGE_RETENTION_MS);
+  const memory = new MemoryQuotaStore(() => clock.nowMs, usage);
+  const current = new RedisQuotaStore(redis.client(), () => clock.nowMs, USAGE_RETENTION_MS);
+  const previous = older?.(() => clock.nowMs);
+  let turns = 0;
+  let settlements = 0;
+  /** The Redis store of the next step: this version's, or in turns the older one's. */
+  const next = (): QuotaStore => (previous && turns++ % 2 === 1 ? previous : current);
   // Each run its own key ids: no state from earlier runs in Redis.
   const prefix = `run${++run}`;
   let plans: { quota: Quota; ban: BanPolicy } = {
@@ -127,6 +152,7 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
   const balances = new Map<number, number>();
   const transcripts: [string[], string[]] = [[], []];
   for (const step of steps) {
+    const shared = next();
     switch (step.kind) {
       case 'advance':
         clock.nowMs += step.ms;
@@ -182,11 +208,38 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
       }
       continue;
     }
+    if (step.kind === 'settle') {
+      // Reserved, answered, then settled to the reported cost (a cost equal to the reservation is not settled).
+      const quota = overrides.get(step.key) ?? plans.quota;
+      const reservedAtMs = clock.nowMs;
+      const answers = [await request(memory, step.key, step.reserve), await request(shared, step.key, step.reserve)];
+      clock.nowMs += step.afterMs;
+      const periods = periodsAt(reservedAtMs, quota.calendar);
+      const settlement = {
+        id: `${prefix}-s${++settlements}`,
+        reserve: step.reserve,
+        cost: step.cost,
+        minuteStartMs: reservedAtMs - (reservedAtMs % MINUTE_MS),
+        dayStartMs: pick(periods.day, reservedAtMs)[0],
+        monthStartMs: pick(periods.month, reservedAtMs)[0],
+      };
+      const id = `${prefix}-k${step.key}`;
+      for (const [i, store] of [memory, shared].entries()) {
+        const admitted = (JSON.parse(answers[i]!) as { outcome: QuotaOutcome }).outcome.verdict === 'allowed';
+        const result = admitted && step.cost !== step.reserve ? await store.settle!(id, quota, plans.ban, settlement) : undefined;
+        if (store === memory && result) {
+          ledger.settled(step.key, quota, await memory.usage(id, quota));
+          balances.set(step.key, result.creditBalance);
+        }
+        transcripts[i]!.push(`settle k${step.key}: ${answers[i]} settled ${JSON.stringify(result)}`);
+      }
+      continue;
+    }
     if (step.kind === 'drip') {
       for (let i = 0; i < step.count; i++) {
         if (i > 0) clock.nowMs += step.everyMs;
         transcripts[0].push(`drip k${step.key}: ${await request(memory, step.key)}`);
-        transcripts[1].push(`drip k${step.key}: ${await request(shared, step.key)}`);
+        transcripts[1].push(`drip k${step.key}: ${await request(i === 0 ? shared : next(), step.key)}`);
       }
       continue;
     }
@@ -203,6 +256,10 @@ async function replay(startMs: number, steps: Step[]): Promise<[string[], string
     };
     transcripts[0].push(`${step.kind} k${step.key}: ${await act(memory)}`);
     transcripts[1].push(`${step.kind} k${step.key}: ${await act(shared)}`);
+  }
+  for (const key of [0, 1, 2]) {
+    transcripts[0].push(`usage rows k${key}: ${await usageRows(usage, `${prefix}-k${key}`)}`);
+    transcripts[1].push(`usage rows k${key}: ${await usageRows(new RedisUsageReader(redis.client()), `${prefix}-k${key}`)}`);
   }
   return transcripts;
 }
@@ -244,6 +301,28 @@ describe('memory store and Redis script, differentially', () => {
       }),
       { numRuns: Number(process.env.DIFF_RUNS ?? 300), ...(process.env.DIFF_SEED && { seed: Number(process.env.DIFF_SEED) }) },
     );
+  });
+
+  // A rolling upgrade: an older version's Redis store (its own client: the scripts' command names
+  // are the same) and this one's decide the same keys in turns. TOLLGATE_OLD is a checkout of it
+  // with node_modules, e.g. \`git worktree add --detach ../old 4194b83\`: the last commit before
+  // usage's one-unit 'n' field and the step writing only the counters when nothing else moved.
+  it.skipIf(!process.env.TOLLGATE_OLD)('give the same answers and usage with an older version deciding every other step', async () => {
+    type Older = new (client: unknown, clock: () => number, usageRetentionMs: number) => QuotaStore;
+    const path = `${process.env.TOLLGATE_OLD}/src/store/redis/redis-quota-store.ts`;
+    const { RedisQuotaStore: OlderStore } = (await import(path)) as { RedisQuotaStore: Older };
+    const client = redis.server().client();
+    try {
+      await fc.assert(
+        fc.asyncProperty(quotaHistory, async ({ startMs, steps }) => {
+          const [memory, shared] = await replay(startMs, inOneZone(steps), (clock) => new OlderStore(client, clock, USAGE_RETENTION_MS));
+          expect(shared).toEqual(memory);
+        }),
+        { numRuns: Number(process.env.DIFF_RUNS ?? 300), ...(process.env.DIFF_SEED && { seed: Number(process.env.DIFF_SEED) }) },
+      );
+    } finally {
+      client.disconnect();
+    }
   });
 
   // Histories on which the two stores once answered differently (found by the property above).

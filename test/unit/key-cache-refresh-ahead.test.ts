@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { KeyCache } from '../../src/gateway/key-cache.js';
+import { CONTINUE, type RequestContext } from '../../src/gateway/context.js';
+import { authenticate } from '../../src/gateway/policies/authenticate.js';
+import { hashApiKey, newApiKey } from '../../src/keys/format.js';
 import type { KeyRecord } from '../../src/keys/record.js';
 import type { KeyStore } from '../../src/store/key-store.js';
 
@@ -61,6 +64,35 @@ describe('key cache refresh ahead of expiry', () => {
     const lookup = cache.lookup(record.id);
     expect(lookup).toBeInstanceOf(Promise);
     expect(await lookup).toEqual({ found: record });
+    expect(store.reads).toBe(2);
+  });
+
+  // Requests reach the cache through the authenticate policy, which used to ask `cached()` first:
+  // that answers a fresh entry without the refresh, so every key in use still expired and was
+  // read on a request's path once per TTL.
+  it('through the authenticate policy: a key in use waits for the store on its first request only', async () => {
+    const { id, key } = newApiKey();
+    const authorization = `Bearer ${key}`;
+    const request = () =>
+      ({ req: { headers: { authorization }, rawHeaders: ['Authorization', authorization] } }) as unknown as RequestContext;
+    let now = 0;
+    const store = countingStore();
+    store.current = { ...record, id, hash: hashApiKey(key) };
+    const cache = new KeyCache(store as unknown as KeyStore, { freshMs, staleMs: 300_000, maxEntries: 10, now: () => now });
+    const policy = authenticate(cache);
+    expect(await policy(request())).toBe(CONTINUE);
+    expect(store.reads).toBe(1);
+    // In the last quarter of its freshness: answered at once, and one read starts in the background.
+    now = 23_000;
+    store.hold = true;
+    expect(policy(request())).toBe(CONTINUE);
+    expect(policy(request())).toBe(CONTINUE);
+    expect(store.reads).toBe(2);
+    store.release.shift()!();
+    await new Promise((resolve) => setImmediate(resolve));
+    // Past the first read's TTL: still answered at once (not a promise), from the refreshed record.
+    now = 45_000;
+    expect(policy(request())).toBe(CONTINUE);
     expect(store.reads).toBe(2);
   });
 });

@@ -32,7 +32,7 @@ export function authenticateWsTicket(tickets: WsTicketStore, keys: KeyCache, byK
         if (grant === null) return reject('invalid_ws_ticket', undefined, INVALID_TICKET);
         ctx.ticketSubprotocol = subprotocol;
         if ('consumer' in grant) return judgeToken(ctx, grant);
-        const lookup = keys.cached(grant.keyId) ?? keys.lookup(grant.keyId);
+        const lookup = keys.lookup(grant.keyId);
         return lookup instanceof Promise ? lookup.then((l) => judge(ctx, l)) : judge(ctx, lookup);
       },
       (err: unknown) => {

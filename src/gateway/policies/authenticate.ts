@@ -75,7 +75,9 @@ export function authenticate(
     }
     const id = parseApiKey(token);
     if (id === null) return reject('malformed_api_key', undefined, INVALID_TOKEN);
-    const lookup = keys.cached(id) ?? keys.lookup(id);
+    // A fresh record is answered at once; lookup also re-reads a key in use before it expires
+    // (key-cache.ts), which a plain cache read would not.
+    const lookup = keys.lookup(id);
     if (!(lookup instanceof Promise)) return judge(ctx, token, lookup, blockedSeconds);
     // The lookup reaches the store (or waits on a read already under way for this id).
     const span = ctx.trace?.storeCall('tollgate key lookup', id);

@@ -56,7 +56,12 @@ export class MemoryQuotaStore implements QuotaStore {
     const rules = this.rules.scaled(charges);
     const checked = this.rules.check(rules, nowMs);
     const plan = peek(this.read(keyId, nowMs), nowMs, quota.calendar);
-    if (plan.verdict === 'banned') return { ...plan, cost, rules: checked.current, refusedBy: -1 };
+    if (plan.verdict === 'banned') {
+      // A refusal of the plan's ban, counted in usage as the script's step counts it (its rules not charged).
+      const banned = { ...plan, cost };
+      if (this.usageRows) this.keepUsage(keyId, banned, quota);
+      return { ...banned, rules: checked.current, refusedBy: -1 };
+    }
     if (checked.refusedBy >= 0) return { ...plan, verdict: 'limited', cost, rules: checked.current, refusedBy: checked.refusedBy };
     const outcome = await this.consume(keyId, quota, ban, cost);
     if (outcome.verdict !== 'allowed') return { ...outcome, rules: checked.current, refusedBy: -1 };

@@ -384,12 +384,18 @@ local plan = planAt(0)
 return quotaStep(plan, clock(plan.nowArg), ARGV, ${QUOTA_ARGS_BEFORE_COSTS + 1}, #ARGV, KEYS[2], {})
 `;
 
-// peek(): use without consuming. ARGV nowMs as above, then the day's and the month's edges.
+// peek(): use without consuming. ARGV nowMs as above, then the day's and the month's edges, then
+// an optional usage retentionMs: a request answered by the ban this finds in force is counted
+// refused in usage, as QUOTA_STEP counts a ban's refusal (a Cluster's limit rules refused it and
+// asked only this: redis-limit-rules.ts consumeRulesOnCluster); 0 or none counts nothing.
 // Reply as above (without seq and leasedUntilMs), verdict 0 or 2.
 export const USAGE_SCRIPT = `${CLOCK}
 local now = clock(ARGV[1])
 local s = current(now, 2)
-if s.bu > now then return reply(2, s, now, 1) end
+if s.bu > now then
+  usageAdd(tonumber(ARGV[10]) or 0, s.ds, usagePeriods(s), now, 0, 1, 0, 0)
+  return reply(2, s, now, 1)
+end
 return reply(0, s, now, 1)
 `;
 

@@ -200,7 +200,7 @@ export class RedisQuotaStore implements QuotaStore {
    * A request answered "recalled" (units out on leases may be what it lacks) waits for them to come
    * back, then is decided again, finally: counted towards a ban once, and only then.
    */
-  async consume(
+  consume(
     keyId: string,
     quota: Quota,
     ban: BanPolicy,
@@ -210,10 +210,17 @@ export class RedisQuotaStore implements QuotaStore {
     slot?: SlotClaim,
   ): Promise<QuotaOutcome> {
     const redisKey = quotaKey(keyId);
-    const answer = await this.batches.add(redisKey, { redisKey, quota, ban, cost, batched, recall: recall !== undefined, slot });
-    if (!('recalled' in answer)) return answer;
-    await recall!(keyId, answer.recalled);
-    return (await this.batches.add(redisKey, { redisKey, quota, ban, cost, batched, recall: false, slot })) as QuotaOutcome;
+    const request: Request = { redisKey, quota, ban, cost, batched, recall: recall !== undefined, slot };
+    // Every warm key's request comes this way: one reaction on the batch's answer, no async frame.
+    return this.batches
+      .add(redisKey, request)
+      .then((answer) => ('recalled' in answer ? this.decideAfterRecall(keyId, request, answer.recalled, recall!) : answer));
+  }
+
+  /** A request answered "recalled": decided again, finally, once the leased units are back. */
+  private async decideAfterRecall(keyId: string, request: Request, recalled: Recall, recall: RecallWait): Promise<QuotaOutcome> {
+    await recall(keyId, recalled);
+    return (await this.batches.add(request.redisKey, { ...request, recall: false })) as QuotaOutcome;
   }
 
   /**
@@ -221,17 +228,24 @@ export class RedisQuotaStore implements QuotaStore {
    * (nearly always one; a plans reload or a key's new quota between two of them makes two), sent
    * in order on one connection, so Redis decides them in arrival order.
    */
-  private async decide(requests: Request[]): Promise<Answer[]> {
-    const calls: Array<Promise<Answer[]>> = [];
-    for (let start = 0; start < requests.length;) {
-      const first = requests[start]!;
-      let end = start + 1;
+  private decide(requests: Request[]): Promise<Answer[]> {
+    try {
+      const first = requests[0]!;
+      let end = 1;
       while (end < requests.length && sameLimits(requests[end]!, first)) end++;
-      calls.push(this.call(first, requests.slice(start, end)));
-      start = end;
+      // Nearly always one run: its call's promise is the batch's, not one more gathered around it.
+      if (end === requests.length) return this.call(first, requests);
+      const calls: Array<Promise<Answer[]>> = [this.call(first, requests.slice(0, end))];
+      for (let start = end; start < requests.length; start = end) {
+        end = start + 1;
+        while (end < requests.length && sameLimits(requests[end]!, requests[start]!)) end++;
+        calls.push(this.call(requests[start]!, requests.slice(start, end)));
+      }
+      return Promise.all(calls).then((outcomes) => outcomes.flat());
+    } catch (err) {
+      // A fault is the batch's rejection, as from an async function, never a throw in the turn's flush.
+      return Promise.reject(err);
     }
-    const outcomes = await Promise.all(calls);
-    return outcomes.length === 1 ? outcomes[0]! : outcomes.flat();
   }
 
   /**
@@ -253,7 +267,8 @@ export class RedisQuotaStore implements QuotaStore {
         () => this.nowArg(),
         rules,
         () => this.consume(keyId, quota, ban, cost, undefined, recall),
-        async () => ({ ...(await this.usage(keyId, quota)), cost }),
+        // A ban in force answers the request, counted refused in usage as the plan's step counts it.
+        async () => ({ ...(await this.peek(keyId, quota, this.usageRetentionMs)), cost }),
       );
     }
     const redisKey = quotaKey(keyId);
@@ -326,19 +341,21 @@ export class RedisQuotaStore implements QuotaStore {
     ];
   }
 
-  private async call({ redisKey, quota, ban, recall, slot }: Request, run: Request[]): Promise<Answer[]> {
+  private call({ redisKey, quota, ban, recall, slot }: Request, run: Request[]): Promise<Answer[]> {
     const costs = run.map((request) => request.cost);
     for (const request of run) request.batched?.(run.length);
     // With slots: maxConcurrent and the slots' life, then each request's cost and member.
     const perRequest = slot ? [slot.max, slot.lifeMs, ...run.flatMap((request) => [request.cost, request.slot!.member])] : costs;
-    const { reply, replicated, mark } = await this.quotaCall(
+    return this.quotaCall(
       slot ? [redisKey, slotsKey(quotaSubject(redisKey)!)] : [redisKey],
       ...this.quotaArgs(quota, ban, recall),
       ...perRequest,
-    );
-    const answers = costs.map((_, i) => toAnswer(reply, i * QUOTA_REPLY_LENGTH));
-    this.told(replicated, mark, redisKey, quota, answers);
-    return answers;
+    ).then(({ reply, replicated, mark }) => {
+      const answers: Answer[] = new Array<Answer>(run.length);
+      for (let i = 0; i < run.length; i++) answers[i] = toAnswer(reply, i * QUOTA_REPLY_LENGTH);
+      this.told(replicated, mark, redisKey, quota, answers);
+      return answers;
+    });
   }
 
   /** Tells the WAIT's outcome (quotaCall's `replicated`) about a call's plan answers: the units a failover could lose are kept. */
@@ -376,7 +393,7 @@ export class RedisQuotaStore implements QuotaStore {
    * `done` as its callback. With quota.waitForReplica, `replicated` says whether the turn's WAIT
    * was acknowledged (the answer waits for it).
    */
-  private async pipelined(
+  private pipelined(
     queue: (pipeline: QuotaPipeline, done: (err: Error | null, reply?: number[]) => void, turn: Turn) => unknown,
   ): Promise<TurnReply> {
     let turn = this.turn;
@@ -392,16 +409,27 @@ export class RedisQuotaStore implements QuotaStore {
         opened.pipeline.exec().catch(() => undefined);
       });
     }
-    const reply = await new Promise<number[]>((resolve, reject) => {
-      queue(turn.pipeline as unknown as QuotaPipeline, (err, reply) => (err ? reject(err) : resolve(reply!)), turn);
+    const current = turn;
+    return new Promise<TurnReply>((resolve, reject) => {
+      const done = (err: Error | null, reply?: number[]) => {
+        if (err) return reject(err);
+        // Set before exec, so before any reply: with quota.waitForReplica the answers wait for the
+        // WAIT; without it they are the reply alone, with no reaction in between.
+        if (!current.replicated) return resolve({ reply: reply! });
+        current.replicated.then((replicated) => resolve({ reply: reply!, replicated, mark: current.mark }), reject);
+      };
+      queue(current.pipeline as unknown as QuotaPipeline, done, current);
     });
-    // Set before exec, so before any reply: the answers wait for the WAIT.
-    return { reply, replicated: await turn.replicated, mark: turn.mark };
   }
 
   async usage(keyId: string, quota?: Quota): Promise<QuotaOutcome> {
+    return this.peek(keyId, quota, 0);
+  }
+
+  /** USAGE_SCRIPT; with `countBannedMs` (usage retention), a ban it finds in force counts that request refused in usage. */
+  private async peek(keyId: string, quota: Quota | undefined, countBannedMs: number): Promise<QuotaOutcome> {
     const { day, month } = periodsAt(this.clockMs(), quota?.calendar);
-    return toOutcome(await this.commands.tgQuotaUsage(quotaKey(keyId), this.nowArg(), ...day, ...month));
+    return toOutcome(await this.commands.tgQuotaUsage(quotaKey(keyId), this.nowArg(), ...day, ...month, countBannedMs));
   }
 
   async changeCredits(keyId: string, change: CreditChange): Promise<CreditResult> {
