@@ -138,6 +138,8 @@ interface Block {
   grantSeq: number;
   /** Credits (rule 14): the balance's epoch at its grant, which its give-back carries. */
   creditEpoch: number;
+  /** The store's epoch of the key's counters at its grant: its give-back credits no counters made anew since. */
+  hashEpoch: number;
 }
 
 interface Lease {
@@ -238,6 +240,11 @@ export class QuotaLeases {
       (notice) => this.onNotice(notice),
       () => this.forget(null),
     );
+  }
+
+  /** The limits this replica's lease of `subject` was granted under, if it holds one. */
+  quotaOf(subject: string): Quota | undefined {
+    return this.leases.get(subject)?.quota;
   }
 
   /** Units of this key leased here now (tests, metrics). */
@@ -558,9 +565,11 @@ export class QuotaLeases {
         if (this.leases.get(subject) !== lease) return this.end(subject, next);
         const gcra = lease.quota.algorithm === 'gcra';
         // gcra: only the UTC day is a window (rule 8); fixed: the minute too. A balance `set` since the
-        // old blocks (rule 14): they are spent, and go back on their own, never into the new block.
+        // old blocks (rule 14), or counters made anew (Redis restarted empty): they go back on their
+        // own, never into the new block (their give-back credits nothing then).
         const newWindow = grant.dayStartMs !== lease.dayStartMs || (!gcra && grant.minuteStartMs !== lease.minuteStartMs);
-        if (newWindow || lease.blocks.some((block) => block.creditEpoch !== next.blocks[0]!.creditEpoch)) {
+        const [first] = next.blocks;
+        if (newWindow || lease.blocks.some((block) => block.creditEpoch !== first!.creditEpoch || block.hashEpoch !== first!.hashEpoch)) {
           // Granted in a new window: the old units stay in their window (the day gets them back).
           // This replica still holds the key (the new grant): it does not leave the holders.
           void this.end(subject, lease, false);
@@ -627,6 +636,7 @@ export class QuotaLeases {
           tatUs: quota.algorithm === 'gcra' ? tatUs : 0,
           grantSeq: grant.seq,
           creditEpoch: grant.creditEpoch ?? 0,
+          hashEpoch: grant.hashEpoch ?? 0,
         },
       ],
       lastBlock: left,
@@ -676,6 +686,7 @@ export class QuotaLeases {
         tatUs: 0,
         grantSeq: 0,
         creditEpoch: 0,
+        hashEpoch: 0,
       });
     return blocks.reduce<Promise<void>>(
       (previous, block, i) => previous.then(() => this.giveBack(subject, lease, block, leaving && i === blocks.length - 1)),
@@ -701,6 +712,7 @@ export class QuotaLeases {
       // Its unused units are credits too (rule 14).
       giveBackCredits: lease.quota.credits === 'required' ? block.left : 0,
       giveBackCreditEpoch: block.creditEpoch,
+      giveBackHashEpoch: block.hashEpoch,
     };
     block.left = 0;
     block.requests = 0;

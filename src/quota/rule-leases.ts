@@ -73,13 +73,34 @@ export class RuleLeases {
   private leaseOf(rule: RuleCharge): { subject: string; quota: Quota } {
     let lease = this.byCharge.get(rule);
     if (!lease) {
-      // The rule's limit as the only bound (the script reads the rule's; this quota only names the lease).
-      lease = { subject: ruleSubject(rule), quota: { perMinute: rule.limit, perDay: rule.limit } };
+      const subject = ruleSubject(rule);
+      // A charge made anew for a counter leased here under the same rule (values too long for the
+      // gateway's memo of charges, or evicted from it: gateway/limit-rules.ts) keeps that lease: a
+      // stand-in quota of its own would end it at every request.
+      const held = this.leases.quotaOf(subject);
+      const heldRule = held && this.charges.get(held);
+      if (held && heldRule && sameRule(heldRule, rule)) lease = { subject, quota: held };
+      else {
+        // The rule's limit as the only bound (the script reads the rule's; this quota only names the lease).
+        lease = { subject, quota: { perMinute: rule.limit, perDay: rule.limit } };
+        this.charges.set(lease.quota, rule);
+      }
       this.byCharge.set(rule, lease);
-      this.charges.set(lease.quota, rule);
     }
     return lease;
   }
+}
+
+/** Whether two charges of one counter are of the same rule (a reload may have changed it). */
+function sameRule(a: RuleCharge, b: RuleCharge): boolean {
+  return (
+    a.limit === b.limit &&
+    a.windowMs === b.windowMs &&
+    a.gcra === b.gcra &&
+    a.intervalUs === b.intervalUs &&
+    a.burst === b.burst &&
+    a.cost === b.cost
+  );
 }
 
 /** A rule has no ban: its refusals count towards none (limit-rules.ts). */

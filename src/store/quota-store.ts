@@ -149,6 +149,11 @@ export interface LeaseRequest {
    */
   giveBackCredits?: number;
   giveBackCreditEpoch?: number;
+  /**
+   * The store's epoch of the key's counters at the given-back block's grant (`LeaseGrant.hashEpoch`):
+   * counters made anew since (Redis restarted empty) are credited nothing. Absent or 0: unknown.
+   */
+  giveBackHashEpoch?: number;
 }
 
 export interface LeaseGrant {
@@ -177,6 +182,8 @@ export interface LeaseGrant {
   creditBalance?: number;
   /** The balance's epoch (a `set` moves it on): a block's give-back carries its grant's. */
   creditEpoch?: number;
+  /** The epoch of the key's counters (new when they are made anew): a block's give-back carries its grant's. */
+  hashEpoch?: number;
 }
 
 /** A leased key's state after a change in the shared store (published while a lease may be out). */

@@ -30,6 +30,8 @@ const RULES = `limits:
   - { name: lp-a, match: { path: /v1/prop }, by: ["header:x-pa"], perDay: 300 }
   - { name: lp-b, match: { path: /v1/prop }, by: ["header:x-pb"], perDay: 400, cost: 2 }
   - { name: lp-key, match: { path: /v1/prop }, by: [consumer.id], perDay: 500 }
+  - { name: pair-a, match: { path: /v1/pair }, by: ["header:x-pair"], perMinute: 300 }
+  - { name: pair-b, match: { path: /v1/pair }, by: ["header:x-pair"], perMinute: 300 }
 `;
 
 const stack = threeGateways(() =>
@@ -129,6 +131,29 @@ describe('leases of limit rule counters', { timeout: 600_000 }, () => {
       });
     });
   }
+
+  it('two leased rules at their limit together: a request both could fit once their leases are recalled is admitted', async () => {
+    await awayFromDayEdge(120);
+    await inOneMinute(async () => {
+      const key = await stack.newKey(['--plan', 'wide']);
+      const headers = { 'x-pair': `pair-${Date.now()}` };
+      const sendPair = (gateway: number) =>
+        answerOf(fetch(`${stack.gateways()[gateway]!.url}/v1/pair`, { headers: { ...bearer(key.key), ...headers } }), gateway);
+      // Gateway 0 holds leases of both counters (a leased request needs both).
+      const before = await leasedRequests(stack);
+      let warmed: Answer[] = [];
+      const deadline = Date.now() + 30_000;
+      while ((await leasedRequests(stack)) === before) {
+        expect(Date.now()).toBeLessThan(deadline);
+        warmed = warmed.concat(await Promise.all(Array.from({ length: 20 }, () => sendPair(0))));
+      }
+      expect(admitted(warmed)).toBe(warmed.length);
+      // Exactly what is left of both limits, on the other gateways: every request fits once the
+      // units leased on gateway 0 are back, whichever of the two rules finds itself short first.
+      const answers = await Promise.all(Array.from({ length: 300 - warmed.length }, (_, i) => sendPair(1 + (i % 2))));
+      expect(admitted(answers)).toBe(answers.length);
+    });
+  });
 
   it('sustained overload from three gateways admits exactly the limit of the window', async () => {
     await awayFromDayEdge(120);

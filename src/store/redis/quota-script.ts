@@ -426,9 +426,9 @@ return 0
 //          returned block admitted), returnNo (0: unnumbered; else applied once per holder, below),
 //          credits (1: the quota requires credits: a block also takes its units from 'cb'),
 //          returnCredits (the returned block's unused credits), returnEpoch (the 'ce' its grant
-//          replied; below)
+//          replied; below), returnHashEpoch (the 'he' its grant replied; 0: unknown; below)
 // Reply    { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs, seq,
-//          monthStartMs, monthCount, creditBalance, creditEpoch } (after the step; seq: the notice
+//          monthStartMs, monthCount, creditBalance, creditEpoch, hashEpoch } (after the step; seq: the notice
 //          sequence number of this state, rule 10; creditBalance: 'cb', blocks out not in it)
 // Given-back units are credited only to the windows they were taken from: a window that has since
 // rolled over is not credited (its counters are the new window's). No block while banned, none
@@ -468,6 +468,14 @@ local backNo = tonumber(ARGV[31]) or 0
 -- only while 'ce' is the grant's: CREDITS_SCRIPT's 'set' moves it on, and the blocks out before the
 -- set go back to no balance.
 local credits, backCredits, backEpoch = ARGV[32] == '1', tonumber(ARGV[33]) or 0, tonumber(ARGV[34]) or 0
+-- The hash's epoch 'he' (Redis's clock in µs, set by the first grant into a hash without one): a
+-- Redis restarted empty (or FLUSHDB, a DEL) makes a new one, so a give-back of a block granted
+-- before credits nothing to the counts and balance made after, though 'lm'/'ld'/'lc' there may
+-- hold a new lease's units. A give-back that carries none (0: granted before 'he' existed) is
+-- credited as before. (The requests it admitted still count in usage.)
+local he = tonumber(redis.call('HGET', KEYS[1], 'he')) or 0
+local backHashEpoch = tonumber(ARGV[35]) or 0
+if backHashEpoch ~= 0 and backHashEpoch ~= he then back, backCredits = 0, 0 end
 if (back > 0 or backRequests > 0) and backNo > 0 then
   local mark = 'gb:' .. holder
   if (tonumber(redis.call('HGET', KEYS[1], mark)) or 0) >= backNo then
@@ -560,6 +568,7 @@ if want > 0 and s.bu <= now and recallUntil <= now then
     if credits then s.cb = s.cb - granted; lc = lc + granted; spent = granted; creditsMoved = true end
     usageAdd(usageMs, s.ds, usagePeriods(s), now, 0, 0, granted, spent)
     changed = true
+    if he == 0 then he = now * 1000 end
     -- A block admits no later than leaseMs after this moment (quota-leases.ts, rules 4 and 8).
     local untilMs = now + leaseUs / 1000
     s.le = math.max(s.le, untilMs)
@@ -578,13 +587,17 @@ if changed then
   local fields = stateFields(s, ex)
   for _, field in ipairs({ 'lms', s.ms, 'lm', lm, 'lds', s.ds, 'ld', ld, 'lys', s.ys, 'ly', ly,
     'le', string.format('%.0f', s.le), 'sq', string.format('%.0f', seq) }) do fields[#fields + 1] = field end
+  if he ~= 0 then
+    fields[#fields + 1] = 'he'
+    fields[#fields + 1] = string.format('%.0f', he)
+  end
   if creditsMoved then
     for _, field in ipairs({ 'cb', s.cb, 'lc', lc }) do fields[#fields + 1] = field end
   end
   write(s, now, ex, fields)
   if published then notify(seq, s, now, 0) end
 end
-return { granted, s.ms, s.ds, now, s.mc, s.dc, s.mt, seq, s.ys, s.yc, s.cb, ce }
+return { granted, s.ms, s.ds, now, s.mc, s.dc, s.mt, seq, s.ys, s.yc, s.cb, ce, he }
 `;
 
 // An operator's change of the credit balance ('cb', beside the windows: one hash, one slot).

@@ -274,11 +274,13 @@ export class RedisQuotaStore implements QuotaStore {
     const redisKey = quotaKey(keyId);
     const request: RulesRequest = { redisKey, quota, ban, cost, rules, recall: recall !== undefined };
     let decided = await this.ruleBatches.add(redisKey, request);
-    if ('recalled' in decided.answer) {
-      // Recalled for the plan's leases, or for those of the rule that did not fit (rule-leases.ts).
+    // Recalled for the plan's leases, or for those of the rule that did not fit (rule-leases.ts),
+    // then decided again: recalling again, since another part (rules at their limits together)
+    // may lack units its leases hold; each part once at most, the last decision final.
+    for (let recalls = 0; 'recalled' in decided.answer; recalls++) {
       const refusing = rules[decided.refusedBy];
       await recall!(refusing ? ruleSubject(refusing) : keyId, decided.answer.recalled);
-      decided = await this.ruleBatches.add(redisKey, { ...request, recall: false });
+      decided = await this.ruleBatches.add(redisKey, { ...request, recall: recalls < rules.length });
     }
     // The answer is this request's own (decideRules makes one per request): completed, not copied.
     const outcome = decided.answer as RulesOutcome;
@@ -468,6 +470,7 @@ export class RedisQuotaStore implements QuotaStore {
       quota.credits === 'required' ? 1 : 0,
       request.giveBackCredits ?? 0,
       request.giveBackCreditEpoch ?? 0,
+      request.giveBackHashEpoch ?? 0,
     ];
     const wait = this.replicaWait;
     if (!wait || !this.single)
@@ -768,6 +771,7 @@ const GRANT_FIELDS = [
   'monthCount',
   'creditBalance',
   'creditEpoch',
+  'hashEpoch',
 ] as const;
 const NOTICE_FIELDS = [
   'seq',

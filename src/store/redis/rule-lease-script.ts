@@ -31,6 +31,14 @@ local ends, heldUntil, giveBackNo = ARGV[${AT + 7}] == '1', tonumber(ARGV[${AT +
 local giveBackEpoch = ARGV[${AT + 10}]
 local h = redis.call('HMGET', KEYS[1], 's', 'c', 't', 'lu', 'ls', 'le', 'sq', 'rq', 'gb:' .. holder, 'h:' .. holder, 'ep')
 local st = ruleState(h, r, now)
+-- A give-back alone (no block wanted) leaves a counter of another window as it is stored: the
+-- rule's window may have changed since its grant (a reload: the counter is the new rule's now),
+-- and a fresh window would wipe its count. It credits nothing then.
+local kept = want == 0 and h[1] and st.fresh
+if kept then
+  st = { s = tonumber(h[1]), c = tonumber(h[2]) or 0, t = tonumber(h[3]) or 0, fresh = false }
+  if st.t <= now * 1000 then st.t = 0 end
+end
 local lu = 0
 if tonumber(h[5]) == st.s then lu = tonumber(h[4]) or 0 end
 local le, sq, rq = tonumber(h[6]) or 0, tonumber(h[7]) or 0, tonumber(h[8]) or 0
@@ -40,7 +48,7 @@ local fields = {}
 if giveBackNo > 0 and giveBackNo > (tonumber(h[9]) or 0) then
   fields[#fields + 1] = 'gb:' .. holder
   fields[#fields + 1] = giveBackNo
-  if h[11] == giveBackEpoch and giveBackFrom - (giveBackFrom % r.windowMs) == st.s then
+  if not kept and h[11] == giveBackEpoch and giveBackFrom - (giveBackFrom % r.windowMs) == st.s then
     local credit = math.min(giveBack, lu)
     if credit > 0 then st.c, lu, changed = st.c - credit, lu - credit, true end
   end
