@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import { ruleReport, type RuleCharge } from '../quota/limit-rules.js';
+import { ruleReport, sameRuleLimits, type RuleCharge } from '../quota/limit-rules.js';
 import { MINUTE_MS } from '../quota/windows.js';
 import type { RulesOutcome } from '../store/quota-store.js';
 
@@ -90,16 +90,5 @@ function keyOf(subject: string, rules: readonly RuleCharge[]): string {
 function sameLimits(a: readonly RuleCharge[], b: readonly RuleCharge[]): boolean {
   if (a === b) return true;
   if (a.length !== b.length) return false;
-  return a.every((rule, i) => {
-    const other = b[i]!;
-    return (
-      rule === other ||
-      (rule.limit === other.limit &&
-        rule.windowMs === other.windowMs &&
-        rule.gcra === other.gcra &&
-        rule.intervalUs === other.intervalUs &&
-        rule.burst === other.burst &&
-        rule.cost === other.cost)
-    );
-  });
+  return a.every((rule, i) => sameRuleLimits(rule, b[i]!));
 }

@@ -31,7 +31,23 @@ export interface RuleCharge {
  * The subject a rule counter's leases go by (rule-leases.ts), beside consumers' ids and `owner:`:
  * the rule's name and digest, as its Redis key (redis-keys.ts limitKey, limitSubject) names them.
  */
-export const ruleSubject = (rule: RuleCharge) => `limit:${rule.name}:${rule.digest}`;
+export const ruleSubjectOf = (name: string, digest: string) => `limit:${name}:${digest}`;
+export const ruleSubject = (rule: RuleCharge) => ruleSubjectOf(rule.name, rule.digest);
+/** Whether a lease subject is a rule counter's (ruleSubject), not a consumer's or an owner's. */
+export const isRuleSubject = (subject: string) => subject.startsWith('limit:');
+
+/** Two charges under the same limits (a reload may change a rule's limits while its counter's name stays). */
+export function sameRuleLimits(a: RuleCharge, b: RuleCharge): boolean {
+  return (
+    a === b ||
+    (a.limit === b.limit &&
+      a.windowMs === b.windowMs &&
+      a.gcra === b.gcra &&
+      a.intervalUs === b.intervalUs &&
+      a.burst === b.burst &&
+      a.cost === b.cost)
+  );
+}
 
 /** A rule counter as of a moment: a fixed window's start and count, and a gcra rule's TAT (µs; 0 when past). */
 export interface RuleState {

@@ -1,6 +1,6 @@
 import type { BanPolicy, Quota } from '../config/plans-schema.js';
 import type { LeaseGrant, LeaseRequest, QuotaNotice } from '../store/quota-store.js';
-import { ruleSubject, type RuleCharge, type RuleState } from './limit-rules.js';
+import { ruleSubject, sameRuleLimits, type RuleCharge, type RuleState } from './limit-rules.js';
 import { QuotaLeases, type LeaseSettings } from './quota-leases.js';
 
 /**
@@ -60,11 +60,6 @@ export class RuleLeases {
     return { startMs: nowMs - (nowMs % rule.windowMs), count, tatUs: 0 };
   }
 
-  /** A subject's recalled request waits here when the subject is a rule counter's (rule-leases' recall). */
-  static isRuleSubject(subject: string): boolean {
-    return subject.startsWith('limit:');
-  }
-
   close(): Promise<void> {
     return this.leases.close();
   }
@@ -79,7 +74,7 @@ export class RuleLeases {
       // stand-in quota of its own would end it at every request.
       const held = this.leases.quotaOf(subject);
       const heldRule = held && this.charges.get(held);
-      if (held && heldRule && sameRule(heldRule, rule)) lease = { subject, quota: held };
+      if (held && heldRule && sameRuleLimits(heldRule, rule)) lease = { subject, quota: held };
       else {
         // The rule's limit as the only bound (the script reads the rule's; this quota only names the lease).
         lease = { subject, quota: { perMinute: rule.limit, perDay: rule.limit } };
@@ -89,18 +84,6 @@ export class RuleLeases {
     }
     return lease;
   }
-}
-
-/** Whether two charges of one counter are of the same rule (a reload may have changed it). */
-function sameRule(a: RuleCharge, b: RuleCharge): boolean {
-  return (
-    a.limit === b.limit &&
-    a.windowMs === b.windowMs &&
-    a.gcra === b.gcra &&
-    a.intervalUs === b.intervalUs &&
-    a.burst === b.burst &&
-    a.cost === b.cost
-  );
 }
 
 /** A rule has no ban: its refusals count towards none (limit-rules.ts). */

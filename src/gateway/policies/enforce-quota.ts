@@ -9,7 +9,7 @@ import { RuleLeases } from '../../quota/rule-leases.js';
 import type { QuotaOutcome } from '../../quota/quota-state.js';
 import { rateLimitHeaders, retryAfterSeconds, undecidedHeaders } from '../../quota/rate-limit-headers.js';
 import type { QuotaStore, RecallWait, RulesOutcome, SlotClaim, SlotStore } from '../../store/quota-store.js';
-import type { RuleCharge } from '../../quota/limit-rules.js';
+import { isRuleSubject, type RuleCharge } from '../../quota/limit-rules.js';
 import { rulesHeaders } from '../../quota/rule-headers.js';
 import type { ProxyTrust } from '../../http/proxy-trust.js';
 import type { LimitRules } from '../limit-rules.js';
@@ -90,7 +90,7 @@ export function enforceQuota(deps: QuotaDeps): Policy {
     ((subject, recalled) => {
       metrics.quotaRecalls.inc();
       // A rule counter's recall is heard by the rules' leases (rule-leases.ts).
-      const recalling = deps.ruleLeases && RuleLeases.isRuleSubject(subject) ? deps.ruleLeases.leases : leases;
+      const recalling = deps.ruleLeases && isRuleSubject(subject) ? deps.ruleLeases.leases : leases;
       return recalling.recalled(subject, recalled);
     });
   return (ctx) => {

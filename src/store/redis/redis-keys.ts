@@ -1,6 +1,8 @@
 // The gateway's Redis key names in one place (the bundled backend keeps its own). Everything of one API key shares the `{id}` hash tag, so it lives
 // in one Redis Cluster slot and one script can touch it atomically.
 
+import { ruleSubjectOf } from '../../quota/limit-rules.js';
+
 export const INVALIDATION_CHANNEL = 'tg:invalidate';
 /** Lease notices: a leased key's counts changed (src/store/redis/quota-script.ts publishes them). */
 export const QUOTA_NOTICE_CHANNEL = 'tg:quota-notices';
@@ -47,5 +49,5 @@ export const limitKey = (name: string, digest: string) => `tg:limit:${name}:{${d
 /** The lease subject of a limitKey (quota/limit-rules.ts ruleSubject); undefined for any other name. */
 export function limitSubject(redisKey: string): string | undefined {
   const match = /^tg:limit:([^{}]+):\{([^{}]+)\}$/.exec(redisKey);
-  return match ? `limit:${match[1]}:${match[2]}` : undefined;
+  return match ? ruleSubjectOf(match[1]!, match[2]!) : undefined;
 }
