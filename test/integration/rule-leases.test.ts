@@ -32,6 +32,7 @@ const RULES = `limits:
   - { name: lp-key, match: { path: /v1/prop }, by: [consumer.id], perDay: 500 }
   - { name: pair-a, match: { path: /v1/pair }, by: ["header:x-pair"], perMinute: 300 }
   - { name: pair-b, match: { path: /v1/pair }, by: ["header:x-pair"], perMinute: 300 }
+  - { name: per-address, match: { path: /v1/addr }, by: [client.address], perMinute: 300 }
 `;
 
 const stack = threeGateways(() =>
@@ -152,6 +153,37 @@ describe('leases of limit rule counters', { timeout: 600_000 }, () => {
       // units leased on gateway 0 are back, whichever of the two rules finds itself short first.
       const answers = await Promise.all(Array.from({ length: 300 - warmed.length }, (_, i) => sendPair(1 + (i % 2))));
       expect(admitted(answers)).toBe(answers.length);
+    });
+  });
+
+  it('a client that lies about its address (X-Forwarded-For, Forwarded, X-Real-IP) is counted, leased and recalled by its own', async () => {
+    await awayFromDayEdge(120);
+    await inOneMinute(async () => {
+      // No trusted proxy in front (gateway.yaml as shipped): every request is 127.0.0.1's, whatever
+      // it claims. A gateway that took the claims would count each on a counter of its own (cold,
+      // unleased) and admit all of them.
+      const key = await stack.newKey(['--plan', 'wide']);
+      let n = 0;
+      const lying = () => {
+        n++;
+        return { 'x-forwarded-for': `198.51.100.${n % 250}`, forwarded: `for=203.0.113.${n % 250}`, 'x-real-ip': `192.0.2.${n % 250}` };
+      };
+      const sendAddr = (gateway: number) =>
+        answerOf(fetch(`${stack.gateways()[gateway]!.url}/v1/addr`, { headers: { ...bearer(key.key), ...lying() } }), gateway);
+      // Gateway 0 sees the one address hot and takes a lease of its counter.
+      const before = await leasedRequests(stack);
+      let warmed: Answer[] = [];
+      const deadline = Date.now() + 30_000;
+      while ((await leasedRequests(stack)) === before) {
+        expect(Date.now()).toBeLessThan(deadline);
+        warmed = warmed.concat(await Promise.all(Array.from({ length: 20 }, () => sendAddr(0))));
+      }
+      expect(admitted(warmed)).toBe(warmed.length);
+      // More than the rest of the limit on the other two, each request claiming another address:
+      // the lease on gateway 0 is recalled and exactly the limit is admitted in all.
+      const answers = await Promise.all(Array.from({ length: 400 - warmed.length }, (_, i) => sendAddr(1 + (i % 2))));
+      expect(admitted(answers) + warmed.length).toBe(300);
+      expect(limited(answers)).toBe(100);
     });
   });
 
