@@ -65,6 +65,8 @@ export class RuleRefusals {
 
   /** The remembered refusal of a request of `subject` matching `rules`, as of now (store clock advanced by the local delta), or undefined. */
   answer(subject: string, rules: readonly RuleCharge[]): RulesOutcome | undefined {
+    // Asked before every request rules apply to: with nothing remembered, no key is made.
+    if (this.entries.size === 0) return undefined;
     const key = keyOf(subject, rules);
     const entry = this.entries.get(key);
     if (!entry) return undefined;

@@ -334,11 +334,23 @@ export class QuotaLeases {
 
   /** Takes `cost` from the lease `covers` found covering it in this turn: the request's outcome. */
   take(subject: string, cost: number): QuotaOutcome {
-    const lease = this.leases.get(subject)!;
     const nowMs = this.now();
+    const lease = this.taken(subject, cost, nowMs);
+    return outcomeOf(lease, this.kindOf(lease.quota)!, nowMs, cost);
+  }
+
+  /** As `take`, answering only the window's count after it (a rule counter's lease: its headers need no more). */
+  takeCount(subject: string, cost: number): number {
+    const lease = this.taken(subject, cost, this.now());
+    return lease.minuteCount - unused(lease);
+  }
+
+  /** Takes `cost` from `subject`'s lease, asking for more once half of the last block is used. */
+  private taken(subject: string, cost: number, nowMs: number): Lease {
+    const lease = this.leases.get(subject)!;
     take(lease, cost);
     if (!lease.renewal && unused(lease) * 2 < lease.lastBlock) this.renew(subject, lease, this.rates.get(subject)!, nowMs);
-    return outcomeOf(lease, this.kindOf(lease.quota)!, nowMs, cost);
+    return lease;
   }
 
   /** A key without a lease here asks for one: hot enough, a block may hold its cost, and not refused one lately. */

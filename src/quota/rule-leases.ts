@@ -56,7 +56,7 @@ export class RuleLeases {
 
   /** Takes `rule`'s cost from the lease `covers` found covering it in this turn: the counter as of `nowMs`. */
   take(rule: RuleCharge, nowMs: number): RuleState {
-    const count = this.leases.take(this.leaseOf(rule).subject, rule.cost).minuteCount;
+    const count = this.leases.takeCount(this.leaseOf(rule).subject, rule.cost);
     return { startMs: nowMs - (nowMs % rule.windowMs), count, tatUs: 0 };
   }
 
