@@ -6,12 +6,13 @@ import { PATH, type Stack, type Target } from './stack.js';
 /**
  * The latency phase's many-keys rows: `tollgate` and `tollgate-leases` called at
  * the same fixed rate as every other row, but with a different key on each request, round robin
- * over --many-keys keys (10,000 by default; records written straight into Redis, ./keys.ts), so
- * each key is cold: a few requests a minute, never hot enough for a lease. Beside the one-key rows
- * of the same targets in the same rounds, they show what a cold key costs: latency percentiles and
- * Redis commands per request. The warmup sends every key once, but the other rows' rounds come
- * between it and a many-keys round, so by then the key cache's records (ttlSeconds, 30) have
- * expired: each request is a cache miss (one HGETALL) and a quota script call, 2 commands.
+ * over --many-keys keys (10,000 by default; records written straight into Redis, ./keys.ts): a few
+ * requests a minute per key, never hot enough for a lease. Beside the one-key rows of the same
+ * targets in the same rounds, they show what many warm keys cost: latency percentiles and Redis
+ * commands per request. Warm: an API's customers who call every few seconds keep their key
+ * records cached (refreshed ahead of their ttlSeconds), so each round of a many-keys row begins
+ * with a pass over every key (`warmupMs`, unmeasured); without it the other rows' rounds between
+ * would leave every record expired, and the row would measure a cache miss per request instead.
  */
 export const MANY_KEYS_TARGETS = ['tollgate', 'tollgate-leases', 'tollgate-no-leases'];
 
@@ -20,7 +21,7 @@ export interface LatencyRow {
   target: Target;
   /** Request i of a round. */
   request: (i: number) => Buffer;
-  /** The least warmup: long enough for every key to be sent once. */
+  /** The least warmup: long enough for every key to be sent once (before each round, too: see above). */
   warmupMs: number;
 }
 
@@ -56,7 +57,10 @@ export async function latencyRows(
 
 const manyKeysName = (target: string, count: number) => `${target}, ${count.toLocaleString('en-US')} keys round robin`;
 
-/** The targets-table rows: each many-keys row beside its one-key row (shown, not judged). */
+/** What many warm keys may add to p99 at half load over the bare proxy's. */
+export const MANY_KEYS_ADDED_P99_MS = 3;
+
+/** The targets-table rows: each many-keys row beside its one-key row, its p99 judged against bare's. */
 export function manyKeysTargets(r: BenchResults): TargetRow[] {
   const sides = r.latency?.sides ?? [];
   const count = Number(r.options.manyKeys ?? 0);
@@ -67,12 +71,13 @@ export function manyKeysTargets(r: BenchResults): TargetRow[] {
     if (!one || !many) continue;
     const ms = (s: typeof one) => `${s.latency.p50Ms.toFixed(3)} / ${s.latency.p90Ms.toFixed(3)} / ${s.latency.p99Ms.toFixed(3)} ms`;
     const redis = (s: typeof one) => (s.redisCommandsPerRequest ?? NaN).toFixed(3);
+    const added = many.addedP99Ms;
     rows.push({
-      issue: '–',
-      what: `${name}: ${count.toLocaleString('en-US')} cold keys round robin vs one key, at ${Math.round(r.latency!.ratePerSecond)} req/s`,
-      target: 'shown: cold keys pay nothing new',
-      measured: `p50/p90/p99 ${ms(many)} vs ${ms(one)}; Redis commands/request ${redis(many)} vs ${redis(one)}`,
-      met: null,
+      issue: 42,
+      what: `${name}: ${count.toLocaleString('en-US')} warm keys round robin vs one key, at ${Math.round(r.latency!.ratePerSecond)} req/s: p99 over bare's`,
+      target: `≤ +${MANY_KEYS_ADDED_P99_MS} ms`,
+      measured: `${added === undefined ? 'no bare row' : `${added >= 0 ? '+' : ''}${added.toFixed(3)} ms`}; p50/p90/p99 ${ms(many)} vs ${ms(one)}; Redis commands/request ${redis(many)} vs ${redis(one)}`,
+      met: added === undefined ? null : added <= MANY_KEYS_ADDED_P99_MS,
     });
   }
   return rows;

@@ -44,8 +44,9 @@ export const HELP = `npm run bench -- [options]
   --rate N              fixed rate of the latency rounds (default: half the bare proxy's maximum)
   --many-keys N         the latency phase also calls tollgate and tollgate-leases (when in --targets)
                         with a different key per request, round robin over N keys (default 10000; 0:
-                        not), one row each beside their one-key rows: what a cold key costs in
-                        p50/p90/p99 and Redis commands per request (bench/many-keys.ts); each
+                        not), one row each beside their one-key rows: what a warm key (its record
+                        cached: each round begins with a pass over every key) costs in p50/p90/p99
+                        and Redis commands per request (bench/many-keys.ts); each
                         --compare/--variant build gets such a row too. Its run:
                         npm run bench -- --phases latency --targets bare,tollgate,tollgate-leases
   --wrk-keys N          keys the throughput phase's tollgate-2000-keys target sends in turn, one per

@@ -55,8 +55,13 @@ export async function latencyPhase(stack: Stack, options: Options, tollgateMaxPe
   );
   const width = Math.max(...rows.map((r) => r.name.length));
   for (let round = 1; round <= options.latencyRounds; round++) {
-    for (const { name, target, request } of rows) {
+    for (const { name, target, request, warmupMs: rowWarmupMs } of rows) {
       const side = collected.get(name)!;
+      // A many-keys row: every key once more, so the round measures warm keys (../many-keys.ts).
+      if (rowWarmupMs > 0) {
+        await openLoop({ url: target.url, request, ratePerSecond: rate, durationMs: rowWarmupMs, connections: options.connections });
+        stack.truncateLogs();
+      }
       const meter = new CpuMeter({ proxy: target.process.pid });
       if (target.usesRedis) await resetRedisStats(stack.admin);
       const redisCpuBeforeMs = target.usesRedis ? await readRedisCpuMs(stack.admin) : 0;
