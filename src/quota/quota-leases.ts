@@ -111,11 +111,6 @@ import { MINUTE_MS } from './windows.js';
  *    balance as last heard (grant or notice; blocks out not in it) plus this lease's unused units:
  *    never more than the balance and every block's unused credits together.
  */
-/** A request that may wait for an ask's answer, and may stop waiting before it (gateway/redis-wait.ts). */
-export interface LeaseWaiter {
-  redisWaitOver?: boolean;
-}
-
 export interface LeaseSettings {
   leaseMs: number;
   hotPerSecond: number;
@@ -124,6 +119,11 @@ export interface LeaseSettings {
   spread: number;
   /** Replicas sharing the Redis (gateway.yaml quota.replicas). */
   replicas: number;
+}
+
+/** A request that may wait for an ask's answer, and may stop waiting before it (gateway/redis-wait.ts). */
+export interface LeaseWaiter {
+  redisWaitOver?: boolean;
 }
 
 /** Units reserved by one grant; a gcra lease holds one per grant, each with its own end. */
