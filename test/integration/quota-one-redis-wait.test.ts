@@ -50,6 +50,18 @@ async function call(key: CreatedKey): Promise<{ status: number; code?: string; d
 describe('a key record read that times out', () => {
   it('leaves the request no time for its quota decision: none is sent, Redis counts nothing for it', async () => {
     await awayFromDayEdge(120);
+    // Its change notices subscribed first: the gap it declares then (every cached record suspect,
+    // a read under way not kept) is over before the key's record is read.
+    const client = redis.client();
+    try {
+      const subscribed = async () =>
+        String(await client.call('CLIENT', 'LIST'))
+          .split('\n')
+          .some((c) => /name=tollgate-subscriber .*\bsub=[1-9]/.test(c));
+      await expect.poll(subscribed).toBe(true);
+    } finally {
+      client.disconnect();
+    }
     // The gateway knows the key's record (usable while Redis fails, keyCache.staleSeconds).
     expect((await call(held)).status).toBe(200);
     proxy.holdFrom(`tg:key:{${held.id}}`);
