@@ -15,7 +15,10 @@ import type { RequestContext } from './context.js';
  * fails as a timed-out command does, so store-health.ts judges it alike (behind a stalled loop,
  * or while Redis still answers: 503 gateway_overloaded; a silent Redis: the degraded mode). What
  * it had sent runs on in Redis, as a timed-out command's does (counted, not admitted); nothing
- * more is sent or taken for the request (`ctx.redisWaitOver`).
+ * more is sent or taken for the request (`ctx.redisWaitOver`: a recall's decision again, a lease's
+ * units, the decision after a concurrency slot). One exception: on a Cluster, a request with limit
+ * rules reserves the rules' units, then asks the plan (redis-limit-rules.ts), and those steps run
+ * to their end: its plan may be counted too, as a request in flight at a loss is.
  */
 
 /** What is left of the request's time on Redis, or undefined while no wait of it has begun it. */
