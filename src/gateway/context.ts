@@ -15,6 +15,14 @@ export interface RequestContext {
   readonly res: ServerResponse;
   readonly startedAtMs: number;
   requestId: string;
+  /**
+   * When this request began waiting on Redis, once a wait of it may be followed by another (its
+   * key record's read, a lease ask): all its waits share one redis.commandTimeoutMs from then
+   * (redis-wait.ts). -Infinity: that wait failed, the time is spent.
+   */
+  redisWaitSinceMs?: number;
+  /** Its time on Redis ran out during a wait: nothing more is sent or taken for it (redis-wait.ts). */
+  redisWaitOver?: boolean;
   /** The authenticated caller (an API key's record or a JWT's subject), once `authenticate` has passed. */
   consumer?: Consumer;
   /**

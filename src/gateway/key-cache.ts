@@ -3,8 +3,12 @@ import type { KeyRecord } from '../keys/record.js';
 import type { KeyStore } from '../store/key-store.js';
 import type { StoreHealth } from '../store/store-health.js';
 
-/** What a lookup found: a record, a known-unknown id, or a store we could not ask. */
-export type KeyLookup = { found: KeyRecord } | { found: null } | { unavailable: true };
+/**
+ * What a lookup found: a record, a known-unknown id, or a store we could not ask. `readFailed`: a
+ * recent record answered because the store's read of it failed (the request has had its time on
+ * Redis: gateway/redis-wait.ts).
+ */
+export type KeyLookup = { found: KeyRecord; readFailed?: true } | { found: null } | { unavailable: true };
 
 interface Entry {
   record: KeyRecord | null;
@@ -114,7 +118,8 @@ export class KeyCache {
       },
       (err: unknown): KeyLookup => {
         this.options.health?.failed(err);
-        return this.fallback(previous);
+        const fallback = this.fallback(previous);
+        return 'found' in fallback && fallback.found ? { found: fallback.found, readFailed: true } : fallback;
       },
     );
     this.pending.set(id, read);

@@ -266,6 +266,7 @@ export async function startGateway(
     ruleLeases,
     degraded,
     maxPending: settings.quota.maxPendingDecisions,
+    commandTimeoutMs: settings.redis.commandTimeoutMs,
     slots,
     metrics,
     logger,

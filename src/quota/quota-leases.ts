@@ -121,6 +121,11 @@ export interface LeaseSettings {
   replicas: number;
 }
 
+/** A request that may wait for an ask's answer, and may stop waiting before it (gateway/redis-wait.ts). */
+export interface LeaseWaiter {
+  redisWaitOver?: boolean;
+}
+
 /** Units reserved by one grant; a gcra lease holds one per grant, each with its own end. */
 interface Block {
   left: number;
@@ -288,7 +293,13 @@ export class QuotaLeases {
    * then the store decides, exactly as without leases. Also counts the key's rate and, for a hot
    * key, asks for a lease in the background.
    */
-  admit(subject: string, quota: Quota, ban: BanPolicy, cost: number): QuotaOutcome | Promise<QuotaOutcome | undefined> | undefined {
+  admit(
+    subject: string,
+    quota: Quota,
+    ban: BanPolicy,
+    cost: number,
+    waiter?: LeaseWaiter,
+  ): QuotaOutcome | Promise<QuotaOutcome | undefined> | undefined {
     const gcra = this.kindOf(quota);
     if (gcra === undefined || this.closed) return undefined;
     const nowMs = this.now();
@@ -304,10 +315,10 @@ export class QuotaLeases {
       // blocks for it would cost a command each and hold units back from it.
       if (cost > this.settings.maxBlock) return undefined;
       if (!lease.renewal) this.renew(subject, lease, rate, nowMs);
-      return lease.renewal && this.afterAsk(lease.renewal, subject, quota, ban, cost);
+      return lease.renewal && this.afterAsk(lease.renewal, subject, quota, ban, cost, waiter);
     }
     const ask = this.asking.get(subject);
-    if (ask && cost <= this.settings.maxBlock) return this.afterAsk(ask.answered, subject, quota, ban, cost);
+    if (ask && cost <= this.settings.maxBlock) return this.afterAsk(ask.answered, subject, quota, ban, cost, waiter);
     if (this.hot(rate, cost, nowMs)) this.open(subject, quota, ban, rate, nowMs);
     return undefined;
   }
@@ -381,9 +392,12 @@ export class QuotaLeases {
     quota: Quota,
     ban: BanPolicy,
     cost: number,
+    waiter?: LeaseWaiter,
   ): Promise<QuotaOutcome | undefined> {
     const answer = await answered;
     if (answer instanceof AskFailed) throw answer.err;
+    // The request stopped waiting (its time on Redis ran out): its answer was given, nothing is taken for it.
+    if (waiter?.redisWaitOver) return undefined;
     const gcra = this.kindOf(quota);
     const nowMs = this.now();
     const lease = gcra === undefined || this.closed ? undefined : this.current(subject, quota, ban, nowMs);

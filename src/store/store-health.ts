@@ -67,6 +67,14 @@ export class StoreHealth {
   }
 }
 
+/** ioredis's error for a command that timed out, which `timeoutNotOutage` tells apart. */
+const COMMAND_TIMED_OUT = 'Command timed out';
+
+/** A request that gave up on Redis at the end of its time (gateway/redis-wait.ts): judged as a command that timed out. */
+export function commandTimedOut(): Error {
+  return new Error(COMMAND_TIMED_OUT);
+}
+
 /**
  * `ownDelay` for a store reached with a command timeout of `commandTimeoutMs`. A timeout is not an
  * outage when this process's own loop stalled for half of it or more within the command's life (a
@@ -78,7 +86,7 @@ export class StoreHealth {
  */
 export function timeoutNotOutage(lag: LoopLag, commandTimeoutMs: number): (err: unknown, sinceSuccessMs: number) => boolean {
   return (err, sinceSuccessMs) =>
-    (err as Error | undefined)?.message === 'Command timed out' &&
+    (err as Error | undefined)?.message === COMMAND_TIMED_OUT &&
     (sinceSuccessMs < commandTimeoutMs * 4 || lag.stalledWithin(commandTimeoutMs * 4, commandTimeoutMs / 2));
 }
 

@@ -6,6 +6,8 @@ interface Pair {
   /** Bytes each way held back by a partition, delivered at the heal (as TCP retransmits them). */
   held: { toUpstream: Buffer[]; toClient: Buffer[] };
   clientGone: boolean;
+  /** Everything its client sends is held (`holdFrom`) until `release`. */
+  holding?: boolean;
 }
 
 /**
@@ -18,6 +20,8 @@ export class FaultProxy {
   private readonly pairs = new Set<Pair>();
   private partitioned = false;
   private latencyMs = 0;
+  /** `holdFrom`'s marker, until a client sends it. */
+  private holdMarker?: string;
 
   private constructor(
     private readonly server: Server,
@@ -56,6 +60,30 @@ export class FaultProxy {
       if (!pair.upstream) this.open(pair);
       for (const chunk of pair.held.toUpstream.splice(0)) pair.upstream!.write(chunk);
       for (const chunk of pair.held.toClient.splice(0)) pair.client.write(chunk);
+    }
+  }
+
+  /**
+   * From the first chunk a client sends that holds `marker` (a key's name in a command), that
+   * chunk and everything its connection sends after it wait here until `release`, in order (the
+   * replies match their commands again then); other connections pass.
+   */
+  holdFrom(marker: string): void {
+    this.holdMarker = marker;
+  }
+
+  /** What the held connections sent since they were held, as text (RESP names keys literally). */
+  heldText(): string {
+    return [...this.pairs].flatMap((pair) => (pair.holding ? pair.held.toUpstream.map(String) : [])).join('');
+  }
+
+  /** Sends what `holdFrom` held, in order, and holds nothing more. */
+  release(): void {
+    this.holdMarker = undefined;
+    for (const pair of this.pairs) {
+      if (!pair.holding) continue;
+      pair.holding = false;
+      for (const chunk of pair.held.toUpstream.splice(0)) pair.upstream?.write(chunk);
     }
   }
 
@@ -102,7 +130,12 @@ export class FaultProxy {
 
   private pass(chunk: Buffer, pair: Pair, way: 'toUpstream' | 'toClient'): void {
     const send = () => {
-      if (this.partitioned || (way === 'toUpstream' && !pair.upstream)) pair.held[way].push(chunk);
+      if (way === 'toUpstream' && !pair.holding && this.holdMarker !== undefined && chunk.includes(this.holdMarker)) {
+        this.holdMarker = undefined;
+        pair.holding = true;
+      }
+      if (way === 'toUpstream' && pair.holding) pair.held.toUpstream.push(chunk);
+      else if (this.partitioned || (way === 'toUpstream' && !pair.upstream)) pair.held[way].push(chunk);
       else if (way === 'toUpstream') pair.upstream!.write(chunk);
       else pair.client.write(chunk);
     };

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { TestRedisCluster } from '../helpers/redis-cluster.js';
-import { requestLoops, sleep } from '../helpers/request-loops.js';
+import { gatewayWaits, requestLoops, sleep } from '../helpers/request-loops.js';
 import { configCopy, createKey, withLeases, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
@@ -66,7 +66,7 @@ describe('a Cluster master lost under load', () => {
       const counted = await dayCount();
       console.log(
         `cluster master lost: ${[...result.statuses].map(([s, n]) => `${n}×${s}`).join(', ')}; degraded ${JSON.stringify(Object.fromEntries(result.degraded))}; ` +
-          `longest wait ${Math.round(result.longestMs)} ms; admitted since the loss ${tally.sinceLoss}, counted on the restarted node ${counted}`,
+          `${await gatewayWaits(gateway, result)}; admitted since the loss ${tally.sinceLoss}, counted on the restarted node ${counted}`,
       );
       expect(result.unanswered).toBe(0);
       expect([...tally.whileDown].filter((status) => status !== 200 && status !== 503)).toEqual([]);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rmSync } from 'node:fs';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { TestRedisSentinel } from '../helpers/redis-sentinel.js';
-import { requestLoops, sleep } from '../helpers/request-loops.js';
+import { gatewayWaits, requestLoops, sleep } from '../helpers/request-loops.js';
 import { configCopy, createKey, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
@@ -82,7 +82,7 @@ describe.each([
       const readded = unitsIn('unreplicated quota writes added to redis');
       console.log(
         `sentinel failover (${name}): ${[...tally.statuses].map(([s, n]) => `${n}×${s}`).join(', ')}; degraded ${JSON.stringify(Object.fromEntries(tally.degraded))}; ` +
-          `longest wait ${Math.round(tally.longestMs)} ms; admitted ${admitted}, promoted master's day count ${counted}; losses ${losses}; flushed ${flushed}; unreplicated re-added ${readded}`,
+          `${await gatewayWaits(gateway, tally)}; admitted ${admitted}, promoted master's day count ${counted}; losses ${losses}; flushed ${flushed}; unreplicated re-added ${readded}`,
       );
       expect(tally.unanswered).toBe(0);
       expect([...tally.statuses.keys()].filter((status) => status !== 200 && status !== 503)).toEqual([]);

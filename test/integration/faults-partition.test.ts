@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
-import { TestRedis } from '../helpers/redis-server.js';
-import { requestLoops, sleep } from '../helpers/request-loops.js';
+import { TestRedis, dayCountIn } from '../helpers/redis-server.js';
+import { gatewayWaits, requestLoops, sleep } from '../helpers/request-loops.js';
 import { configCopy, createKey, withLeases, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
@@ -47,14 +47,7 @@ async function readyz(): Promise<{ status: number; body: { status: string; degra
   return { status: res.status, body: (await res.json()) as { status: string; degraded?: string[] } };
 }
 
-async function dayCount(): Promise<number> {
-  const client = redis.client();
-  try {
-    return Number((await client.hget(`tg:quota:{${key.id}}`, 'dc')) ?? 0);
-  } finally {
-    client.disconnect();
-  }
-}
+const dayCount = () => dayCountIn(redis, key.id);
 
 describe('Redis partitioned from a gateway (no FIN)', () => {
   it('answers every request, stays ready (degraded), and Redis counts every admission after the heal', async () => {
@@ -77,7 +70,7 @@ describe('Redis partitioned from a gateway (no FIN)', () => {
 
     const admitted = tally.statuses.get(200) ?? 0;
     console.log(
-      `partition: ${[...tally.statuses].map(([s, n]) => `${n}×${s}`).join(', ')}; degraded answers ${JSON.stringify(Object.fromEntries(tally.degraded))}; longest wait ${Math.round(tally.longestMs)} ms`,
+      `partition: ${[...tally.statuses].map(([s, n]) => `${n}×${s}`).join(', ')}; degraded answers ${JSON.stringify(Object.fromEntries(tally.degraded))}; ${await gatewayWaits(gateway, tally)}`,
     );
     expect(duringPartition.status).toBe(200);
     expect(duringPartition.body).toMatchObject({ status: 'degraded', degraded: ['redis'] });
@@ -119,7 +112,7 @@ describe('every connection to Redis reset at once (RST), and added latency', () 
     await sleep(1500);
     const counted = (await dayCount()) - before;
     console.log(
-      `reset: ${[...tally.statuses].map(([s, n]) => `${n}×${s}`).join(', ')}; degraded ${JSON.stringify(Object.fromEntries(tally.degraded))}; longest wait ${Math.round(tally.longestMs)} ms; admitted ${admitted}, counted ${counted}`,
+      `reset: ${[...tally.statuses].map(([s, n]) => `${n}×${s}`).join(', ')}; degraded ${JSON.stringify(Object.fromEntries(tally.degraded))}; ${await gatewayWaits(gateway, tally)}; admitted ${admitted}, counted ${counted}`,
     );
     expect(tally.unanswered).toBe(0);
     expect([...tally.statuses.keys()].filter((status) => status !== 200 && status !== 503)).toEqual([]);

@@ -82,6 +82,20 @@ describe('lease recall', () => {
     expect(await next).toBeUndefined();
   });
 
+  it('a request that stopped waiting for the ask (its time on Redis ran out) takes nothing from the block', async () => {
+    const { store, asks } = scriptedStore();
+    const leases = new QuotaLeases(store, SETTINGS, () => 5_000);
+    for (let i = 0; i < 3; i++) expect(leases.admit('k', QUOTA, NO_BANS, 1)).toBeUndefined();
+    const waiter: { redisWaitOver?: boolean } = {};
+    const waiting = leases.admit('k', QUOTA, NO_BANS, 1, waiter);
+    expect(waiting).toBeInstanceOf(Promise);
+    // The gateway answered it meanwhile (gateway/redis-wait.ts): the block's units stay whole.
+    waiter.redisWaitOver = true;
+    asks[0]!.answer({ granted: 10, minuteCount: 500, dayCount: 500, seq: 4 });
+    expect(await waiting).toBeUndefined();
+    expect(leases.held('k')).toBe(10);
+  });
+
   it('an ask that fails fails the requests that waited for it, with its error: they are not sent to Redis for another timeout', async () => {
     const { store, asks } = scriptedStore();
     const leases = new QuotaLeases(store, SETTINGS, () => 5_000);

@@ -81,8 +81,11 @@ export function authenticate(
     if (!(lookup instanceof Promise)) return judge(ctx, token, lookup, blockedSeconds);
     // The lookup reaches the store (or waits on a read already under way for this id).
     const span = ctx.trace?.storeCall('tollgate key lookup', id);
+    const waitedFromMs = performance.now();
     return lookup.then((l) => {
       ctx.trace?.endStoreCall(span, { 'tollgate.lookup': 'unavailable' in l ? 'unavailable' : l.found ? 'found' : 'unknown' });
+      // The quota decision's wait, if any, shares this one's time on Redis; a read that failed spent it (redis-wait.ts).
+      ctx.redisWaitSinceMs = 'readFailed' in l ? -Infinity : waitedFromMs;
       return judge(ctx, token, l, blockedSeconds);
     });
   };

@@ -13,7 +13,8 @@ import { isRuleSubject, type RuleCharge } from '../../quota/limit-rules.js';
 import { rulesHeaders } from '../../quota/rule-headers.js';
 import type { ProxyTrust } from '../../http/proxy-trust.js';
 import type { LimitRules } from '../limit-rules.js';
-import { isDataError, type StoreHealth } from '../../store/store-health.js';
+import { commandTimedOut, isDataError, type StoreHealth } from '../../store/store-health.js';
+import { LaterRedisWait, redisWaitLeftMs } from '../redis-wait.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
 import { releaseWhenAnswerEnds, type ConcurrencySlots } from '../concurrency-slots.js';
 import type { DegradedMode } from '../degraded-mode.js';
@@ -45,6 +46,8 @@ export interface QuotaDeps {
    * quota.maxPendingDecisions); one more is shed with 503 and Retry-After, not counted locally.
    */
   maxPending: number;
+  /** redis.commandTimeoutMs: a request's waits on Redis share one (redis-wait.ts). */
+  commandTimeoutMs: number;
   /** This replica's concurrency slots (maxConcurrent): named, renewed and given back there. */
   slots: ConcurrencySlots;
   metrics: Metrics;
@@ -151,9 +154,13 @@ function decide(
   // while its own ask for them is on its way, its answer (rule 11). A quota with credits leases
   // them too (rule 14). A quota with maxConcurrent takes no lease: a leased admission would take
   // no slot.
-  const leased = slot ? undefined : deps.leases?.admit(subject, quota, ban, cost);
+  const leased = slot ? undefined : deps.leases?.admit(subject, quota, ban, cost, ctx);
   if (leased instanceof Promise) {
-    return leased.then(
+    // A wait on Redis (the ask's answer): after the key record's read, within what is left of its time.
+    const left = redisWaitLeftMs(ctx, deps.commandTimeoutMs);
+    if (left === undefined) ctx.redisWaitSinceMs = performance.now();
+    const answered = left === undefined ? leased : left > 0 ? new LaterRedisWait(ctx, left).bound(leased) : gaveUp(ctx, leased);
+    return answered.then(
       (outcome) => (outcome ? judge(ctx, deps, quota, outcome, 'lease', step) : fromStore(step, deps, recall, pending)),
       (err: unknown) => storeFailed(step, deps, err),
     );
@@ -193,12 +200,22 @@ function fromStore(
   const key = ctx.consumer!;
   // A replica too busy to hear Redis in time answers less, not inexactly: shed, keep the promise.
   if (pending.count >= deps.maxPending) return shed(step, deps, 'pending');
+  // After the key record's read or a lease ask, the decision has what is left of their time on
+  // Redis (redis-wait.ts); none left: not sent, failed as a command that timed out.
+  const left = redisWaitLeftMs(ctx, deps.commandTimeoutMs);
+  if (left !== undefined && left <= 0) {
+    ctx.redisWaitOver = true;
+    return storeFailed(step, deps, commandTimedOut());
+  }
+  const later = left === undefined ? undefined : new LaterRedisWait(ctx, left);
   pending.count++;
   const startedMs = performance.now();
   const sentAtMs = step.rules && deps.ruleRefusals ? deps.ruleRefusals.now() : 0;
   const span = ctx.trace?.storeCall('tollgate quota decision', key.id);
   const batched = span && ((requests: number) => span.setAttribute('tollgate.quota.batch_size', requests));
-  const decided = step.rules ? consumeRules(store, step, recall) : store.consume(subject, quota, ban, cost, batched, recall, slot);
+  const recallFor = later && recall ? later.recall(recall) : recall;
+  const deciding = step.rules ? consumeRules(store, step, recallFor) : store.consume(subject, quota, ban, cost, batched, recallFor, slot);
+  const decided = later ? later.bound(deciding) : deciding;
   return decided.then(
     (outcome) => {
       pending.count--;
@@ -232,6 +249,13 @@ function fromStore(
   );
 }
 
+/** A lease ask joined with no time left on Redis: given up at once (its answer, when it comes, takes nothing for it). */
+function gaveUp(ctx: RequestContext, asked: Promise<unknown>): Promise<never> {
+  ctx.redisWaitOver = true;
+  asked.catch(() => undefined);
+  return Promise.reject(commandTimedOut());
+}
+
 /**
  * A request whose store call failed (or the lease ask it waited for: quota-leases.ts, rule 11),
  * after one command timeout at most: decided without Redis now, never sent for another.
@@ -263,6 +287,11 @@ async function consumeRulesWithSlot(store: QuotaStore, step: QuotaStep, recall: 
   const { subject, quota, ban, cost, rules, slot } = step;
   if (slot && store.slots && !(await store.slots.take(subject, slot))) {
     return { ...(await store.usage(subject, quota)), verdict: 'concurrent', cost };
+  }
+  // Its time on Redis ran out while the slot was taken (redis-wait.ts): the slot goes back, nothing is decided.
+  if (step.ctx.redisWaitOver) {
+    if (slot && store.slots) void store.slots.release(subject, [slot.member]).catch(() => undefined);
+    throw commandTimedOut();
   }
   const outcome = await store.consumeRules(subject, quota, ban, cost, rules!, recall);
   if (slot && store.slots && outcome.verdict !== 'allowed') await store.slots.release(subject, [slot.member]);

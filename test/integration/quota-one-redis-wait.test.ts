@@ -1,0 +1,86 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EchoUpstream } from '../helpers/echo-upstream.js';
+import { FaultProxy } from '../helpers/fault-proxy.js';
+import { TestRedis, dayCountIn } from '../helpers/redis-server.js';
+import { bearer, configCopy, createKey, startGateway, withLeases, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
+import { awayFromDayEdge } from '../helpers/windows.js';
+
+// A request's waits on Redis share one command timeout (gateway/redis-wait.ts). Here its key
+// record's read spends all of it: a fault proxy holds that read (and whatever follows it on the
+// gateway's connection) until the gateway has answered, so the read times out and the request
+// goes on with the record it had. Its quota decision then has no time left: it is not sent, and
+// the request is answered at once as one whose call timed out (503 gateway_overloaded while Redis
+// answered lately; the degraded mode had the gateway taken Redis for gone). Before, the decision
+// was sent for one more timeout, and counted by Redis once the path was back, for a request its
+// client had been refused. No timing is asserted: what was sent while held, and what Redis counted.
+
+let redis: TestRedis;
+let proxy: FaultProxy;
+let upstream: EchoUpstream;
+let gateway: GatewayHandle;
+let configDir: string;
+let other: CreatedKey;
+let held: CreatedKey;
+
+beforeAll(async () => {
+  redis = await TestRedis.start();
+  proxy = await FaultProxy.start(redis.port);
+  upstream = await new EchoUpstream().start();
+  // Every request reads its key record (ttlSeconds 0), and is decided in Redis (no leases).
+  configDir = configCopy({ 'gateway.yaml': (yaml) => withLeases(false)(yaml).replace(/ttlSeconds: 30/, 'ttlSeconds: 0') });
+  gateway = await startGateway({ REDIS_URL: proxy.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configDir });
+  other = await createKey(redis, ['--plan', 'free'], configDir);
+  held = await createKey(redis, ['--plan', 'free'], configDir);
+});
+
+afterAll(async () => {
+  await gateway?.process.stop();
+  await proxy?.stop();
+  await upstream?.stop();
+  await redis?.stop();
+});
+
+async function call(key: CreatedKey): Promise<{ status: number; code?: string; degraded: string | null }> {
+  const res = await fetch(`${gateway.url}/v1/categories`, { headers: bearer(key.key), signal: AbortSignal.timeout(30_000) });
+  const body = await res.text();
+  const code = res.status === 200 ? undefined : (JSON.parse(body) as { code?: string }).code;
+  return { status: res.status, code, degraded: res.headers.get('x-tollgate-degraded') };
+}
+
+describe('a key record read that times out', () => {
+  it('leaves the request no time for its quota decision: none is sent, Redis counts nothing for it', async () => {
+    await awayFromDayEdge(120);
+    // Its change notices subscribed first: the gap it declares then (every cached record suspect,
+    // a read under way not kept) is over before the key's record is read.
+    const client = redis.client();
+    try {
+      const subscribed = async () =>
+        String(await client.call('CLIENT', 'LIST'))
+          .split('\n')
+          .some((c) => /name=tollgate-subscriber .*\bsub=[1-9]/.test(c));
+      await expect.poll(subscribed).toBe(true);
+    } finally {
+      client.disconnect();
+    }
+    // The gateway knows the key's record (usable while Redis fails, keyCache.staleSeconds).
+    expect((await call(held)).status).toBe(200);
+    proxy.holdFrom(`tg:key:{${held.id}}`);
+    // Redis answers just before: a timeout now is no outage (store-health.ts), the request is not decided locally.
+    expect((await call(other)).status).toBe(200);
+    const answer = await call(held);
+    const sentWhileHeld = proxy.heldText();
+    proxy.release();
+    // Once a later request's decision is answered on that connection, Redis has run what was held.
+    expect((await call(other)).status).toBe(200);
+    console.log(
+      `read held: answered ${JSON.stringify(answer)}; held commands name its quota: ${sentWhileHeld.includes(`tg:quota:{${held.id}}`)}`,
+    );
+    expect(sentWhileHeld).toContain(`tg:key:{${held.id}}`);
+    expect(sentWhileHeld).not.toContain(`tg:quota:{${held.id}}`);
+    // Answered without a decision of Redis: shed, or (Redis taken for gone) decided locally.
+    expect(answer.status === 503 ? answer.code : answer.degraded).toMatch(/^(gateway_overloaded|quota-local)$/);
+    // Its first request only (a local admission is added once Redis is back: at most one more).
+    if (answer.status === 503) expect(await dayCountIn(redis, held.id)).toBe(1);
+    else expect(await dayCountIn(redis, held.id)).toBeLessThanOrEqual(2);
+  }, 120_000);
+});
