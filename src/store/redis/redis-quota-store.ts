@@ -1,4 +1,4 @@
-import { Cluster, type ChainableCommander, type Redis } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import type { RedisClient } from './connect.js';
 import { subscriptionsOf } from './subscriptions.js';
 import type { BanPolicy, Quota } from '../../config/plans-schema.js';
@@ -46,6 +46,7 @@ import { RedisSlotStore } from './redis-slot-store.js';
 import { RECONCILE_SCRIPT, RECONCILED_MARKER_MS } from './reconcile-script.js';
 import { MULTI_QUOTA_SCRIPT } from './multi-quota-script.js';
 import { TurnBatches } from './turn-batches.js';
+import { TurnCommands } from './turn-commands.js';
 import { queueWait, type ReplicaWait, type ReplicaWaitListener } from './replica-wait.js';
 import type { TurnMark } from './turn-marks.js';
 import { gcraMinute } from '../../quota/gcra.js';
@@ -371,8 +372,8 @@ export class RedisQuotaStore implements QuotaStore {
 
   /**
    * One script call. On a single server the calls of one turn (one per key that had requests, and
-   * one per key that had requests matching limit rules: decideRules) go out in one explicit
-   * pipeline: one write, sent at once, and in flight beside any earlier one.
+   * one per key that had requests matching limit rules: decideRules) go out together at the turn's
+   * end (`pipelined`): one write, sent at once, and in flight beside any earlier one.
    * ioredis's auto-pipelining would also share the write, but it starts a pipeline only after
    * another loop turn (setImmediate) and only once the previous one has been answered, so each
    * turn's decisions queued behind the last turn's round trip: the p99 of a fixed-rate load went
@@ -400,15 +401,21 @@ export class RedisQuotaStore implements QuotaStore {
   ): Promise<TurnReply> {
     let turn = this.turn;
     if (!turn) {
-      const opened: Turn = (turn = this.turn = { pipeline: this.single!.pipeline(), sections: [] });
+      // With quota.waitForReplica, a Pipeline: the turn's marker and WAIT go behind its calls
+      // (replica-wait.ts). Without it, the calls go out by themselves (turn-commands.ts).
+      const pipeline = this.replicaWait ? this.single!.pipeline() : undefined;
+      const direct = pipeline ? undefined : new TurnCommands(this.single!);
+      const calls = pipeline ? (pipeline as unknown as QuotaPipeline) : quotaCallsOn(direct!);
+      const opened: Turn = (turn = this.turn = { calls, sections: [] });
       // After this turn's flush (turn-batches.ts) has added every key's call.
       queueMicrotask(() => {
         this.turn = undefined;
-        flushSections(opened.pipeline as unknown as QuotaPipeline, opened.sections);
+        flushSections(calls, opened.sections);
+        if (!pipeline) return direct!.send();
         // One marker and one WAIT for the whole turn, behind its calls: they cover every write before them.
-        if (this.replicaWait) Object.assign(opened, queueWait(opened.pipeline, this.replicaWait, this.replicaWait.listener.marks));
+        Object.assign(opened, queueWait(pipeline, this.replicaWait!, this.replicaWait!.listener.marks));
         // Each call's own callback reports its result or error; exec's summary adds nothing.
-        opened.pipeline.exec().catch(() => undefined);
+        pipeline.exec().catch(() => undefined);
       });
     }
     const current = turn;
@@ -420,7 +427,7 @@ export class RedisQuotaStore implements QuotaStore {
         if (!current.replicated) return resolve({ reply: reply! });
         current.replicated.then((replicated) => resolve({ reply: reply!, replicated, mark: current.mark }), reject);
       };
-      queue(current.pipeline as unknown as QuotaPipeline, done, current);
+      queue(current.calls, done, current);
     });
   }
 
@@ -590,13 +597,24 @@ export class RedisQuotaStore implements QuotaStore {
   }
 }
 
-/** A single server's script calls of one turn, in one pipeline (RedisQuotaStore.pipelined). */
+/** A single server's script calls of one turn, written together (RedisQuotaStore.pipelined). */
 interface Turn {
-  pipeline: ChainableCommander;
+  /** Where its calls are queued: a Pipeline's (with quota.waitForReplica) or TurnCommands'. */
+  calls: QuotaPipeline;
   replicated?: Promise<boolean>;
   mark?: TurnMark;
   /** The plain QUOTA_SCRIPT calls of the turn, packed into few calls at its end. */
   sections: Section[];
+}
+
+/** The quota scripts' calls of one turn, queued on `commands` (written at the turn's end by its `send`). */
+function quotaCallsOn(commands: TurnCommands): QuotaPipeline {
+  return {
+    tgQuota: (...args) => commands.queue('tgQuota', args),
+    tgQuotaSlots: (...args) => commands.queue('tgQuotaSlots', args),
+    tgRulesQuota: (...args) => commands.queue('tgRulesQuota', args),
+    tgQuotaMulti: (...args) => commands.queue('tgQuotaMulti', args),
+  };
 }
 
 /**
