@@ -95,10 +95,21 @@ const MAX_BATCH = 128;
 const MAX_KEYS_PER_CALL = 32;
 const MAX_REQUESTS_PER_CALL = MAX_BATCH;
 
+/** One array of QUOTA_SCRIPT's arguments before the costs, and what they were made from (RedisQuotaStore.quotaArgs). */
+interface FixedArgs {
+  ban: BanPolicy;
+  recall: boolean;
+  now: string | number;
+  month: readonly number[];
+  args: ReadonlyArray<string | number>;
+}
+
 /** One key's QUOTA_SCRIPT call, waiting for its turn's calls to be packed (`flushSections`). */
 interface Section {
   key: string;
-  args: Array<string | number>;
+  /** QUOTA_SCRIPT's arguments before the costs: one array for every call under the same limits (`quotaArgs`). */
+  fixed: ReadonlyArray<string | number>;
+  costs: number[];
   /** The requests it decides: its reply is this many QUOTA_REPLY_LENGTH numbers. */
   requests: number;
   done: (err: Error | null, reply?: number[]) => void;
@@ -143,6 +154,8 @@ export class RedisQuotaStore implements QuotaStore {
   private turn?: Turn;
   /** gateway.yaml quota.waitForReplica, and who hears how the WAITs went (`waitForReplicas`). */
   private replicaWait?: ReplicaWait & { listener: ReplicaWaitListener };
+  /** QUOTA_SCRIPT's arguments before the costs, per quota object (`quotaArgs`). */
+  private readonly fixedArgs = new WeakMap<Quota, FixedArgs[]>();
   private stopListening?: () => void;
   readonly slots: RedisSlotStore;
   /** A Cluster reserves rule units and may give them back (redis-limit-rules.ts): a refusal there may not hold. */
@@ -326,8 +339,32 @@ export class RedisQuotaStore implements QuotaStore {
     return (await Promise.all(calls)).flat();
   }
 
-  /** QUOTA_SCRIPT's arguments before the costs. */
-  private quotaArgs(quota: Quota, ban: BanPolicy, recall: boolean): Array<string | number> {
+  /**
+   * QUOTA_SCRIPT's arguments before the costs. The same array while they are the same (a plan's
+   * quota object, its ban, the recall flag, the clock argument and the month's edges): not built
+   * for every request, and a turn's packed call finds a plan's sections by it (multiArgs).
+   * Callers never change it.
+   */
+  private quotaArgs(quota: Quota, ban: BanPolicy, recall: boolean): ReadonlyArray<string | number> {
+    const now = this.nowArg();
+    const month = this.monthArgs(quota);
+    let known = this.fixedArgs.get(quota);
+    for (const k of known ?? []) if (k.ban === ban && k.recall === recall && k.now === now && k.month === month) return k.args;
+    const args = this.buildQuotaArgs(quota, ban, recall, now, month);
+    if (!known) this.fixedArgs.set(quota, (known = []));
+    // A few at most (recall or not; a test clock's `now` changes on every call): bounded anyway.
+    if (known.length >= 4) known.shift();
+    known.push({ ban, recall, now, month, args });
+    return args;
+  }
+
+  private buildQuotaArgs(
+    quota: Quota,
+    ban: BanPolicy,
+    recall: boolean,
+    now: string | number,
+    month: readonly number[],
+  ): ReadonlyArray<string | number> {
     return [
       quota.perMinute,
       quota.perDay,
@@ -336,9 +373,9 @@ export class RedisQuotaStore implements QuotaStore {
       ban.duration * 1000,
       quota.shadow ? 1 : 0,
       ...gcraArgs(quota),
-      this.nowArg(),
+      now,
       recall ? 1 : 0,
-      ...this.monthArgs(quota),
+      ...month,
       quota.credits === 'required' ? 1 : 0,
       this.usageRetentionMs,
     ];
@@ -349,16 +386,14 @@ export class RedisQuotaStore implements QuotaStore {
     for (const request of run) request.batched?.(run.length);
     // With slots: maxConcurrent and the slots' life, then each request's cost and member.
     const perRequest = slot ? [slot.max, slot.lifeMs, ...run.flatMap((request) => [request.cost, request.slot!.member])] : costs;
-    return this.quotaCall(
-      slot ? [redisKey, slotsKey(quotaSubject(redisKey)!)] : [redisKey],
-      ...this.quotaArgs(quota, ban, recall),
-      ...perRequest,
-    ).then(({ reply, replicated, mark }) => {
-      const answers: Answer[] = new Array<Answer>(run.length);
-      for (let i = 0; i < run.length; i++) answers[i] = toAnswer(reply, i * QUOTA_REPLY_LENGTH);
-      this.told(replicated, mark, redisKey, quota, answers);
-      return answers;
-    });
+    return this.quotaCall(redisKey, slot && slotsKey(quotaSubject(redisKey)!), this.quotaArgs(quota, ban, recall), perRequest).then(
+      ({ reply, replicated, mark }) => {
+        const answers: Answer[] = new Array<Answer>(run.length);
+        for (let i = 0; i < run.length; i++) answers[i] = toAnswer(reply, i * QUOTA_REPLY_LENGTH);
+        this.told(replicated, mark, redisKey, quota, answers);
+        return answers;
+      },
+    );
   }
 
   /** Tells the WAIT's outcome (quotaCall's `replicated`) about a call's plan answers: the units a failover could lose are kept. */
@@ -380,15 +415,22 @@ export class RedisQuotaStore implements QuotaStore {
    * up by a Redis round trip and more (README, Performance). A Cluster keeps auto-pipelining: a
    * pipeline there must hold one slot, and it groups the calls by node itself.
    */
-  private quotaCall(keys: string[], ...args: Array<string | number>): Promise<TurnReply> {
+  private quotaCall(
+    key: string,
+    slots: string | undefined,
+    fixed: ReadonlyArray<string | number>,
+    perRequest: Array<string | number>,
+  ): Promise<TurnReply> {
     if (!this.single) {
-      const call = keys.length === 2 ? this.commands.tgQuotaSlots(keys[0]!, keys[1]!, ...args) : this.commands.tgQuota(keys[0]!, ...args);
+      const call = slots
+        ? this.commands.tgQuotaSlots(key, slots, ...fixed, ...perRequest)
+        : this.commands.tgQuota(key, ...fixed, ...perRequest);
       return call.then((reply) => ({ reply }));
     }
-    if (keys.length === 2) return this.pipelined((pipeline, done) => pipeline.tgQuotaSlots(keys[0]!, keys[1]!, ...args, done));
-    // Costs follow QUOTA_SCRIPT's fixed arguments, one each (no slots here).
-    const requests = args.length - QUOTA_ARGS_BEFORE_COSTS;
-    return this.pipelined((_, done, turn) => turn.sections.push({ key: keys[0]!, args, requests, done }));
+    if (slots) return this.pipelined((pipeline, done) => pipeline.tgQuotaSlots(key, slots, ...fixed, ...perRequest, done));
+    // No slots: the costs alone, one each.
+    const costs = perRequest as number[];
+    return this.pipelined((_, done, turn) => turn.sections.push({ key, fixed, costs, requests: costs.length, done }));
   }
 
   /**
@@ -634,7 +676,8 @@ function flushSections(pipeline: QuotaPipeline, sections: Section[]): void {
     const pack = sections.slice(start, end);
     start = end;
     if (pack.length === 1) {
-      pipeline.tgQuota(pack[0]!.key, ...pack[0]!.args, pack[0]!.done);
+      const { key, fixed, costs, done } = pack[0]!;
+      pipeline.tgQuota(key, ...fixed, ...costs, done);
       continue;
     }
     const keys = pack.map((section) => section.key);
@@ -662,13 +705,15 @@ function flushSections(pipeline: QuotaPipeline, sections: Section[]): void {
  * number, its number of costs and the costs.
  */
 function multiArgs(pack: Section[]): Array<string | number> {
-  const plans: Array<Array<string | number>> = [];
+  const plans: Array<ReadonlyArray<string | number>> = [];
   const sections: Array<string | number> = [];
-  for (const { args } of pack) {
-    let plan = plans.findIndex((fixed) => samePlan(fixed, args));
-    if (plan < 0) plan = plans.push(args) - 1;
-    sections.push(plan + 1, args.length - QUOTA_ARGS_BEFORE_COSTS);
-    for (let i = QUOTA_ARGS_BEFORE_COSTS; i < args.length; i++) sections.push(args[i]!);
+  for (const { fixed, costs } of pack) {
+    // Nearly always the same array (quotaArgs); equal arguments in another array share it too.
+    let plan = plans.indexOf(fixed);
+    if (plan < 0) plan = plans.findIndex((known) => samePlan(known, fixed));
+    if (plan < 0) plan = plans.push(fixed) - 1;
+    sections.push(plan + 1, costs.length);
+    for (const cost of costs) sections.push(cost);
   }
   const argv: Array<string | number> = [plans.length];
   for (const fixed of plans) for (let i = 0; i < QUOTA_ARGS_BEFORE_COSTS; i++) argv.push(fixed[i]!);
