@@ -6,6 +6,11 @@ export interface LoadOptions {
   headers: Record<string, string>;
   connections: number;
   durationSeconds: number;
+  /**
+   * Authorization values sent in turn, one per request, round robin; `headers`' own Authorization
+   * is replaced. Many warm keys (./many-keys-wrk.ts) under a closed loop.
+   */
+  rotateAuthorizations?: string[];
 }
 
 export interface LoadResult {
@@ -39,6 +44,7 @@ export function closedLoop(options: LoadOptions): Promise<LoadResult> {
         duration: options.durationSeconds,
         headers: options.headers,
         timeout: 10,
+        ...(options.rotateAuthorizations && { requests: [{ setupRequest: rotating(options.rotateAuthorizations) }] }),
       },
       (err, result) => {
         if (err) return reject(err);
@@ -59,4 +65,14 @@ export function closedLoop(options: LoadOptions): Promise<LoadResult> {
     );
     instance.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => latency.add(ms));
   });
+}
+
+/**
+ * autocannon's setupRequest for `rotateAuthorizations`: the next value on every request. One
+ * counter for all connections (autocannon resets a connection's context after each request when
+ * it has one), so the requests of one turn carry different keys, as wrk's threads do.
+ */
+function rotating(values: string[]): (request: { headers?: Record<string, string> }) => object {
+  let at = 0;
+  return (request) => ({ ...request, headers: { ...request.headers, authorization: values[at++ % values.length]! } });
 }

@@ -291,14 +291,12 @@ export class Stack {
       await addGateway(MANY_KEYS_WRK_TARGET, () =>
         this.startGateway(`gateway-${MANY_KEYS_WRK_TARGET}${suffix}`, [], CLI, undefined, upstreamUrl),
       );
-      // One set of keys for the run: every table's process sends the same ones.
-      this.manyKeys ??= createKeysInBulk(this.admin, options.wrkKeys, 'enterprise');
-      list.at(-1)!.rotateKeys = await this.manyKeys;
+      list.at(-1)!.rotateKeys = await this.manyKeysOf(options);
       // Each --compare/--variant build too (<build>-2000-keys): its Redis CPU per request in the same rounds.
       for (const variant of options.variants) {
         const theirs = manyKeysBuildName(variant.name);
         await addGateway(theirs, () => this.startGateway(`gateway-${theirs}${suffix}`, [], variant.cli, undefined, upstreamUrl));
-        list.at(-1)!.rotateKeys = await this.manyKeys;
+        list.at(-1)!.rotateKeys = await this.manyKeysOf(options);
       }
     }
     for (const name of TRACE_TARGET_NAMES) {
@@ -494,6 +492,11 @@ export class Stack {
     this.admin.disconnect();
     await this.redis.stop();
     await (await this.issuer)?.close();
+  }
+
+  /** The keys `tollgate-2000-keys` sends in turn (--wrk-keys of them), written once per run: every phase and process sends the same ones. */
+  manyKeysOf(options: Pick<Options, 'wrkKeys'>): Promise<string[]> {
+    return (this.manyKeys ??= createKeysInBulk(this.admin, options.wrkKeys, 'enterprise'));
   }
 
   /** The credential headers a target is called with: its own (a JWT), or the run's API key. */

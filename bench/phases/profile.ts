@@ -10,6 +10,7 @@ import type { ProfileResults } from '../report.js';
 import { POLICY_TARGET, policyConfig } from '../policy-target.js';
 import { QUOTA_VARIANT_NAMES, quotaVariantConfig, type QuotaVariant } from '../quota-variants.js';
 import { PATH, type Stack } from '../stack.js';
+import { MANY_KEYS_WRK_TARGET } from '../many-keys-wrk.js';
 import { say } from './common.js';
 
 interface Profiled {
@@ -35,7 +36,7 @@ export async function profilePhase(stack: Stack, options: Options): Promise<Prof
   // The bundled backend, unless --upstreams names only the plain Node upstream.
   const only = options.upstreams.length === 1 ? options.upstreams[0] : 'bundled';
   const upstream = stack.upstreams().find((u) => u.name === only)!;
-  const sides: Array<{ name: string; start: (execArgv: string[]) => NodeProcess; listening: string }> = [
+  const sides: Side[] = [
     { name: 'bare', start: (a) => stack.startBare('bare-profiled', a, upstream.url), listening: 'bare proxy' },
     { name: 'tollgate', start: (a) => stack.startGateway('gateway-profiled', a, undefined, undefined, upstream.url), listening: 'gateway' },
     ...options.variants.map((v) => ({
@@ -60,6 +61,19 @@ export async function profilePhase(stack: Stack, options: Options): Promise<Prof
       start: (a: string[]) => stack.startGateway(`${name}-profiled`, a, undefined, quotaVariantConfig(name), upstream.url),
       listening: 'gateway',
     })),
+    // With tollgate-2000-keys in --targets: the shipped gateway called with another key on every
+    // request, round robin (no key hot enough for a lease): what many warm keys add, read beside
+    // tollgate-no-leases (one key, no lease) when that is profiled too.
+    ...(options.targets.includes(MANY_KEYS_WRK_TARGET)
+      ? [
+          {
+            name: MANY_KEYS_WRK_TARGET,
+            start: (a: string[]) => stack.startGateway(`${MANY_KEYS_WRK_TARGET}-profiled`, a, undefined, undefined, upstream.url),
+            listening: 'gateway',
+            authorizations: (await stack.manyKeysOf(options)).map((key) => `Bearer ${key}`),
+          },
+        ]
+      : []),
   ];
   say(
     `\nprofile: ${sides.map((s) => s.name).join(', ')}, one after the other under node --cpu-prof in front of the ${upstream.name} upstream, ${options.connections} connections for ${seconds} s after ${options.warmupSeconds} s warmup`,
@@ -75,8 +89,14 @@ export async function profilePhase(stack: Stack, options: Options): Promise<Prof
   // A quota variant is read beside the first one in --targets (tollgate-limits beside tollgate-no-leases), the first beside tollgate.
   const quotaVariants = quotaVariantsIn(variants.map((v) => v.name));
   const baseline = variants.find((v) => v.name === quotaVariants[0]);
+  const noLeases = variants.find((v) => v.name === 'tollgate-no-leases');
   for (const variant of variants) {
-    const against = baseline && baseline !== variant && (quotaVariants as string[]).includes(variant.name) ? baseline : tollgate;
+    const against =
+      variant.name === MANY_KEYS_WRK_TARGET
+        ? (noLeases ?? tollgate)
+        : baseline && baseline !== variant && (quotaVariants as string[]).includes(variant.name)
+          ? baseline
+          : tollgate;
     const v = diff(variant.aggregate, variant.requests, against.aggregate, against.requests, 30);
     text += `\n\nvariant ${variant.name} against ${against.name} (negative: saved):\n${formatDiff(v, variant.name, against.name)}`;
   }
@@ -96,17 +116,20 @@ function quotaVariantsIn(names: readonly string[]): QuotaVariant[] {
   return names.filter((name): name is QuotaVariant => (QUOTA_VARIANT_NAMES as string[]).includes(name));
 }
 
-async function profileOne(
-  side: { name: string; start: (execArgv: string[]) => NodeProcess; listening: string },
-  stack: Stack,
-  options: Options,
-  seconds: number,
-): Promise<Profiled> {
+interface Side {
+  name: string;
+  start: (execArgv: string[]) => NodeProcess;
+  listening: string;
+  /** Authorization values sent in turn, instead of the run's one key (closed-loop.ts). */
+  authorizations?: string[];
+}
+
+async function profileOne(side: Side, stack: Stack, options: Options, seconds: number): Promise<Profiled> {
   const dir = join(workDir(), `profile-${side.name}`);
   mkdirSync(dir, { recursive: true });
   const proc = side.start(['--cpu-prof', '--cpu-prof-dir', dir]);
   const url = await proc.listening(side.listening);
-  const load = { url: url + PATH, headers: stack.headers, connections: options.connections };
+  const load = { url: url + PATH, headers: stack.headers, connections: options.connections, rotateAuthorizations: side.authorizations };
   await closedLoop({ ...load, durationSeconds: options.warmupSeconds });
   const loadStartMs = Date.now();
   const all = new CpuMeter({ proxy: proc.pid });

@@ -1,4 +1,4 @@
-import { Cluster, type ChainableCommander, type Redis } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import type { RedisClient } from './connect.js';
 import { subscriptionsOf } from './subscriptions.js';
 import type { BanPolicy, Quota } from '../../config/plans-schema.js';
@@ -46,6 +46,7 @@ import { RedisSlotStore } from './redis-slot-store.js';
 import { RECONCILE_SCRIPT, RECONCILED_MARKER_MS } from './reconcile-script.js';
 import { MULTI_QUOTA_SCRIPT } from './multi-quota-script.js';
 import { TurnBatches } from './turn-batches.js';
+import { TurnCommands } from './turn-commands.js';
 import { queueWait, type ReplicaWait, type ReplicaWaitListener } from './replica-wait.js';
 import type { TurnMark } from './turn-marks.js';
 import { gcraMinute } from '../../quota/gcra.js';
@@ -94,10 +95,21 @@ const MAX_BATCH = 128;
 const MAX_KEYS_PER_CALL = 32;
 const MAX_REQUESTS_PER_CALL = MAX_BATCH;
 
+/** One array of QUOTA_SCRIPT's arguments before the costs, and what they were made from (RedisQuotaStore.quotaArgs). */
+interface FixedArgs {
+  ban: BanPolicy;
+  recall: boolean;
+  now: string | number;
+  month: readonly number[];
+  args: ReadonlyArray<string | number>;
+}
+
 /** One key's QUOTA_SCRIPT call, waiting for its turn's calls to be packed (`flushSections`). */
 interface Section {
   key: string;
-  args: Array<string | number>;
+  /** QUOTA_SCRIPT's arguments before the costs: one array for every call under the same limits (`quotaArgs`). */
+  fixed: ReadonlyArray<string | number>;
+  costs: number[];
   /** The requests it decides: its reply is this many QUOTA_REPLY_LENGTH numbers. */
   requests: number;
   done: (err: Error | null, reply?: number[]) => void;
@@ -142,6 +154,8 @@ export class RedisQuotaStore implements QuotaStore {
   private turn?: Turn;
   /** gateway.yaml quota.waitForReplica, and who hears how the WAITs went (`waitForReplicas`). */
   private replicaWait?: ReplicaWait & { listener: ReplicaWaitListener };
+  /** QUOTA_SCRIPT's arguments before the costs, per quota object (`quotaArgs`). */
+  private readonly fixedArgs = new WeakMap<Quota, FixedArgs[]>();
   private stopListening?: () => void;
   readonly slots: RedisSlotStore;
   /** A Cluster reserves rule units and may give them back (redis-limit-rules.ts): a refusal there may not hold. */
@@ -325,8 +339,32 @@ export class RedisQuotaStore implements QuotaStore {
     return (await Promise.all(calls)).flat();
   }
 
-  /** QUOTA_SCRIPT's arguments before the costs. */
-  private quotaArgs(quota: Quota, ban: BanPolicy, recall: boolean): Array<string | number> {
+  /**
+   * QUOTA_SCRIPT's arguments before the costs. The same array while they are the same (a plan's
+   * quota object, its ban, the recall flag, the clock argument and the month's edges): not built
+   * for every request, and a turn's packed call finds a plan's sections by it (multiArgs).
+   * Callers never change it.
+   */
+  private quotaArgs(quota: Quota, ban: BanPolicy, recall: boolean): ReadonlyArray<string | number> {
+    const now = this.nowArg();
+    const month = this.monthArgs(quota);
+    let known = this.fixedArgs.get(quota);
+    for (const k of known ?? []) if (k.ban === ban && k.recall === recall && k.now === now && k.month === month) return k.args;
+    const args = this.buildQuotaArgs(quota, ban, recall, now, month);
+    if (!known) this.fixedArgs.set(quota, (known = []));
+    // A few at most (recall or not; a test clock's `now` changes on every call): bounded anyway.
+    if (known.length >= 4) known.shift();
+    known.push({ ban, recall, now, month, args });
+    return args;
+  }
+
+  private buildQuotaArgs(
+    quota: Quota,
+    ban: BanPolicy,
+    recall: boolean,
+    now: string | number,
+    month: readonly number[],
+  ): ReadonlyArray<string | number> {
     return [
       quota.perMinute,
       quota.perDay,
@@ -335,9 +373,9 @@ export class RedisQuotaStore implements QuotaStore {
       ban.duration * 1000,
       quota.shadow ? 1 : 0,
       ...gcraArgs(quota),
-      this.nowArg(),
+      now,
       recall ? 1 : 0,
-      ...this.monthArgs(quota),
+      ...month,
       quota.credits === 'required' ? 1 : 0,
       this.usageRetentionMs,
     ];
@@ -348,16 +386,14 @@ export class RedisQuotaStore implements QuotaStore {
     for (const request of run) request.batched?.(run.length);
     // With slots: maxConcurrent and the slots' life, then each request's cost and member.
     const perRequest = slot ? [slot.max, slot.lifeMs, ...run.flatMap((request) => [request.cost, request.slot!.member])] : costs;
-    return this.quotaCall(
-      slot ? [redisKey, slotsKey(quotaSubject(redisKey)!)] : [redisKey],
-      ...this.quotaArgs(quota, ban, recall),
-      ...perRequest,
-    ).then(({ reply, replicated, mark }) => {
-      const answers: Answer[] = new Array<Answer>(run.length);
-      for (let i = 0; i < run.length; i++) answers[i] = toAnswer(reply, i * QUOTA_REPLY_LENGTH);
-      this.told(replicated, mark, redisKey, quota, answers);
-      return answers;
-    });
+    return this.quotaCall(redisKey, slot && slotsKey(quotaSubject(redisKey)!), this.quotaArgs(quota, ban, recall), perRequest).then(
+      ({ reply, replicated, mark }) => {
+        const answers: Answer[] = new Array<Answer>(run.length);
+        for (let i = 0; i < run.length; i++) answers[i] = toAnswer(reply, i * QUOTA_REPLY_LENGTH);
+        this.told(replicated, mark, redisKey, quota, answers);
+        return answers;
+      },
+    );
   }
 
   /** Tells the WAIT's outcome (quotaCall's `replicated`) about a call's plan answers: the units a failover could lose are kept. */
@@ -371,23 +407,30 @@ export class RedisQuotaStore implements QuotaStore {
 
   /**
    * One script call. On a single server the calls of one turn (one per key that had requests, and
-   * one per key that had requests matching limit rules: decideRules) go out in one explicit
-   * pipeline: one write, sent at once, and in flight beside any earlier one.
+   * one per key that had requests matching limit rules: decideRules) go out together at the turn's
+   * end (`pipelined`): one write, sent at once, and in flight beside any earlier one.
    * ioredis's auto-pipelining would also share the write, but it starts a pipeline only after
    * another loop turn (setImmediate) and only once the previous one has been answered, so each
    * turn's decisions queued behind the last turn's round trip: the p99 of a fixed-rate load went
    * up by a Redis round trip and more (README, Performance). A Cluster keeps auto-pipelining: a
    * pipeline there must hold one slot, and it groups the calls by node itself.
    */
-  private quotaCall(keys: string[], ...args: Array<string | number>): Promise<TurnReply> {
+  private quotaCall(
+    key: string,
+    slots: string | undefined,
+    fixed: ReadonlyArray<string | number>,
+    perRequest: Array<string | number>,
+  ): Promise<TurnReply> {
     if (!this.single) {
-      const call = keys.length === 2 ? this.commands.tgQuotaSlots(keys[0]!, keys[1]!, ...args) : this.commands.tgQuota(keys[0]!, ...args);
+      const call = slots
+        ? this.commands.tgQuotaSlots(key, slots, ...fixed, ...perRequest)
+        : this.commands.tgQuota(key, ...fixed, ...perRequest);
       return call.then((reply) => ({ reply }));
     }
-    if (keys.length === 2) return this.pipelined((pipeline, done) => pipeline.tgQuotaSlots(keys[0]!, keys[1]!, ...args, done));
-    // Costs follow QUOTA_SCRIPT's fixed arguments, one each (no slots here).
-    const requests = args.length - QUOTA_ARGS_BEFORE_COSTS;
-    return this.pipelined((_, done, turn) => turn.sections.push({ key: keys[0]!, args, requests, done }));
+    if (slots) return this.pipelined((pipeline, done) => pipeline.tgQuotaSlots(key, slots, ...fixed, ...perRequest, done));
+    // No slots: the costs alone, one each.
+    const costs = perRequest as number[];
+    return this.pipelined((_, done, turn) => turn.sections.push({ key, fixed, costs, requests: costs.length, done }));
   }
 
   /**
@@ -400,15 +443,21 @@ export class RedisQuotaStore implements QuotaStore {
   ): Promise<TurnReply> {
     let turn = this.turn;
     if (!turn) {
-      const opened: Turn = (turn = this.turn = { pipeline: this.single!.pipeline(), sections: [] });
+      // With quota.waitForReplica, a Pipeline: the turn's marker and WAIT go behind its calls
+      // (replica-wait.ts). Without it, the calls go out by themselves (turn-commands.ts).
+      const pipeline = this.replicaWait ? this.single!.pipeline() : undefined;
+      const direct = pipeline ? undefined : new TurnCommands(this.single!);
+      const calls = pipeline ? (pipeline as unknown as QuotaPipeline) : quotaCallsOn(direct!);
+      const opened: Turn = (turn = this.turn = { calls, sections: [] });
       // After this turn's flush (turn-batches.ts) has added every key's call.
       queueMicrotask(() => {
         this.turn = undefined;
-        flushSections(opened.pipeline as unknown as QuotaPipeline, opened.sections);
+        flushSections(calls, opened.sections);
+        if (!pipeline) return direct!.send();
         // One marker and one WAIT for the whole turn, behind its calls: they cover every write before them.
-        if (this.replicaWait) Object.assign(opened, queueWait(opened.pipeline, this.replicaWait, this.replicaWait.listener.marks));
+        Object.assign(opened, queueWait(pipeline, this.replicaWait!, this.replicaWait!.listener.marks));
         // Each call's own callback reports its result or error; exec's summary adds nothing.
-        opened.pipeline.exec().catch(() => undefined);
+        pipeline.exec().catch(() => undefined);
       });
     }
     const current = turn;
@@ -420,7 +469,7 @@ export class RedisQuotaStore implements QuotaStore {
         if (!current.replicated) return resolve({ reply: reply! });
         current.replicated.then((replicated) => resolve({ reply: reply!, replicated, mark: current.mark }), reject);
       };
-      queue(current.pipeline as unknown as QuotaPipeline, done, current);
+      queue(current.calls, done, current);
     });
   }
 
@@ -590,13 +639,24 @@ export class RedisQuotaStore implements QuotaStore {
   }
 }
 
-/** A single server's script calls of one turn, in one pipeline (RedisQuotaStore.pipelined). */
+/** A single server's script calls of one turn, written together (RedisQuotaStore.pipelined). */
 interface Turn {
-  pipeline: ChainableCommander;
+  /** Where its calls are queued: a Pipeline's (with quota.waitForReplica) or TurnCommands'. */
+  calls: QuotaPipeline;
   replicated?: Promise<boolean>;
   mark?: TurnMark;
   /** The plain QUOTA_SCRIPT calls of the turn, packed into few calls at its end. */
   sections: Section[];
+}
+
+/** The quota scripts' calls of one turn, queued on `commands` (written at the turn's end by its `send`). */
+function quotaCallsOn(commands: TurnCommands): QuotaPipeline {
+  return {
+    tgQuota: (...args) => commands.queue('tgQuota', args),
+    tgQuotaSlots: (...args) => commands.queue('tgQuotaSlots', args),
+    tgRulesQuota: (...args) => commands.queue('tgRulesQuota', args),
+    tgQuotaMulti: (...args) => commands.queue('tgQuotaMulti', args),
+  };
 }
 
 /**
@@ -616,7 +676,8 @@ function flushSections(pipeline: QuotaPipeline, sections: Section[]): void {
     const pack = sections.slice(start, end);
     start = end;
     if (pack.length === 1) {
-      pipeline.tgQuota(pack[0]!.key, ...pack[0]!.args, pack[0]!.done);
+      const { key, fixed, costs, done } = pack[0]!;
+      pipeline.tgQuota(key, ...fixed, ...costs, done);
       continue;
     }
     const keys = pack.map((section) => section.key);
@@ -644,13 +705,15 @@ function flushSections(pipeline: QuotaPipeline, sections: Section[]): void {
  * number, its number of costs and the costs.
  */
 function multiArgs(pack: Section[]): Array<string | number> {
-  const plans: Array<Array<string | number>> = [];
+  const plans: Array<ReadonlyArray<string | number>> = [];
   const sections: Array<string | number> = [];
-  for (const { args } of pack) {
-    let plan = plans.findIndex((fixed) => samePlan(fixed, args));
-    if (plan < 0) plan = plans.push(args) - 1;
-    sections.push(plan + 1, args.length - QUOTA_ARGS_BEFORE_COSTS);
-    for (let i = QUOTA_ARGS_BEFORE_COSTS; i < args.length; i++) sections.push(args[i]!);
+  for (const { fixed, costs } of pack) {
+    // Nearly always the same array (quotaArgs); equal arguments in another array share it too.
+    let plan = plans.indexOf(fixed);
+    if (plan < 0) plan = plans.findIndex((known) => samePlan(known, fixed));
+    if (plan < 0) plan = plans.push(fixed) - 1;
+    sections.push(plan + 1, costs.length);
+    for (const cost of costs) sections.push(cost);
   }
   const argv: Array<string | number> = [plans.length];
   for (const fixed of plans) for (let i = 0; i < QUOTA_ARGS_BEFORE_COSTS; i++) argv.push(fixed[i]!);
