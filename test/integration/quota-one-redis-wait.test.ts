@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
+import { answerOf, changeNoticesSubscribed } from '../helpers/held-answers.js';
 import { TestRedis, dayCountIn } from '../helpers/redis-server.js';
-import { bearer, configCopy, createKey, startGateway, withLeases, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
+import { configCopy, createKey, startGateway, withLeases, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
 // A request's waits on Redis share one command timeout (gateway/redis-wait.ts). Here its key
@@ -40,28 +41,14 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-async function call(key: CreatedKey): Promise<{ status: number; code?: string; degraded: string | null }> {
-  const res = await fetch(`${gateway.url}/v1/categories`, { headers: bearer(key.key), signal: AbortSignal.timeout(30_000) });
-  const body = await res.text();
-  const code = res.status === 200 ? undefined : (JSON.parse(body) as { code?: string }).code;
-  return { status: res.status, code, degraded: res.headers.get('x-tollgate-degraded') };
-}
+const call = (key: CreatedKey) => answerOf(gateway, key);
 
 describe('a key record read that times out', () => {
   it('leaves the request no time for its quota decision: none is sent, Redis counts nothing for it', async () => {
     await awayFromDayEdge(120);
     // Its change notices subscribed first: the gap it declares then (every cached record suspect,
     // a read under way not kept) is over before the key's record is read.
-    const client = redis.client();
-    try {
-      const subscribed = async () =>
-        String(await client.call('CLIENT', 'LIST'))
-          .split('\n')
-          .some((c) => /name=tollgate-subscriber .*\bsub=[1-9]/.test(c));
-      await expect.poll(subscribed).toBe(true);
-    } finally {
-      client.disconnect();
-    }
+    await changeNoticesSubscribed(redis);
     // The gateway knows the key's record (usable while Redis fails, keyCache.staleSeconds).
     expect((await call(held)).status).toBe(200);
     proxy.holdFrom(`tg:key:{${held.id}}`);

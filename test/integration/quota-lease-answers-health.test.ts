@@ -1,0 +1,96 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EchoUpstream } from '../helpers/echo-upstream.js';
+import { FaultProxy } from '../helpers/fault-proxy.js';
+import { answerOf, changeNoticesSubscribed } from '../helpers/held-answers.js';
+import { TestRedis } from '../helpers/redis-server.js';
+import { requestLoops, sleep } from '../helpers/request-loops.js';
+import { configCopy, createKey, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
+import { awayFromDayEdge } from '../helpers/windows.js';
+
+// A timeout is no outage while Redis answered within the last four command timeouts
+// (store-health.ts). A lease's grant is Redis answering too: a gateway whose hot keys were all
+// admitted from leases (their blocks granted and renewed in time) asked Redis nothing else for
+// longer than that, and one command held on the path (here another key's decision) must not
+// send it to local counting, which admits past the limit while Redis still answers. Before, only
+// a quota decision or a key read told StoreHealth that Redis answered: the held request was
+// admitted locally (quota-local), and so were the hot key's requests behind it. No timing is
+// asserted: how the held request was answered, and whether anything was marked degraded.
+
+const COMMAND_TIMEOUT_MS = 2000;
+
+let redis: TestRedis;
+let proxy: FaultProxy;
+let upstream: EchoUpstream;
+let gateway: GatewayHandle;
+let configDir: string;
+let hot: CreatedKey;
+let cold: CreatedKey;
+
+beforeAll(async () => {
+  redis = await TestRedis.start();
+  proxy = await FaultProxy.start(redis.port);
+  upstream = await new EchoUpstream().start();
+  // One request loop keeps a key on leases: blocks of five seconds of its rate, renewed when half
+  // used, so that a request goes to the store only at a minute's edge (rule 4).
+  configDir = configCopy({
+    'gateway.yaml': (yaml) =>
+      yaml
+        .replace(/commandTimeoutMs: 250\b/, `commandTimeoutMs: ${COMMAND_TIMEOUT_MS}`)
+        .replace(/leases: \{ enabled: true \}/, 'leases: { enabled: true, hotPerSecond: 5, leaseMs: 5000 }'),
+  });
+  gateway = await startGateway({ REDIS_URL: proxy.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configDir });
+  hot = await createKey(redis, ['--plan', 'enterprise', '--per-minute', '1000000', '--per-day', '10000000'], configDir);
+  cold = await createKey(redis, ['--plan', 'free'], configDir);
+});
+
+afterAll(async () => {
+  await gateway?.process.stop();
+  await proxy?.stop();
+  await upstream?.stop();
+  await redis?.stop();
+});
+
+const call = (key: CreatedKey) => answerOf(gateway, key);
+
+/** The gateway's admitted decisions by source (store, lease), from its metrics. */
+async function decisions(): Promise<{ store: number; lease: number }> {
+  const text = await (await fetch(`${gateway.adminUrl}/metrics`, { signal: AbortSignal.timeout(30_000) })).text();
+  const sum = (source: string) =>
+    [...text.matchAll(new RegExp(`^tollgate_quota_decisions_total\\{[^}]*source="${source}"[^}]*\\} (\\d+)`, 'gm'))].reduce(
+      (total, [, n]) => total + Number(n),
+      0,
+    );
+  return { store: sum('store'), lease: sum('lease') };
+}
+
+describe('a gateway whose requests are all admitted from leases', () => {
+  it('counts the leases granted as Redis answering: a command held then is shed, never decided locally', async () => {
+    await awayFromDayEdge(120);
+    await changeNoticesSubscribed(redis);
+    // The gateway knows the cold key's record; its one decision is the last the store answers.
+    expect((await call(cold)).status).toBe(200);
+    const loop = requestLoops([gateway.url], hot.key, 1, () => undefined);
+    try {
+      // Until no request was decided in the store for longer than four command timeouts while
+      // the hot key's were admitted from leases (not a timed assertion: how long that takes).
+      for (let tries = 0; ; tries++) {
+        const before = await decisions();
+        await sleep(COMMAND_TIMEOUT_MS * 4 + 1000);
+        const after = await decisions();
+        if (after.store === before.store && after.lease > before.lease) break;
+        if (tries === 10) throw new Error(`the hot key never stayed on leases: ${JSON.stringify({ before, after })}`);
+      }
+      proxy.holdFrom(`tg:quota:{${cold.id}}`);
+      const answer = await call(cold);
+      proxy.release();
+      const tally = await loop.stop();
+      console.log(
+        `held: ${JSON.stringify(answer)}; hot key: ${JSON.stringify(Object.fromEntries(tally.statuses))}, degraded ${JSON.stringify(Object.fromEntries(tally.degraded))}`,
+      );
+      expect(answer).toEqual({ status: 503, code: 'gateway_overloaded', degraded: null });
+      expect(tally.degraded.size).toBe(0);
+    } finally {
+      await loop.stop();
+    }
+  }, 240_000);
+});
