@@ -3,8 +3,9 @@ import { commandTimedOut } from '../store/store-health.js';
 import type { RequestContext } from './context.js';
 
 /**
- * One request's waits on Redis (its key record's read, a lease ask it joined, its quota decision)
- * share one redis.commandTimeoutMs, counted from when the first began (ctx.redisWaitSinceMs).
+ * One request's waits on Redis (its key record's read, its limit rules' concurrency slots
+ * (rule-slots.ts), a lease ask it joined, its quota decision) share one redis.commandTimeoutMs,
+ * counted from when the first began (ctx.redisWaitSinceMs).
  * ioredis times each command from its own write, so a request that waited for its key record and
  * then for its decision (or for a lease ask, then for the decision) could be held on Redis for up
  * to two timeouts: in a Sentinel failover under quota.waitForReplica, where the commands queue

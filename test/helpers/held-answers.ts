@@ -1,6 +1,8 @@
 import { expect } from 'vitest';
-import type { TestRedis } from './redis-server.js';
-import { bearer, type CreatedKey, type GatewayHandle } from './stack.js';
+import { EchoUpstream } from './echo-upstream.js';
+import { FaultProxy } from './fault-proxy.js';
+import { TestRedis } from './redis-server.js';
+import { bearer, configCopy, startGateway, type CreatedKey, type GatewayHandle } from './stack.js';
 
 /** One request's answer as the fault tests judge it: status, error code, and the degraded mark. */
 export async function answerOf(
@@ -28,4 +30,37 @@ export async function changeNoticesSubscribed(redis: TestRedis): Promise<void> {
   } finally {
     client.disconnect();
   }
+}
+
+/** A gateway whose Redis is behind a fault proxy of the test's own, with an upstream that echoes. */
+export interface ProxiedGateway {
+  redis: TestRedis;
+  proxy: FaultProxy;
+  gateway: GatewayHandle;
+  configDir: string;
+  /** A request of `key`, as `answerOf` tells it. */
+  call(key: CreatedKey): ReturnType<typeof answerOf>;
+  stop(): Promise<void>;
+}
+
+/** Starts one, gateway.yaml edited by `gatewayYaml`. */
+export async function proxiedGateway(gatewayYaml: (yaml: string) => string): Promise<ProxiedGateway> {
+  const redis = await TestRedis.start();
+  const proxy = await FaultProxy.start(redis.port);
+  const upstream = await new EchoUpstream().start();
+  const configDir = configCopy({ 'gateway.yaml': gatewayYaml });
+  const gateway = await startGateway({ REDIS_URL: proxy.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configDir });
+  return {
+    redis,
+    proxy,
+    gateway,
+    configDir,
+    call: (key) => answerOf(gateway, key),
+    stop: async () => {
+      await gateway.process.stop();
+      await proxy.stop();
+      await upstream.stop();
+      await redis.stop();
+    },
+  };
 }

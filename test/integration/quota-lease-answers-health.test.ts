@@ -1,10 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EchoUpstream } from '../helpers/echo-upstream.js';
-import { FaultProxy } from '../helpers/fault-proxy.js';
-import { answerOf, changeNoticesSubscribed } from '../helpers/held-answers.js';
-import { TestRedis } from '../helpers/redis-server.js';
+import { changeNoticesSubscribed, proxiedGateway, type ProxiedGateway } from '../helpers/held-answers.js';
 import { requestLoops, sleep } from '../helpers/request-loops.js';
-import { configCopy, createKey, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
+import { createKey, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
 // A timeout is no outage while Redis answered within the last four command timeouts
@@ -18,39 +15,27 @@ import { awayFromDayEdge } from '../helpers/windows.js';
 
 const COMMAND_TIMEOUT_MS = 2000;
 
-let redis: TestRedis;
-let proxy: FaultProxy;
-let upstream: EchoUpstream;
+let stack: ProxiedGateway;
 let gateway: GatewayHandle;
-let configDir: string;
 let hot: CreatedKey;
 let cold: CreatedKey;
 
 beforeAll(async () => {
-  redis = await TestRedis.start();
-  proxy = await FaultProxy.start(redis.port);
-  upstream = await new EchoUpstream().start();
   // One request loop keeps a key on leases: blocks of five seconds of its rate, renewed when half
   // used, so that a request goes to the store only at a minute's edge (rule 4).
-  configDir = configCopy({
-    'gateway.yaml': (yaml) =>
-      yaml
-        .replace(/commandTimeoutMs: 250\b/, `commandTimeoutMs: ${COMMAND_TIMEOUT_MS}`)
-        .replace(/leases: \{ enabled: true \}/, 'leases: { enabled: true, hotPerSecond: 5, leaseMs: 5000 }'),
-  });
-  gateway = await startGateway({ REDIS_URL: proxy.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configDir });
-  hot = await createKey(redis, ['--plan', 'enterprise', '--per-minute', '1000000', '--per-day', '10000000'], configDir);
-  cold = await createKey(redis, ['--plan', 'free'], configDir);
+  stack = await proxiedGateway((yaml) =>
+    yaml
+      .replace(/commandTimeoutMs: 250\b/, `commandTimeoutMs: ${COMMAND_TIMEOUT_MS}`)
+      .replace(/leases: \{ enabled: true \}/, 'leases: { enabled: true, hotPerSecond: 5, leaseMs: 5000 }'),
+  );
+  gateway = stack.gateway;
+  hot = await createKey(stack.redis, ['--plan', 'enterprise', '--per-minute', '1000000', '--per-day', '10000000'], stack.configDir);
+  cold = await createKey(stack.redis, ['--plan', 'free'], stack.configDir);
 });
 
-afterAll(async () => {
-  await gateway?.process.stop();
-  await proxy?.stop();
-  await upstream?.stop();
-  await redis?.stop();
-});
+afterAll(() => stack?.stop());
 
-const call = (key: CreatedKey) => answerOf(gateway, key);
+const call = (key: CreatedKey) => stack.call(key);
 
 /** The gateway's admitted decisions by source (store, lease), from its metrics. */
 async function decisions(): Promise<{ store: number; lease: number }> {
@@ -66,7 +51,7 @@ async function decisions(): Promise<{ store: number; lease: number }> {
 describe('a gateway whose requests are all admitted from leases', () => {
   it('counts the leases granted as Redis answering: a command held then is shed, never decided locally', async () => {
     await awayFromDayEdge(120);
-    await changeNoticesSubscribed(redis);
+    await changeNoticesSubscribed(stack.redis);
     // The gateway knows the cold key's record; its one decision is the last the store answers.
     expect((await call(cold)).status).toBe(200);
     const loop = requestLoops([gateway.url], hot.key, 1, () => undefined);
@@ -80,9 +65,9 @@ describe('a gateway whose requests are all admitted from leases', () => {
         if (after.store === before.store && after.lease > before.lease) break;
         if (tries === 10) throw new Error(`the hot key never stayed on leases: ${JSON.stringify({ before, after })}`);
       }
-      proxy.holdFrom(`tg:quota:{${cold.id}}`);
+      stack.proxy.holdFrom(`tg:quota:{${cold.id}}`);
       const answer = await call(cold);
-      proxy.release();
+      stack.proxy.release();
       const tally = await loop.stop();
       console.log(
         `held: ${JSON.stringify(answer)}; hot key: ${JSON.stringify(Object.fromEntries(tally.statuses))}, degraded ${JSON.stringify(Object.fromEntries(tally.degraded))}`,
