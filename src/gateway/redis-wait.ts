@@ -12,12 +12,13 @@ import type { RequestContext } from './context.js';
  * behind the turns' WAITs, 300 ms with the shipped 250 (docs/operations.md, "Failure modes").
  *
  * Only a wait that follows another is cut here (a request's first wait is ioredis's to time out:
- * no timer per request on the hot path). What is left of the time is its bound; at that bound it
+ * no timer per request on the hot path), and a decision of two calls (a plan's concurrency slot
+ * taken alone, then its limit rules: enforce-quota.ts), bound as a whole. What is left of the time is its bound; at that bound it
  * fails as a timed-out command does, so store-health.ts judges it alike (behind a stalled loop,
  * or while Redis still answers: 503 gateway_overloaded; a silent Redis: the degraded mode). What
  * it had sent runs on in Redis, as a timed-out command's does (counted, not admitted); nothing
  * more is sent or taken for the request (`ctx.redisWaitOver`: a recall's decision again, a lease's
- * units, the decision after a concurrency slot). One exception: on a Cluster, a request with limit
+ * units, the decision after a concurrency slot; a slot granted after it is given back). One exception: on a Cluster, a request with limit
  * rules reserves the rules' units, then asks the plan (redis-limit-rules.ts), and those steps run
  * to their end: its plan may be counted too, as a request in flight at a loss is.
  */

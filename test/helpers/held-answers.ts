@@ -43,12 +43,15 @@ export interface ProxiedGateway {
   stop(): Promise<void>;
 }
 
-/** Starts one, gateway.yaml edited by `gatewayYaml`. */
-export async function proxiedGateway(gatewayYaml: (yaml: string) => string): Promise<ProxiedGateway> {
+/** Starts one, gateway.yaml edited by `gatewayYaml` (and other files by `edits`, as configCopy's). */
+export async function proxiedGateway(
+  gatewayYaml: (yaml: string) => string,
+  edits: Record<string, (text: string) => string> = {},
+): Promise<ProxiedGateway> {
   const redis = await TestRedis.start();
   const proxy = await FaultProxy.start(redis.port);
   const upstream = await new EchoUpstream().start();
-  const configDir = configCopy({ 'gateway.yaml': gatewayYaml });
+  const configDir = configCopy({ ...edits, 'gateway.yaml': gatewayYaml });
   const gateway = await startGateway({ REDIS_URL: proxy.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configDir });
   return {
     redis,
@@ -63,4 +66,21 @@ export async function proxiedGateway(gatewayYaml: (yaml: string) => string): Pro
       await redis.stop();
     },
   };
+}
+
+/** Until a request of `key` reads no key record in Redis: its record is cached, fresh, on the gateway. */
+export async function recordCached(stack: ProxiedGateway, key: CreatedKey): Promise<void> {
+  const client = stack.redis.client();
+  try {
+    const recordReads = async () => Number(/cmdstat_hgetall:calls=(\d+)/.exec(await client.info('commandstats'))?.[1] ?? 0);
+    await expect
+      .poll(async () => {
+        const before = await recordReads();
+        expect((await stack.call(key)).status).toBe(200);
+        return (await recordReads()) - before;
+      })
+      .toBe(0);
+  } finally {
+    client.disconnect();
+  }
 }
