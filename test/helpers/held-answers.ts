@@ -16,17 +16,16 @@ export async function answerOf(
 }
 
 /**
- * Until the gateway's change notices are subscribed: the gap declared at their subscription (every
- * cached record suspect, a read under way not kept) is over before a test holds a read.
+ * Until the gateway's change notices (tg:invalidate) are subscribed: the gap declared at their
+ * subscription (every cached record suspect, a read under way not kept) is over before a test
+ * holds a read. The subscriber's other channels (lease notices, cache events) may come first, so
+ * the channel itself is asked for, not the subscriber's count of channels.
  */
 export async function changeNoticesSubscribed(redis: TestRedis): Promise<void> {
   const client = redis.client();
   try {
-    const subscribed = async () =>
-      String(await client.call('CLIENT', 'LIST'))
-        .split('\n')
-        .some((c) => /name=tollgate-subscriber .*\bsub=[1-9]/.test(c));
-    await expect.poll(subscribed).toBe(true);
+    const subscribers = async () => Number(((await client.call('PUBSUB', 'NUMSUB', 'tg:invalidate')) as [string, number])[1]);
+    await expect.poll(subscribers).toBeGreaterThan(0);
   } finally {
     client.disconnect();
   }
