@@ -3,20 +3,22 @@ import { commandTimedOut } from '../store/store-health.js';
 import type { RequestContext } from './context.js';
 
 /**
- * One request's waits on Redis (its key record's read, a lease ask it joined, its quota decision)
- * share one redis.commandTimeoutMs, counted from when the first began (ctx.redisWaitSinceMs).
+ * One request's waits on Redis (its key record's read, its limit rules' concurrency slots
+ * (rule-slots.ts), a lease ask it joined, its quota decision) share one redis.commandTimeoutMs,
+ * counted from when the first began (ctx.redisWaitSinceMs).
  * ioredis times each command from its own write, so a request that waited for its key record and
  * then for its decision (or for a lease ask, then for the decision) could be held on Redis for up
  * to two timeouts: in a Sentinel failover under quota.waitForReplica, where the commands queue
  * behind the turns' WAITs, 300 ms with the shipped 250 (docs/operations.md, "Failure modes").
  *
  * Only a wait that follows another is cut here (a request's first wait is ioredis's to time out:
- * no timer per request on the hot path). What is left of the time is its bound; at that bound it
+ * no timer per request on the hot path), and a decision of two calls (a plan's concurrency slot
+ * taken alone, then its limit rules: enforce-quota.ts), bound as a whole. What is left of the time is its bound; at that bound it
  * fails as a timed-out command does, so store-health.ts judges it alike (behind a stalled loop,
  * or while Redis still answers: 503 gateway_overloaded; a silent Redis: the degraded mode). What
  * it had sent runs on in Redis, as a timed-out command's does (counted, not admitted); nothing
  * more is sent or taken for the request (`ctx.redisWaitOver`: a recall's decision again, a lease's
- * units, the decision after a concurrency slot). One exception: on a Cluster, a request with limit
+ * units, the decision after a concurrency slot; a slot granted after it is given back). One exception: on a Cluster, a request with limit
  * rules reserves the rules' units, then asks the plan (redis-limit-rules.ts), and those steps run
  * to their end: its plan may be counted too, as a request in flight at a loss is.
  */

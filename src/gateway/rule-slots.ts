@@ -3,11 +3,12 @@ import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
 import { rateLimitHeaders } from '../quota/rate-limit-headers.js';
 import type { QuotaStore, SlotStore } from '../store/quota-store.js';
-import type { StoreHealth } from '../store/store-health.js';
+import { commandTimedOut, type StoreHealth } from '../store/store-health.js';
 import { CONTINUE, reject, type Decision, type RequestContext } from './context.js';
 import { releaseWhenAnswerEnds, type ConcurrencySlots, type ReleaseSlot } from './concurrency-slots.js';
 import type { DegradedMode } from './degraded-mode.js';
 import type { RuleSlot } from './limit-rules.js';
+import { LaterRedisWait, redisWaitLeftMs } from './redis-wait.js';
 
 export interface RuleSlotDeps {
   store: QuotaStore;
@@ -16,6 +17,8 @@ export interface RuleSlotDeps {
   slots: ConcurrencySlots;
   metrics: Metrics;
   logger: Logger;
+  /** redis.commandTimeoutMs: a slot's take is one of the request's waits on Redis (redis-wait.ts). */
+  commandTimeoutMs: number;
 }
 
 /**
@@ -36,7 +39,7 @@ export async function withRuleSlots(
   const held: ReleaseSlot[] = [];
   const giveBack = () => held.forEach((release) => release());
   for (const slot of wanted) {
-    const release = await take(deps, slot, ctx.consumer!.plan);
+    const release = await take(ctx, deps, slot, ctx.consumer!.plan);
     if (release === 'refused') {
       giveBack();
       return refuse(ctx, deps, slot, plan);
@@ -63,19 +66,51 @@ export async function withRuleSlots(
  * share of the rule's limit in its own memory (as the consumer's maxConcurrent); in `open` or
  * `closed` mode none (open counts nothing, closed refuses in the quota step).
  */
-async function take(deps: RuleSlotDeps, slot: RuleSlot, plan: string): Promise<ReleaseSlot | 'refused' | undefined> {
+async function take(ctx: RequestContext, deps: RuleSlotDeps, slot: RuleSlot, plan: string): Promise<ReleaseSlot | 'refused' | undefined> {
   const shared = deps.store.slots;
   if (shared && deps.health.shouldTry()) {
     try {
-      return (await deps.slots.take(shared, slot.subject, slot.max, plan)) ?? 'refused';
+      return (await onesTime(ctx, deps.commandTimeoutMs, () => deps.slots.take(shared, slot.subject, slot.max, plan))) ?? 'refused';
     } catch (err) {
-      // The quota step that follows tells the store's health; the slot is taken as it would be without Redis.
+      // The quota step that follows tells the store's health (with no time left, it is not sent);
+      // the slot is taken as it would be without Redis.
       deps.logger.warn({ err, rule: slot.rule }, 'could not take a limit rule concurrency slot from the store');
     }
   }
   if (deps.degraded.mode !== 'local') return undefined;
   const local: SlotStore = deps.degraded.localSlots;
   return (await deps.slots.take(local, slot.subject, deps.degraded.shareOf(slot.max), plan)) ?? 'refused';
+}
+
+/**
+ * A slot's take, one of the request's waits on Redis (redis-wait.ts): its first, or cut at what is
+ * left of its time (none left: not sent); a slot granted after the cut is given back at once, as
+ * nobody holds it.
+ */
+function onesTime(
+  ctx: RequestContext,
+  commandTimeoutMs: number,
+  take: () => Promise<ReleaseSlot | undefined>,
+): Promise<ReleaseSlot | undefined> {
+  const left = redisWaitLeftMs(ctx, commandTimeoutMs);
+  if (left === undefined) {
+    ctx.redisWaitSinceMs = performance.now();
+    return take();
+  }
+  if (left <= 0) {
+    ctx.redisWaitOver = true;
+    return Promise.reject(commandTimedOut());
+  }
+  const taking = take();
+  let cut = false;
+  taking.then(
+    (release) => cut && release?.(),
+    () => undefined,
+  );
+  return new LaterRedisWait(ctx, left).bound(taking).catch((err: unknown) => {
+    cut = ctx.redisWaitOver === true;
+    throw err;
+  });
 }
 
 /** 429 too_many_concurrent_requests naming the rule, with the plan's rate-limit headers as they stand (nothing was charged). */

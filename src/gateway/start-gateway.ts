@@ -207,12 +207,25 @@ export async function startGateway(
   const quotas = ownStores.quotas;
   // One subscription to the notices, heard by the plans' leases and the rules' (rule-leases.ts).
   const hearing = noticeListeners(quotas, () => metrics.leaseNotices.inc());
-  const reserving = quotas.reserve && { reserve: quotas.reserve.bind(quotas), notices: hearing };
+  // A lease's grant, give-back or renewal is Redis answering, as a decision is: a replica whose
+  // hot keys are all admitted from leases sends nothing else, and without these one command held
+  // on the path would count as an outage (store-health.ts), its local counting admitting past the
+  // limit while Redis still answers.
+  const answered = <T>(reply: Promise<T>): Promise<T> =>
+    reply.then((value) => {
+      health.succeeded();
+      return value;
+    });
+  const reserve = quotas.reserve?.bind(quotas);
+  const reserving = reserve && { reserve: (...asked: Parameters<typeof reserve>) => answered(reserve(...asked)), notices: hearing };
   const leases = leaseSettings.enabled && reserving ? new QuotaLeases(reserving, { ...leaseSettings, replicas }) : undefined;
   // Limit rules' counters lease on one Redis server (not a Cluster: docs/policies.md).
   const ruleLeases =
     leases && quotas.reserveRule
-      ? new RuleLeases({ reserveRule: quotas.reserveRule.bind(quotas), notices: hearing }, { ...leaseSettings, replicas })
+      ? new RuleLeases(
+          { reserveRule: (rule, request) => answered(quotas.reserveRule!(rule, request)), notices: hearing },
+          { ...leaseSettings, replicas },
+        )
       : undefined;
   // A changed key (plan, record, ban, unban) ends its leases at once; a plans reload ends them on next use.
   if (leases) ownStores.keys.onChange((id) => leases.forget(id));

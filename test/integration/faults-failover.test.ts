@@ -73,16 +73,33 @@ describe.each([
       const tally = await loops.stop();
       const admitted = tally.statuses.get(200) ?? 0;
       const dayCount = async () => Number((await promoted.hget(`tg:quota:{${key.id}}`, 'dc')) ?? 0);
-      await sleep(2000); // the degraded admissions' flush, if any, and the leases' give-backs
+      const unitsIn = (msg: string) =>
+        gateway.process
+          .logs()
+          .filter((l) => l.msg === msg)
+          .reduce((sum, l) => sum + Number(l.units), 0);
+      // Settled, whatever the machine's load: the gateway back on Redis, and what it admitted on its
+      // own meanwhile added to it (the flush's log line counts the units); then, stopped, its leases'
+      // unused units given back (shutdown waits for them). A count lost never arrives: the polls fail.
+      const readyz = async () =>
+        ((await (await fetch(`${gateway.adminUrl}/readyz`, { signal: AbortSignal.timeout(30_000) })).json()) as { status: string }).status;
+      await expect.poll(readyz, { timeout: 60_000, interval: 200 }).toBe('ready');
+      const local = tally.degraded.get('quota-local') ?? 0;
+      await expect
+        .poll(() => unitsIn('degraded-mode admissions added to redis'), { timeout: 60_000, interval: 200 })
+        .toBeGreaterThanOrEqual(local);
+      // quota.waitForReplica: the turns the promoted master lacked are added once it is found lacking them.
+      if (waitForReplica) await expect.poll(dayCount, { timeout: 60_000, interval: 200 }).toBeGreaterThanOrEqual(admitted);
+      const waits = await gatewayWaits(gateway, tally);
+      await gateway.process.stop();
       const counted = await dayCount();
       const logs = gateway.process.logs();
       const losses = logs.filter((l) => l.msg === 'redis unavailable: degraded mode').length;
-      const unitsIn = (msg: string) => logs.filter((l) => l.msg === msg).reduce((sum, l) => sum + Number(l.units), 0);
       const flushed = unitsIn('degraded-mode admissions added to redis');
       const readded = unitsIn('unreplicated quota writes added to redis');
       console.log(
         `sentinel failover (${name}): ${[...tally.statuses].map(([s, n]) => `${n}×${s}`).join(', ')}; degraded ${JSON.stringify(Object.fromEntries(tally.degraded))}; ` +
-          `${await gatewayWaits(gateway, tally)}; admitted ${admitted}, promoted master's day count ${counted}; losses ${losses}; flushed ${flushed}; unreplicated re-added ${readded}`,
+          `${waits}; admitted ${admitted}, promoted master's day count ${counted}; losses ${losses}; flushed ${flushed}; unreplicated re-added ${readded}`,
       );
       expect(tally.unanswered).toBe(0);
       expect([...tally.statuses.keys()].filter((status) => status !== 200 && status !== 503)).toEqual([]);

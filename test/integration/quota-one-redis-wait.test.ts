@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EchoUpstream } from '../helpers/echo-upstream.js';
-import { FaultProxy } from '../helpers/fault-proxy.js';
-import { TestRedis, dayCountIn } from '../helpers/redis-server.js';
-import { bearer, configCopy, createKey, startGateway, withLeases, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
+import { changeNoticesSubscribed, proxiedGateway, type ProxiedGateway } from '../helpers/held-answers.js';
+import { dayCountIn } from '../helpers/redis-server.js';
+import { createKey, withLeases, type CreatedKey } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
 // A request's waits on Redis share one command timeout (gateway/redis-wait.ts). Here its key
@@ -14,73 +13,56 @@ import { awayFromDayEdge } from '../helpers/windows.js';
 // was sent for one more timeout, and counted by Redis once the path was back, for a request its
 // client had been refused. No timing is asserted: what was sent while held, and what Redis counted.
 
-let redis: TestRedis;
-let proxy: FaultProxy;
-let upstream: EchoUpstream;
-let gateway: GatewayHandle;
-let configDir: string;
+let stack: ProxiedGateway;
 let other: CreatedKey;
 let held: CreatedKey;
 
 beforeAll(async () => {
-  redis = await TestRedis.start();
-  proxy = await FaultProxy.start(redis.port);
-  upstream = await new EchoUpstream().start();
   // Every request reads its key record (ttlSeconds 0), and is decided in Redis (no leases).
-  configDir = configCopy({ 'gateway.yaml': (yaml) => withLeases(false)(yaml).replace(/ttlSeconds: 30/, 'ttlSeconds: 0') });
-  gateway = await startGateway({ REDIS_URL: proxy.url, UPSTREAM_URL: upstream.url, TOLLGATE_CONFIG_DIR: configDir });
-  other = await createKey(redis, ['--plan', 'free'], configDir);
-  held = await createKey(redis, ['--plan', 'free'], configDir);
+  stack = await proxiedGateway((yaml) => withLeases(false)(yaml).replace(/ttlSeconds: 30/, 'ttlSeconds: 0'));
+  other = await createKey(stack.redis, ['--plan', 'free'], stack.configDir);
+  held = await createKey(stack.redis, ['--plan', 'free'], stack.configDir);
 });
 
-afterAll(async () => {
-  await gateway?.process.stop();
-  await proxy?.stop();
-  await upstream?.stop();
-  await redis?.stop();
-});
+afterAll(() => stack?.stop());
 
-async function call(key: CreatedKey): Promise<{ status: number; code?: string; degraded: string | null }> {
-  const res = await fetch(`${gateway.url}/v1/categories`, { headers: bearer(key.key), signal: AbortSignal.timeout(30_000) });
-  const body = await res.text();
-  const code = res.status === 200 ? undefined : (JSON.parse(body) as { code?: string }).code;
-  return { status: res.status, code, degraded: res.headers.get('x-tollgate-degraded') };
-}
+const call = (key: CreatedKey) => stack.call(key);
 
 describe('a key record read that times out', () => {
   it('leaves the request no time for its quota decision: none is sent, Redis counts nothing for it', async () => {
     await awayFromDayEdge(120);
     // Its change notices subscribed first: the gap it declares then (every cached record suspect,
     // a read under way not kept) is over before the key's record is read.
-    const client = redis.client();
-    try {
-      const subscribed = async () =>
-        String(await client.call('CLIENT', 'LIST'))
-          .split('\n')
-          .some((c) => /name=tollgate-subscriber .*\bsub=[1-9]/.test(c));
-      await expect.poll(subscribed).toBe(true);
-    } finally {
-      client.disconnect();
+    await changeNoticesSubscribed(stack.redis);
+    // The gateway knows the key's record (usable while Redis fails, keyCache.staleSeconds). When
+    // it does not (a read is not kept while a change notice or a gap overlaps it, key-cache.ts;
+    // seen beside another test file on a loaded machine, cause unconfirmed), the held request is
+    // answered key_store_unavailable, decided by nobody, and the whole step is taken again.
+    let answer: Awaited<ReturnType<typeof call>> | undefined;
+    let sentWhileHeld = '';
+    let countedBefore = 0;
+    let tries = 0;
+    for (; tries < 5 && (answer === undefined || answer.code === 'key_store_unavailable'); tries++) {
+      expect((await call(held)).status).toBe(200);
+      countedBefore = await dayCountIn(stack.redis, held.id);
+      stack.proxy.holdFrom(`tg:key:{${held.id}}`);
+      // Redis answers just before: a timeout now is no outage (store-health.ts), the request is not decided locally.
+      expect((await call(other)).status).toBe(200);
+      answer = await call(held);
+      sentWhileHeld = stack.proxy.heldText();
+      stack.proxy.release();
+      // Once a later request's decision is answered on that connection, Redis has run what was held.
+      expect((await call(other)).status).toBe(200);
     }
-    // The gateway knows the key's record (usable while Redis fails, keyCache.staleSeconds).
-    expect((await call(held)).status).toBe(200);
-    proxy.holdFrom(`tg:key:{${held.id}}`);
-    // Redis answers just before: a timeout now is no outage (store-health.ts), the request is not decided locally.
-    expect((await call(other)).status).toBe(200);
-    const answer = await call(held);
-    const sentWhileHeld = proxy.heldText();
-    proxy.release();
-    // Once a later request's decision is answered on that connection, Redis has run what was held.
-    expect((await call(other)).status).toBe(200);
     console.log(
-      `read held: answered ${JSON.stringify(answer)}; held commands name its quota: ${sentWhileHeld.includes(`tg:quota:{${held.id}}`)}`,
+      `read held (try ${tries}): answered ${JSON.stringify(answer)}; held commands name its quota: ${sentWhileHeld.includes(`tg:quota:{${held.id}}`)}`,
     );
     expect(sentWhileHeld).toContain(`tg:key:{${held.id}}`);
     expect(sentWhileHeld).not.toContain(`tg:quota:{${held.id}}`);
     // Answered without a decision of Redis: shed, or (Redis taken for gone) decided locally.
-    expect(answer.status === 503 ? answer.code : answer.degraded).toMatch(/^(gateway_overloaded|quota-local)$/);
-    // Its first request only (a local admission is added once Redis is back: at most one more).
-    if (answer.status === 503) expect(await dayCountIn(redis, held.id)).toBe(1);
-    else expect(await dayCountIn(redis, held.id)).toBeLessThanOrEqual(2);
+    expect(answer!.status === 503 ? answer!.code : answer!.degraded).toMatch(/^(gateway_overloaded|quota-local)$/);
+    // Nothing for it (a local admission is added once Redis is back: at most one more).
+    if (answer!.status === 503) expect(await dayCountIn(stack.redis, held.id)).toBe(countedBefore);
+    else expect(await dayCountIn(stack.redis, held.id)).toBeLessThanOrEqual(countedBefore + 1);
   }, 120_000);
 });

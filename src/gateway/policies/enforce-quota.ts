@@ -207,7 +207,11 @@ function fromStore(
     ctx.redisWaitOver = true;
     return storeFailed(step, deps, commandTimedOut());
   }
-  const later = left === undefined ? undefined : new LaterRedisWait(ctx, left);
+  // A slot taken alone, then the rules and the plan (consumeRulesWithSlot): two waits on Redis,
+  // which share one timeout even when no earlier wait began it.
+  const twoCalls = step.rules !== undefined && slot !== undefined && store.slots !== undefined;
+  if (left === undefined && twoCalls) ctx.redisWaitSinceMs = performance.now();
+  const later = left !== undefined ? new LaterRedisWait(ctx, left) : twoCalls ? new LaterRedisWait(ctx, deps.commandTimeoutMs) : undefined;
   pending.count++;
   const startedMs = performance.now();
   const sentAtMs = step.rules && deps.ruleRefusals ? deps.ruleRefusals.now() : 0;
@@ -216,6 +220,16 @@ function fromStore(
   const recallFor = later && recall ? later.recall(recall) : recall;
   const deciding = step.rules ? consumeRules(store, step, recallFor) : store.consume(subject, quota, ban, cost, batched, recallFor, slot);
   const decided = later ? later.bound(deciding) : deciding;
+  const slots = store.slots;
+  if (later && slot && slots) {
+    // Granted with the request after it gave up (redis-wait.ts): nobody holds the slot, it goes back at once.
+    deciding.then(
+      (outcome) => {
+        if (ctx.redisWaitOver && outcome.verdict === 'allowed') slots.release(subject, [slot.member]).catch(() => undefined);
+      },
+      () => undefined,
+    );
+  }
   return decided.then(
     (outcome) => {
       pending.count--;
