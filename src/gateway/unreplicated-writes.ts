@@ -20,6 +20,8 @@ interface KeptTurn {
     quota: Quota;
     requests: number;
   }>;
+  /** Units leases gave back in it (unreplicatedGiveBack). */
+  givenBack: number;
 }
 
 /**
@@ -66,10 +68,20 @@ export class UnreplicatedWrites implements ReplicaWaitListener {
     requests = 1,
   ): void {
     this.metrics.quotaUnreplicated.inc();
-    const write = { subject, admitted, quota, requests };
+    this.turnOf(mark).writes.push({ subject, admitted, quota, requests });
+  }
+
+  unreplicatedGiveBack(_subject: string, units: number, mark: TurnMark): void {
+    this.turnOf(mark).givenBack += units;
+  }
+
+  /** The kept turn `mark`, kept from now on if it was not yet. */
+  private turnOf(mark: TurnMark): KeptTurn {
     const last = this.kept.at(-1);
-    if (last?.mark.connection === mark.connection && last.mark.seq === mark.seq) last.writes.push(write);
-    else this.kept.push({ mark, writes: [write] });
+    if (last?.mark.connection === mark.connection && last.mark.seq === mark.seq) return last;
+    const turn: KeptTurn = { mark, writes: [], givenBack: 0 };
+    this.kept.push(turn);
+    return turn;
   }
 
   replicated(mark: TurnMark): void {
@@ -109,6 +121,10 @@ export class UnreplicatedWrites implements ReplicaWaitListener {
         }
       }
       this.logger.info({ turns: lost.length, held: lost.length - missing.length }, 'unreplicated quota writes checked on redis');
+      // Not sent again: a give-back is applied once by its number, and a later one of the same
+      // holder may have reached this master first. Its units stay counted here, never admitted.
+      const givenBack = missing.reduce((sum, turn) => sum + turn.givenBack, 0);
+      if (givenBack > 0) this.logger.warn({ units: givenBack }, 'unreplicated lease give-backs lost with the old master');
       // Retried by the ledger until Redis has them, each batch once.
       if (missing.length > 0) await this.ledger.flush();
     }

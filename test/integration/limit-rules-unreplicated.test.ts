@@ -26,6 +26,7 @@ function recording(client: RedisClient): ReplicaWaitListener & { units: number; 
     unreplicated(_subject: string, admitted: Pick<QuotaOutcome, 'verdict' | 'cost'>) {
       if (admitted.verdict === 'allowed') this.units += admitted.cost;
     },
+    unreplicatedGiveBack() {},
     replicated() {
       this.acknowledged++;
     },

@@ -94,4 +94,42 @@ describe('an unreplicated lease grant added again after a reconnection', () => {
       client.disconnect();
     }
   });
+
+  it('names the units of give-backs a master that lacks them left counted, and none it holds', async () => {
+    const client = redis.server().client();
+    try {
+      const store = new RedisQuotaStore(client);
+      const lost: number[] = [];
+      const checked: number[] = [];
+      const line = ({ msg, units, held }: { msg: string; units: number; held: number }) => {
+        if (msg === 'unreplicated lease give-backs lost with the old master') lost.push(units);
+        if (msg === 'unreplicated quota writes checked on redis') checked.push(held);
+      };
+      const logger = pino(
+        { level: 'info' },
+        { write: (l: string) => void line(JSON.parse(l) as { msg: string; units: number; held: number }) },
+      );
+      const writes = new UnreplicatedWrites(store, client, logger, createMetrics());
+      store.waitForReplicas({ replicas: 1, timeoutMs: 5 }, writes);
+      const plain: Quota = { perMinute: 100, perDay: 1000 };
+      const giveBack = { ...lease, want: 0, ends: true, giveBack: 7 };
+      expect((await store.reserve('g', plain, ban, lease)).granted).toBe(20);
+      await store.reserve('g', plain, ban, giveBack);
+      // The same master holds the give-back's turn: nothing is named.
+      client.disconnect(true);
+      await until(() => checked.length > 0);
+      expect(lost).toEqual([]);
+
+      // A master lacking it (its marker gone, as on a replica promoted before it arrived): named once.
+      expect((await store.reserve('g', plain, ban, { ...lease, holder: 'h2' })).granted).toBe(20);
+      await store.reserve('g', plain, ban, { ...giveBack, holder: 'h2' });
+      await client.del(...(await client.keys('tg:applied:*')));
+      client.disconnect(true);
+      await until(() => checked.length > 1);
+      expect(lost).toEqual([7]);
+      writes.close();
+    } finally {
+      client.disconnect();
+    }
+  });
 });

@@ -538,10 +538,13 @@ export class RedisQuotaStore implements QuotaStore {
     const grant = named(GRANT_FIELDS, reply.map(Number));
     // The granted units are admitted from memory later: the grant's write is what counts them.
     if (replicated) wait.listener.replicated(mark);
-    else if (grant.granted > 0) {
-      const units = { verdict: 'allowed' as const, nowMs: grant.nowMs, cost: grant.granted, bannedUntilMs: 0 };
-      // Units, no request: the block's requests are counted at its give-back (quota-leases.ts, rule 13).
-      wait.listener.unreplicated(keyId, units, quota, mark, 0);
+    else {
+      if (grant.granted > 0) {
+        const units = { verdict: 'allowed' as const, nowMs: grant.nowMs, cost: grant.granted, bannedUntilMs: 0 };
+        // Units, no request: the block's requests are counted at its give-back (quota-leases.ts, rule 13).
+        wait.listener.unreplicated(keyId, units, quota, mark, 0);
+      }
+      if (request.giveBack > 0) wait.listener.unreplicatedGiveBack(keyId, request.giveBack, mark);
     }
     return grant;
   }

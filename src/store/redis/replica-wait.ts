@@ -27,6 +27,12 @@ export interface ReplicaWaitListener {
     requests?: number,
   ): void;
   /**
+   * A lease's give-back of `units` unused units in the turn `mark` whose write no replica
+   * acknowledged in time: a failover before it is sent leaves them counted on the new master
+   * (counted, never admitted: an over-count, not an over-admission).
+   */
+  unreplicatedGiveBack(subject: string, units: number, mark: TurnMark): void;
+  /**
    * The WAIT of the turn `mark` was acknowledged in full: every earlier write on its connection is
    * on the replicas too (the replication stream is one ordered stream), the unreplicated ones included.
    */
