@@ -92,6 +92,12 @@ describe('a turn written without a Pipeline (ioredis internals it relies on)', (
     redis.disconnect();
   });
 
+  it('refuses a call queued without its callback rather than sending it an argument short', async () => {
+    const redis = await gatewayConnection('callback');
+    expect(() => new TurnCommands(redis).queue('echo', ['k', '1'])).toThrow('echo queued without its callback');
+    redis.disconnect();
+  });
+
   it('sends EVAL once per connection and after SCRIPT FLUSH, EVALSHA otherwise, each call its own reply', async () => {
     const redis = await gatewayConnection('flush');
     const evals = await commandCalls('eval');
