@@ -141,7 +141,7 @@ describe('a turn written without a Pipeline (ioredis internals it relies on)', (
   });
 
   it('times calls out with the command timeout, and the replies that come late go to nobody', async () => {
-    const redis = await gatewayConnection('timeouts', 200);
+    const redis = await gatewayConnection('timeouts', 1000);
     expectOwn(await turn(redis, 0, 2), 0);
     server.pause();
     let replies: unknown[];
