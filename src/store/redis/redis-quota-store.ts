@@ -100,7 +100,8 @@ interface FixedArgs {
   ban: BanPolicy;
   recall: boolean;
   now: string | number;
-  month: readonly number[];
+  /** The day's memoized periods (calendar.ts) the month edges came from. */
+  periods: Periods;
   args: ReadonlyArray<string | number>;
 }
 
@@ -341,20 +342,22 @@ export class RedisQuotaStore implements QuotaStore {
 
   /**
    * QUOTA_SCRIPT's arguments before the costs. The same array while they are the same (a plan's
-   * quota object, its ban, the recall flag, the clock argument and the month's edges): not built
+   * quota object, its ban, the recall flag, the clock argument and the day's periods): not built
    * for every request, and a turn's packed call finds a plan's sections by it (multiArgs).
    * Callers never change it.
+   * Matched by the periods, not by the month array: monthArgs keeps one array per periods for the
+   * perMonth last asked, so plans with different perMonth in one zone would each miss every time.
    */
   private quotaArgs(quota: Quota, ban: BanPolicy, recall: boolean): ReadonlyArray<string | number> {
     const now = this.nowArg();
-    const month = this.monthArgs(quota);
+    const periods = periodsAt(this.clockMs(), quota.calendar);
     let known = this.fixedArgs.get(quota);
-    for (const k of known ?? []) if (k.ban === ban && k.recall === recall && k.now === now && k.month === month) return k.args;
-    const args = this.buildQuotaArgs(quota, ban, recall, now, month);
+    for (const k of known ?? []) if (k.ban === ban && k.recall === recall && k.now === now && k.periods === periods) return k.args;
+    const args = this.buildQuotaArgs(quota, ban, recall, now, this.monthArgs(quota, periods));
     if (!known) this.fixedArgs.set(quota, (known = []));
     // A few at most (recall or not; a test clock's `now` changes on every call): bounded anyway.
     if (known.length >= 4) known.shift();
-    known.push({ ban, recall, now, month, args });
+    known.push({ ban, recall, now, periods, args });
     return args;
   }
 
@@ -633,8 +636,7 @@ export class RedisQuotaStore implements QuotaStore {
    * perMonth (0: none) and the day's and month's edges around this replica's clock: the script
    * picks the period Redis's clock is in (calendar.ts). Memoized there: the same array all day.
    */
-  private monthArgs(quota: Quota): readonly number[] {
-    const periods = periodsAt(this.clockMs(), quota.calendar);
+  private monthArgs(quota: Quota, periods = periodsAt(this.clockMs(), quota.calendar)): readonly number[] {
     const perMonth = quota.perMonth ?? 0;
     let args = monthArgs.get(periods);
     if (args?.[0] !== perMonth) monthArgs.set(periods, (args = [perMonth, ...periods.day, ...periods.month]));

@@ -29,6 +29,9 @@ export class TurnCommands {
   queue(name: string, args: unknown[]): void {
     const script = (this.redis.scriptsSet as Record<string, DefinedScript | undefined>)[name];
     if (!script) throw new Error(`no script ${name} is defined`);
+    // A Pipeline's callback is optional; here a missing one would send the last argument as the
+    // callback and the script one argument short: refused instead.
+    if (typeof args[args.length - 1] !== 'function') throw new Error(`${name} queued without its callback`);
     const done = args.pop() as Reply;
     this.calls.push({ script, args, done });
   }
