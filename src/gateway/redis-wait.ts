@@ -29,6 +29,24 @@ export function redisWaitLeftMs(ctx: RequestContext, commandTimeoutMs: number): 
   return since === undefined ? undefined : since + commandTimeoutMs - performance.now();
 }
 
+/**
+ * `send` as one of `ctx`'s waits on Redis: its first (its time starts now, and ioredis times the
+ * command), a later one cut at what is left of its time, or, with nothing left, not sent at all: a
+ * timed-out command's error.
+ */
+export function waitOnRedis<T>(ctx: RequestContext, commandTimeoutMs: number, send: () => Promise<T>): Promise<T> {
+  const left = redisWaitLeftMs(ctx, commandTimeoutMs);
+  if (left === undefined) {
+    ctx.redisWaitSinceMs = performance.now();
+    return send();
+  }
+  if (left <= 0) {
+    ctx.redisWaitOver = true;
+    return Promise.reject(commandTimedOut());
+  }
+  return new LaterRedisWait(ctx, left).bound(send());
+}
+
 /** A wait of `ctx` on Redis after an earlier one, cut at what is left of its time (`leftMs`, above 0). */
 export class LaterRedisWait {
   private timer?: NodeJS.Timeout;

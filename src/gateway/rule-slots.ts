@@ -3,12 +3,12 @@ import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
 import { rateLimitHeaders } from '../quota/rate-limit-headers.js';
 import type { QuotaStore, SlotStore } from '../store/quota-store.js';
-import { commandTimedOut, type StoreHealth } from '../store/store-health.js';
+import type { StoreHealth } from '../store/store-health.js';
 import { CONTINUE, reject, type Decision, type RequestContext } from './context.js';
 import { releaseWhenAnswerEnds, type ConcurrencySlots, type ReleaseSlot } from './concurrency-slots.js';
 import type { DegradedMode } from './degraded-mode.js';
 import type { RuleSlot } from './limit-rules.js';
-import { LaterRedisWait, redisWaitLeftMs } from './redis-wait.js';
+import { waitOnRedis } from './redis-wait.js';
 
 export interface RuleSlotDeps {
   store: QuotaStore;
@@ -83,33 +83,21 @@ async function take(ctx: RequestContext, deps: RuleSlotDeps, slot: RuleSlot, pla
 }
 
 /**
- * A slot's take, one of the request's waits on Redis (redis-wait.ts): its first, or cut at what is
- * left of its time (none left: not sent); a slot granted after the cut is given back at once, as
- * nobody holds it.
+ * A slot's take, one of the request's waits on Redis (redis-wait.ts); a slot granted after the
+ * request gave up is given back at once, as nobody holds it.
  */
 function onesTime(
   ctx: RequestContext,
   commandTimeoutMs: number,
   take: () => Promise<ReleaseSlot | undefined>,
 ): Promise<ReleaseSlot | undefined> {
-  const left = redisWaitLeftMs(ctx, commandTimeoutMs);
-  if (left === undefined) {
-    ctx.redisWaitSinceMs = performance.now();
-    return take();
-  }
-  if (left <= 0) {
-    ctx.redisWaitOver = true;
-    return Promise.reject(commandTimedOut());
-  }
-  const taking = take();
-  let cut = false;
-  taking.then(
-    (release) => cut && release?.(),
-    () => undefined,
-  );
-  return new LaterRedisWait(ctx, left).bound(taking).catch((err: unknown) => {
-    cut = ctx.redisWaitOver === true;
-    throw err;
+  return waitOnRedis(ctx, commandTimeoutMs, () => {
+    const taking = take();
+    taking.then(
+      (release) => ctx.redisWaitOver && release?.(),
+      () => undefined,
+    );
+    return taking;
   });
 }
 

@@ -14,7 +14,7 @@ import { rulesHeaders } from '../../quota/rule-headers.js';
 import type { ProxyTrust } from '../../http/proxy-trust.js';
 import type { LimitRules } from '../limit-rules.js';
 import { commandTimedOut, isDataError, type StoreHealth } from '../../store/store-health.js';
-import { LaterRedisWait, redisWaitLeftMs } from '../redis-wait.js';
+import { LaterRedisWait, redisWaitLeftMs, waitOnRedis } from '../redis-wait.js';
 import { CONTINUE, reject, type Decision, type Policy, type RequestContext } from '../context.js';
 import { releaseWhenAnswerEnds, type ConcurrencySlots } from '../concurrency-slots.js';
 import type { DegradedMode } from '../degraded-mode.js';
@@ -156,11 +156,10 @@ function decide(
   // no slot.
   const leased = slot ? undefined : deps.leases?.admit(subject, quota, ban, cost, ctx);
   if (leased instanceof Promise) {
-    // A wait on Redis (the ask's answer): after the key record's read, within what is left of its time.
-    const left = redisWaitLeftMs(ctx, deps.commandTimeoutMs);
-    if (left === undefined) ctx.redisWaitSinceMs = performance.now();
-    const answered = left === undefined ? leased : left > 0 ? new LaterRedisWait(ctx, left).bound(leased) : gaveUp(ctx, leased);
-    return answered.then(
+    // A wait on Redis (the ask's answer): after the key record's read, within what is left of its
+    // time; with none left, given up at once (the ask's answer, when it comes, takes nothing for it).
+    leased.catch(() => undefined);
+    return waitOnRedis(ctx, deps.commandTimeoutMs, () => leased).then(
       (outcome) => (outcome ? judge(ctx, deps, quota, outcome, 'lease', step) : fromStore(step, deps, recall, pending)),
       (err: unknown) => storeFailed(step, deps, err),
     );
@@ -261,13 +260,6 @@ function fromStore(
       return storeFailed(step, deps, err);
     },
   );
-}
-
-/** A lease ask joined with no time left on Redis: given up at once (its answer, when it comes, takes nothing for it). */
-function gaveUp(ctx: RequestContext, asked: Promise<unknown>): Promise<never> {
-  ctx.redisWaitOver = true;
-  asked.catch(() => undefined);
-  return Promise.reject(commandTimedOut());
 }
 
 /**

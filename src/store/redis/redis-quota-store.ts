@@ -245,18 +245,13 @@ export class RedisQuotaStore implements QuotaStore {
    */
   private decide(requests: Request[]): Promise<Answer[]> {
     try {
-      const first = requests[0]!;
-      let end = 1;
-      while (end < requests.length && sameLimits(requests[end]!, first)) end++;
-      // Nearly always one run: its call's promise is the batch's, not one more gathered around it.
-      if (end === requests.length) return this.call(first, requests);
-      const calls: Array<Promise<Answer[]>> = [this.call(first, requests.slice(0, end))];
-      for (let start = end; start < requests.length; start = end) {
-        end = start + 1;
+      const calls: Array<Promise<Answer[]>> = [];
+      for (let start = 0, end = 1; start < requests.length; start = end++) {
         while (end < requests.length && sameLimits(requests[end]!, requests[start]!)) end++;
-        calls.push(this.call(requests[start]!, requests.slice(start, end)));
+        calls.push(this.call(requests[start]!, start === 0 && end === requests.length ? requests : requests.slice(start, end)));
       }
-      return Promise.all(calls).then((outcomes) => outcomes.flat());
+      // Nearly always one run: its call's promise is the batch's, not one more gathered around it.
+      return calls.length === 1 ? calls[0]! : Promise.all(calls).then((outcomes) => outcomes.flat());
     } catch (err) {
       // A fault is the batch's rejection, as from an async function, never a throw in the turn's flush.
       return Promise.reject(err);
