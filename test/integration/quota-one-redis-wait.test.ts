@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { changeNoticesSubscribed, proxiedGateway, type ProxiedGateway } from '../helpers/held-answers.js';
 import { dayCountIn } from '../helpers/redis-server.js';
@@ -66,3 +67,37 @@ describe('a key record read that times out', () => {
     else expect(await dayCountIn(stack.redis, held.id)).toBeLessThanOrEqual(countedBefore + 1);
   }, 120_000);
 });
+
+describe('a client that leaves while its key record is read', () => {
+  it('leaves no request hanging and nothing counted twice, and the gateway goes on serving', async () => {
+    await awayFromDayEdge(120);
+    await changeNoticesSubscribed(stack.redis);
+    expect((await call(held)).status).toBe(200);
+    const countedBefore = await dayCountIn(stack.redis, held.id);
+    const linesBefore = requestLines(held.id);
+    stack.proxy.holdFrom(`tg:key:{${held.id}}`);
+    expect((await call(other)).status).toBe(200);
+    // A raw client that sends its request, waits until the gateway's read of its key is held, and goes.
+    const url = new URL(stack.gateway.url);
+    const socket = connect(Number(url.port), url.hostname);
+    socket.on('error', () => undefined);
+    socket.write(`GET /v1/categories HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${held.key}\r\n\r\n`);
+    await expect.poll(() => stack.proxy.heldText().includes(`tg:key:{${held.id}}`), { timeout: 30_000 }).toBe(true);
+    socket.destroy();
+    // Its access-log line: the gateway noticed the client gone, whatever its waits on Redis.
+    await expect.poll(() => requestLines(held.id), { timeout: 30_000 }).toBeGreaterThan(linesBefore);
+    stack.proxy.release();
+    expect((await call(other)).status).toBe(200);
+    // Decided at most once (a read answered within its time is followed by its decision, as for
+    // any request whose client left after sending it), never twice, and the key still served.
+    expect(await dayCountIn(stack.redis, held.id)).toBeLessThanOrEqual(countedBefore + 1);
+    expect((await call(held)).status).toBe(200);
+    expect(await dayCountIn(stack.redis, held.id)).toBeLessThanOrEqual(countedBefore + 2);
+    expect(stack.gateway.process.logs().filter((l) => Number(l.level) >= 50)).toEqual([]);
+  }, 120_000);
+});
+
+/** The gateway's access-log lines of `keyId`'s requests so far. */
+function requestLines(keyId: string): number {
+  return stack.gateway.process.logs().filter((l) => l.msg === 'request' && l.keyId === keyId).length;
+}
