@@ -218,8 +218,7 @@ function liftBanButton(id, after) {
         if (!(await confirmAction('Lift ban', `Lift the ban of key ${id} on every replica?`, 'Lift ban'))) return;
         try {
           const result = await api('DELETE', `/keys/${id}/ban`);
-          announce(result.unbanned ? `Ban of ${id} lifted.` : `${id} was not banned.`);
-          await after(id);
+          if ((await after(id)) !== false) announce(result.unbanned ? `Ban of ${id} lifted.` : `${id} was not banned.`);
         } catch (err) {
           failed(err);
         }
@@ -422,12 +421,20 @@ async function keyPage(id) {
     record.status === 'revoked' ? null : api('GET', `/keys/${id}/usage`).catch(() => null),
     api('GET', `/keys/${id}/credits`).catch(() => null),
   ]);
-  const reload = () => keyPage(id).catch(failed);
+  // False when the page could not be shown again (its error is told instead of the change's success).
+  const reload = () =>
+    keyPage(id).then(
+      () => true,
+      (err) => {
+        failed(err);
+        return false;
+      },
+    );
   const change = async (body, message) => {
     try {
       await api('PATCH', `/keys/${id}`, body);
-      announce(message);
-      await reload();
+      // Told once the page shows it: a form filled after the message is not wiped by the reload.
+      if (await reload()) announce(message);
     } catch (err) {
       failed(err);
     }
@@ -557,8 +564,7 @@ async function keyPage(id) {
         try {
           const rotated = await api('POST', `/keys/${id}/rotate`, { graceSeconds: Number(grace.value) });
           await showSecret('Key rotated', rotated);
-          announce(`${id} rotated.`);
-          await reload();
+          if (await reload()) announce(`${id} rotated.`);
         } catch (err) {
           failed(err);
         }
@@ -581,8 +587,7 @@ async function keyPage(id) {
                 return;
               try {
                 await api('DELETE', `/keys/${id}`);
-                announce(`${id} revoked.`);
-                await reload();
+                if (await reload()) announce(`${id} revoked.`);
               } catch (err) {
                 failed(err);
               }
@@ -637,8 +642,7 @@ function creditsSection(id, credits, after) {
             e.preventDefault();
             try {
               const changed = await api('POST', `/keys/${id}/credits`, { [mode.value]: Number(amount.value), reason: reason.value });
-              announce(`Credits of ${id}: ${changed.credits}.`);
-              await after();
+              if ((await after()) !== false) announce(`Credits of ${id}: ${changed.credits}.`);
             } catch (err) {
               failed(err);
             }

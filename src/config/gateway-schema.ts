@@ -215,14 +215,18 @@ export const gatewayFileSchema = z
         /**
          * A single Redis or Sentinel master: after each turn's quota decisions (and each lease grant)
          * a WAIT for this many replicas, up to timeoutMs, before the answers (docs/operations.md,
-         * "Replicated decisions"). Off by default: asynchronous replication loses the writes a
-         * demoted master had not sent yet. Ignored on a Cluster.
+         * "Replicated decisions"); false: none. Absent: { replicas: 1, timeoutMs: 50 } on Sentinel,
+         * whose failover would otherwise lose the writes a demoted master had not sent yet
+         * (replica-wait-default.ts), none on one server. Ignored on a Cluster.
          */
         waitForReplica: z
-          .strictObject({
-            replicas: z.number().int().min(1).max(16),
-            timeoutMs: ms(1, 10_000),
-          })
+          .union([
+            z.literal(false),
+            z.strictObject({
+              replicas: z.number().int().min(1).max(16),
+              timeoutMs: ms(1, 10_000),
+            }),
+          ])
           .optional(),
         /** Usage for invoicing (docs/operations.md): per consumer and hour, written by the quota step. */
         usage: z
@@ -303,10 +307,10 @@ export const gatewayFileSchema = z
 export type GatewayFile = z.infer<typeof gatewayFileSchema>;
 
 /**
- * The WAIT runs on the quota connection under its command timeout: one at least as long would
- * time the whole turn's decisions out instead of telling that no replica acknowledged in time.
+ * The WAIT runs under the command timeout (on a connection of its own: store/redis/replica-acks.ts):
+ * one at least as long would be cut by it, a failed command instead of a count of acknowledgements.
  */
-function waitWithinCommandTimeout(wait: { timeoutMs: number } | undefined, commandTimeoutMs: number, ctx: z.RefinementCtx): void {
+function waitWithinCommandTimeout(wait: { timeoutMs: number } | false | undefined, commandTimeoutMs: number, ctx: z.RefinementCtx): void {
   if (wait && wait.timeoutMs >= commandTimeoutMs) {
     ctx.addIssue({
       code: 'custom',

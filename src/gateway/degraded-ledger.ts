@@ -42,7 +42,8 @@ export class DegradedLedger {
    * A decision taken without Redis (`local` mode's store, or `open` mode's admit-all at `nowMs`),
    * in the windows of `quota`'s calendar (its zone's day, its month: the ones the store counts in).
    * `requests`: the requests it is in the usage rows (0 for a lease's grant: units, no request).
-   * `credits`: prepaid credits it spent (`leased`: held by a lease's block), taken from the balance.
+   * `credits`: prepaid credits it spent, taken from the balance; `leased`: the units and credits
+   * are held by a lease's block (an unreplicated grant), whose give-back returns the unused ones.
    */
   record(
     subject: string,
@@ -63,14 +64,30 @@ export class DegradedLedger {
       this.open.set(subject, batch);
     }
     // Units of a window that has rolled would be dropped by the store anyway.
-    if (batch.minuteStartMs !== minuteStartMs) Object.assign(batch, { minuteStartMs, minuteUnits: 0 });
-    if (batch.dayStartMs !== dayStartMs) Object.assign(batch, { dayStartMs, dayUnits: 0 });
-    if (batch.monthStartMs !== monthStartMs) Object.assign(batch, { monthStartMs, monthUnits: 0 });
+    const leased = batch.leasedUnits;
+    if (batch.minuteStartMs !== minuteStartMs) {
+      Object.assign(batch, { minuteStartMs, minuteUnits: 0 });
+      if (leased) leased.minute = 0;
+    }
+    if (batch.dayStartMs !== dayStartMs) {
+      Object.assign(batch, { dayStartMs, dayUnits: 0 });
+      if (leased) leased.day = 0;
+    }
+    if (batch.monthStartMs !== monthStartMs) {
+      Object.assign(batch, { monthStartMs, monthUnits: 0 });
+      if (leased) leased.month = 0;
+    }
     batch.calendar = calendar;
     batch.minuteUnits += admitted;
     batch.dayUnits += admitted;
     // Only a quota with a month counts one (as the quota script).
     if (quota?.perMonth !== undefined) batch.monthUnits = (batch.monthUnits ?? 0) + admitted;
+    if (credits.leased && admitted > 0) {
+      const units = (batch.leasedUnits ??= { minute: 0, day: 0, month: 0 });
+      units.minute += admitted;
+      units.day += admitted;
+      if (quota?.perMonth !== undefined) units.month += admitted;
+    }
     batch.bannedUntilMs = Math.max(batch.bannedUntilMs, outcome.bannedUntilMs);
     // The balance is not a window: its credits count whenever they were spent.
     if (credits.spent > 0) {

@@ -8,8 +8,8 @@ import type { RequestContext } from './context.js';
  * counted from when the first began (ctx.redisWaitSinceMs).
  * ioredis times each command from its own write, so a request that waited for its key record and
  * then for its decision (or for a lease ask, then for the decision) could be held on Redis for up
- * to two timeouts: in a Sentinel failover under quota.waitForReplica, where the commands queue
- * behind the turns' WAITs, 300 ms with the shipped 250 (docs/operations.md, "Failure modes").
+ * to two timeouts, as once in a Sentinel failover under quota.waitForReplica, when the commands
+ * queued behind the turns' WAITs: 300 ms with the shipped 250 (docs/operations.md, "Failure modes").
  *
  * Only a wait that follows another is cut here (a request's first wait is ioredis's to time out:
  * no timer per request on the hot path), and a decision of two calls (a plan's concurrency slot

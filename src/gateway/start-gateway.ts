@@ -10,6 +10,7 @@ import { anonymousPlansDefined, plansKeepingAnonymous } from '../config/anonymou
 import { AnonymousConsumers } from '../auth/anonymous-consumer.js';
 import { plansInZone, type PlansConfig } from '../config/plans-schema.js';
 import { Reloading } from '../config/reloading.js';
+import { replicaWaitInForce } from '../config/replica-wait-default.js';
 import type { Settings } from '../config/settings.js';
 import { Drain } from '../http/drain.js';
 import { closeGracefully, listen } from '../http/listen.js';
@@ -467,10 +468,13 @@ export async function startGateway(
  * kept until it does, or added to the master found after a lost connection (unreplicated-writes.ts).
  */
 function waitForReplicas(settings: Settings, stores: Stores, logger: Logger, metrics: Metrics): UnreplicatedWrites | undefined {
-  const wait = settings.quota.waitForReplica;
+  const wait = replicaWaitInForce(settings.quota.waitForReplica, settings.redis, settings.redis.commandTimeoutMs);
   if (!wait || !stores.redis || !(stores.quotas instanceof RedisQuotaStore)) return undefined;
   const listener = new UnreplicatedWrites(stores.quotas, stores.redis, logger, metrics);
-  if (stores.quotas.waitForReplicas(wait, listener)) return listener;
+  if (stores.quotas.waitForReplicas(wait, listener)) {
+    if (settings.quota.waitForReplica === undefined) logger.info({ waitForReplica: wait }, 'quota.waitForReplica: the Sentinel default');
+    return listener;
+  }
   listener.close();
   logger.warn('quota.waitForReplica is ignored on a Redis Cluster');
   return undefined;

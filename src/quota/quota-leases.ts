@@ -59,9 +59,16 @@ import { MINUTE_MS } from './windows.js';
  *    while the TAT is still E (nothing charged above them), or while E − m × T ≥ now + leaseMs:
  *    every cell charged above them (at u ≤ now, or a block granted at g ≤ now and used before
  *    g + leaseMs) then moves down onto a slot still ≥ now + leaseMs, after its use, and its slot
- *    only falls, so u ≤ S ≤ u + τ − T holds. Otherwise the TAT stays (those cells are lost, until
- *    real time passes them); the day is credited as for fixed windows. A lease that ends gives its blocks back newest first, so a replica's own
- *    blocks can come back one after the other. After a refused block a gcra key, having no
+ *    only falls, so u ≤ S ≤ u + τ − T holds. Another holder's block below it, given back first
+ *    (a recall ends them all at once), moves E down: Redis keeps each block's E as it moves (a
+ *    block granted later lies above: a grant starts at the TAT) under the holder and a number
+ *    the replica gives each ask, never reused, and the give-back names its block. A block Redis
+ *    does not know (a master that lacks its grant) takes nothing off the TAT. Otherwise the TAT
+ *    stays (those cells are lost, until real time passes them); the day is credited as for
+ *    fixed windows. A settled reservation's refund (SETTLE_SCRIPT) takes nothing off the TAT
+ *    while a lease is out: it would move the blocks above it down below their use. A lease that
+ *    ends gives its blocks back newest first, so a replica's own blocks can come back one after
+ *    the other. After a refused block a gcra key, having no
  *    minute edge, asks again once a full bucket would have drained (τ, at most a minute).
  *
  * 10. Notices. Redis records how long a lease of the key may still admit ('le': grant time +
@@ -137,8 +144,8 @@ interface Block {
   minuteStartMs: number;
   dayStartMs: number;
   monthStartMs: number;
-  /** gcra: the TAT its grant left (its end E on the TAT line), µs; 0 for fixed windows. */
-  tatUs: number;
+  /** gcra: this replica's number for it, which Redis keeps its end E under (rule 9); 0 for fixed windows. */
+  no: number;
   /** Its grant's notice sequence number: a store decision with a higher one counted its units. */
   grantSeq: number;
   /** Credits (rule 14): the balance's epoch at its grant, which its give-back carries. */
@@ -189,9 +196,12 @@ interface Rate {
 /**
  * A recalled request waits at most until the recall's 'le' plus this (rule 11): a holder that
  * cannot answer (killed, or its subscription cut) has stopped admitting by then; units it gives
- * back after that (its sweep) miss that burst, not the window.
+ * back after that (its sweep) miss that burst, not the window. It is the time a live holder has
+ * to hear the recall, give back and be heard when its lease was about to lapse anyway ('le' a few
+ * ms away): on a loaded machine that took more than 50 ms, and the burst was under-admitted
+ * (150 of 180). Only requests past the limit while a lease is out ever wait it.
  */
-export const RECALL_GRACE_MS = 50;
+export const RECALL_GRACE_MS = 250;
 
 /** Margin before the window's end on this clock: covers clock rate drift over a minute (0.1 %) and more. */
 const EDGE_MARGIN_MS = 10;
@@ -227,6 +237,8 @@ export class QuotaLeases {
   private readonly recalls = new Map<string, RecallWaiter[]>();
   /** This replica among a key's lease holders in Redis. */
   private readonly holder = randomBytes(6).toString('hex');
+  /** The asks made so far: each names the block it may get by its number (rule 9). */
+  private asks = 0;
   private closed = false;
   /** Give-backs, in order per key, retried after a failure, applied once. */
   readonly giveBacks: LeaseGiveBacks;
@@ -540,7 +552,8 @@ export class QuotaLeases {
     return Math.min(maxBlock, Math.max(minBlock, Math.ceil((perSecond(rate) * leaseMs) / 1000)));
   }
 
-  private ask(subject: string, quota: Quota, ban: BanPolicy, rate: Rate): Promise<LeaseGrant> {
+  /** Asks for a block this replica numbers `no` (gcra; rule 9). */
+  private ask(subject: string, quota: Quota, ban: BanPolicy, rate: Rate, no: number): Promise<LeaseGrant> {
     const { spread, replicas, minBlock, leaseMs } = this.settings;
     return this.store.reserve(subject, quota, ban, {
       want: this.wanted(rate),
@@ -551,7 +564,7 @@ export class QuotaLeases {
       giveBackMinuteStartMs: 0,
       giveBackDayStartMs: 0,
       giveBackMonthStartMs: 0,
-      giveBackTatUs: 0,
+      block: no,
       holder: this.holder,
       ends: false,
       heldUntilMs: 0,
@@ -561,11 +574,12 @@ export class QuotaLeases {
   private open(subject: string, quota: Quota, ban: BanPolicy, rate: Rate, askedAtMs: number): void {
     const ask: Asking = { cancelled: false, answered: Promise.resolve() };
     this.asking.set(subject, ask);
-    const asked = this.ask(subject, quota, ban, rate).then(
+    const no = ++this.asks;
+    const asked = this.ask(subject, quota, ban, rate, no).then(
       (grant) => {
         this.asking.delete(subject);
         if (grant.granted === 0) return this.quiet(rate, quota, grant, askedAtMs);
-        const lease = this.leaseOf(quota, ban, grant, askedAtMs);
+        const lease = this.leaseOf(quota, ban, grant, askedAtMs, no);
         // The key changed (or shutdown began) while the block was on its way: it goes straight back.
         if (ask.cancelled || this.closed || this.leases.has(subject)) return this.end(subject, lease);
         this.leases.set(subject, lease);
@@ -583,11 +597,12 @@ export class QuotaLeases {
 
   private renew(subject: string, lease: Lease, rate: Rate, askedAtMs: number): void {
     if (askedAtMs < rate.quietUntilMs) return;
-    const asked = this.ask(subject, lease.quota, lease.ban, rate).then(
+    const no = ++this.asks;
+    const asked = this.ask(subject, lease.quota, lease.ban, rate, no).then(
       (grant) => {
         lease.renewal = undefined;
         if (grant.granted === 0) return this.quiet(rate, lease.quota, grant, askedAtMs);
-        const next = this.leaseOf(lease.quota, lease.ban, grant, askedAtMs);
+        const next = this.leaseOf(lease.quota, lease.ban, grant, askedAtMs, no);
         if (this.leases.get(subject) !== lease) return this.end(subject, next);
         const gcra = lease.quota.algorithm === 'gcra';
         // gcra: only the UTC day is a window (rule 8); fixed: the minute too. A balance `set` since the
@@ -637,7 +652,7 @@ export class QuotaLeases {
     rate.quietUntilMs = beforeHere(askedAtMs, waitMs) + EDGE_MARGIN_MS;
   }
 
-  private leaseOf(quota: Quota, ban: BanPolicy, grant: LeaseGrant, askedAtMs: number): Lease {
+  private leaseOf(quota: Quota, ban: BanPolicy, grant: LeaseGrant, askedAtMs: number, no: number): Lease {
     // Before the end of its window (fixed: the minute; gcra: the day; either: the day and month of
     // the quota's calendar, rule 12), and before Redis's grant time + leaseMs: gcra's slots need it
     // (rule 8), and Redis publishes notices until then (rule 10).
@@ -659,7 +674,7 @@ export class QuotaLeases {
           minuteStartMs,
           dayStartMs,
           monthStartMs,
-          tatUs: quota.algorithm === 'gcra' ? tatUs : 0,
+          no: quota.algorithm === 'gcra' ? no : 0,
           grantSeq: grant.seq,
           creditEpoch: grant.creditEpoch ?? 0,
           hashEpoch: grant.hashEpoch ?? 0,
@@ -709,7 +724,7 @@ export class QuotaLeases {
         minuteStartMs: 0,
         dayStartMs: 0,
         monthStartMs: 0,
-        tatUs: 0,
+        no: 0,
         grantSeq: 0,
         creditEpoch: 0,
         hashEpoch: 0,
@@ -731,7 +746,8 @@ export class QuotaLeases {
       giveBackMinuteStartMs: block.minuteStartMs,
       giveBackDayStartMs: block.dayStartMs,
       giveBackMonthStartMs: block.monthStartMs,
-      giveBackTatUs: block.tatUs,
+      // gcra: the store finds its block's end by its number (rule 9).
+      giveBackBlock: block.no,
       holder: this.holder,
       ends,
       heldUntilMs: lease.heldUntilMs,

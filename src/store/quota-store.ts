@@ -130,8 +130,14 @@ export interface LeaseRequest {
   giveBackMonthStartMs?: number;
   /** gcra plans: the longest the block may be used; its cells are charged as arriving then. */
   leaseMs: number;
-  /** gcra plans: the TAT the given-back block left at its grant (its unused cells come off it only while it is still the TAT). */
-  giveBackTatUs: number;
+  /**
+   * gcra plans: this replica's number for the block this step may grant (> 0, never reused by the
+   * replica): the store keeps where each block out ends on the TAT line, as others' give-backs
+   * move it, under the holder and this number. Absent or 0: none kept (its give-back credits no cells).
+   */
+  block?: number;
+  /** gcra plans: the given-back block, by the number its ask gave it (absent or 0: none). */
+  giveBackBlock?: number;
   /** This replica (random per process): Redis keeps the lease holders of a key, so it knows when none is left. */
   holder: string;
   /** This step ends the replica's lease of the key: it leaves the holders, unless a newer grant made it hold again. */
@@ -234,6 +240,12 @@ export interface DegradedAdmissions {
    */
   credits?: number;
   leasedCredits?: number;
+  /**
+   * Of the units, those leases' blocks hold (only unreplicated lease grants re-added), per window:
+   * added to the units out on leases too, so the blocks' give-backs can return their unused ones
+   * (absent: none).
+   */
+  leasedUnits?: { minute: number; day: number; month: number };
   /** Usage for invoicing: what the batch admitted and refused, per hour (absent: none). */
   usage?: HourUsage[];
 }

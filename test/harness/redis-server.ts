@@ -23,9 +23,18 @@ export class RedisServer {
 
   /** `extraArgs` go to redis-server as given; with `logFile` its log goes there (else nowhere). */
   static async start(extraArgs: string[] = [], options: { logFile?: string } = {}): Promise<RedisServer> {
-    const redis = new RedisServer(await freePort(), extraArgs, options.logFile);
-    await redis.launch();
-    return redis;
+    // A free port is free only a moment: another file's process may take it before ours binds it
+    // (then ours exits, and that one's PING would pass for ours). Another port then, a few times.
+    for (let attempt = 1; ; attempt++) {
+      const redis = new RedisServer(await freePort(), extraArgs, options.logFile);
+      try {
+        await redis.launch();
+        return redis;
+      } catch (err) {
+        await redis.stop();
+        if (attempt >= 5) throw err;
+      }
+    }
   }
 
   get url(): string {
@@ -40,8 +49,10 @@ export class RedisServer {
   async launch(): Promise<void> {
     const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir];
     if (this.logFile) args.push('--logfile', this.logFile);
-    this.child = spawn('redis-server', [...args, ...this.extraArgs], { stdio: 'ignore' });
-    await waitForRedis(this.url);
+    const child = spawn('redis-server', [...args, ...this.extraArgs], { stdio: 'ignore' });
+    this.child = child;
+    // Its own answer: a server that could not bind exits, and another's on the port does not count.
+    await waitForRedis(this.url, 60_000, { pid: child.pid, gone: () => child.exitCode !== null || child.signalCode !== null });
   }
 
   /** A client for fixtures, assertions and counters (never the one the code under test uses). */

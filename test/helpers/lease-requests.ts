@@ -10,7 +10,6 @@ export function leaseRequest(request: Partial<LeaseRequest>): LeaseRequest {
     giveBack: 0,
     giveBackMinuteStartMs: 0,
     giveBackDayStartMs: 0,
-    giveBackTatUs: 0,
     holder: 'test',
     ends: false,
     heldUntilMs: 0,

@@ -52,7 +52,6 @@ const giveBack = (n: number, no: number, epoch = 0): LeaseRequest => ({
   giveBack: n,
   giveBackMinuteStartMs: 0,
   giveBackDayStartMs: 0,
-  giveBackTatUs: 0,
   holder: 'replica-x',
   ends: false,
   heldUntilMs: 0,

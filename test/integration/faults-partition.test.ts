@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EchoUpstream } from '../helpers/echo-upstream.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { TestRedis, dayCountIn } from '../helpers/redis-server.js';
-import { gatewayWaits, requestLoops, sleep } from '../helpers/request-loops.js';
+import { gatewayWaits, requestLoopsApart, sleep } from '../helpers/request-loops.js';
 import { configCopy, createKey, withLeases, startGateway, type CreatedKey, type GatewayHandle } from '../helpers/stack.js';
 import { awayFromDayEdge } from '../helpers/windows.js';
 
@@ -52,7 +52,7 @@ const dayCount = () => dayCountIn(redis, key.id);
 describe('Redis partitioned from a gateway (no FIN)', () => {
   it('answers every request, stays ready (degraded), and Redis counts every admission after the heal', async () => {
     await awayFromDayEdge(120);
-    const loops = requestLoops([gateway.url], key.key, LOOPS);
+    const loops = requestLoopsApart([gateway.url], key.key, LOOPS);
     await sleep(1500);
     proxy.partition();
     let duringPartition: Awaited<ReturnType<typeof readyz>>;
@@ -98,7 +98,7 @@ describe('every connection to Redis reset at once (RST), and added latency', () 
   it('answers every request and Redis counts every admission after the reconnection', async () => {
     await awayFromDayEdge(120);
     const before = await dayCount();
-    const loops = requestLoops([gateway.url], key.key, LOOPS);
+    const loops = requestLoopsApart([gateway.url], key.key, LOOPS);
     await sleep(1000);
     // Latency below the command timeout changes nothing but the wait.
     proxy.latency(50);

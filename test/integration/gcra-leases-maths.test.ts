@@ -5,6 +5,7 @@ import { QuotaLeases, type LeaseSettings } from '../../src/quota/quota-leases.js
 import type { QuotaOutcome } from '../../src/quota/quota-state.js';
 import { windowsOf } from '../../src/quota/rate-limit-headers.js';
 import type { LeaseGrant, LeaseRequest } from '../../src/store/quota-store.js';
+import { leaseHoldersKey, quotaKey } from '../../src/store/redis/redis-keys.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { random } from '../helpers/random.js';
 import { leaseRequest } from '../helpers/lease-requests.js';
@@ -133,6 +134,37 @@ function worstSpans(run: Run, quota: Quota): { excess: number; most60s: number }
 }
 
 const sum = (admitted: Admission[]) => admitted.reduce((n, a) => n + a.cost, 0);
+
+/** A block as its replica knows it: the grant, the number its ask gave it, and its holder. */
+type HeldBlock = LeaseGrant & { no: number; holder: string };
+
+/**
+ * A store on a clock of the test's own, asked for gcra blocks of QUOTA directly: `ask` numbers
+ * each ask as a replica does (quota-leases.ts), `back` gives a block's unused units back.
+ */
+function blockStore(startMs: number) {
+  const clock = { nowMs: startMs };
+  const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
+  const reserve = (subject: string, request: Partial<LeaseRequest>) => store.reserve(subject, QUOTA, NO_BANS, leaseRequest(request));
+  let asks = 0;
+  let giveBacks = 0;
+  const ask = async (subject: string, request: { want: number; holder?: string }): Promise<HeldBlock> => {
+    const no = ++asks;
+    const holder = request.holder ?? 'test';
+    return { ...(await reserve(subject, { ...request, holder, block: no })), no, holder };
+  };
+  const back = (subject: string, block: HeldBlock, units: number) =>
+    reserve(subject, {
+      holder: block.holder,
+      giveBack: units,
+      giveBackNo: ++giveBacks,
+      giveBackMinuteStartMs: block.minuteStartMs,
+      giveBackDayStartMs: block.dayStartMs,
+      giveBackBlock: block.no,
+      giveBackHashEpoch: block.hashEpoch,
+    });
+  return { clock, store, ask, back };
+}
 
 describe('gcra leases on one injected clock', { timeout: 120_000 }, () => {
   it('never admit more than GCRA allows in any span, through storms and calms, with leases used late', async () => {
@@ -266,17 +298,8 @@ describe('gcra leases on one injected clock', { timeout: 120_000 }, () => {
   });
 
   it('gives back unused cells only while nothing was charged after them', async () => {
-    const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 9, 0) };
-    const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
+    const { clock, store, ask: reserve, back } = blockStore(Date.UTC(2030, 0, 10, 12, 9, 0));
     const { intervalUs } = gcraMinute(QUOTA);
-    const reserve = (subject: string, request: Partial<LeaseRequest>) => store.reserve(subject, QUOTA, NO_BANS, leaseRequest(request));
-    const back = (subject: string, grant: LeaseGrant, units: number) =>
-      reserve(subject, {
-        giveBack: units,
-        giveBackMinuteStartMs: grant.minuteStartMs,
-        giveBackDayStartMs: grant.dayStartMs,
-        giveBackTatUs: grant.minuteTatUs,
-      });
     const nowUs = clock.nowMs * 1000;
     // Charged as arriving leaseMs from now.
     const grant = await reserve('gcra-back', { want: 10 });
@@ -294,10 +317,145 @@ describe('gcra leases on one injected clock', { timeout: 120_000 }, () => {
     clock.nowMs += Math.ceil((6 * intervalUs) / 1000) + 1;
     expect(await back('gcra-behind', late, 4)).toMatchObject({ minuteTatUs: late.minuteTatUs + intervalUs, dayCount: 7 });
     clock.nowMs -= Math.ceil((6 * intervalUs) / 1000) + 1;
+    // Two holders' blocks, one above the other, come back oldest first (a recall ends both at
+    // once): the lower one's give-back moves the upper one down, which must not cost the upper
+    // one its credit (its cells were lost until real time passed them: a burst on a gcra key
+    // was under-admitted by a block's worth).
+    const lower = await reserve('gcra-two', { want: 10, holder: 'a' });
+    const upper = await reserve('gcra-two', { want: 10, holder: 'b' });
+    expect(upper.minuteTatUs).toBe(lower.minuteTatUs + 10 * intervalUs);
+    expect(await back('gcra-two', lower, 4)).toMatchObject({ minuteTatUs: upper.minuteTatUs - 4 * intervalUs, dayCount: 16 });
+    expect(await back('gcra-two', upper, 10)).toMatchObject({ minuteTatUs: upper.minuteTatUs - 14 * intervalUs, dayCount: 6 });
+    // Moved down by a give-back (the upper block now ends 10 T lower, 6 T past now + leaseMs once
+    // its 4 go): with a cell charged above it, a credit while its freed slots lie after
+    // now + leaseMs, and none once time has come within leaseMs of them.
+    const credited = async (laterMs: number) => {
+      const subject = `gcra-late-${laterMs}`;
+      const low = await reserve(subject, { want: 10, holder: 'a' });
+      const high = await reserve(subject, { want: 10, holder: 'b' });
+      expect((await store.consume(subject, QUOTA, NO_BANS, 1)).verdict).toBe('allowed');
+      await back(subject, low, 10);
+      clock.nowMs += laterMs;
+      const { minuteTatUs } = await back(subject, high, 4);
+      clock.nowMs -= laterMs;
+      return (high.minuteTatUs + intervalUs - 10 * intervalUs - minuteTatUs) / intervalUs;
+    };
+    expect(await credited(Math.floor((6 * intervalUs) / 1000) - 1)).toBe(4);
+    expect(await credited(Math.ceil((6 * intervalUs) / 1000) + 1)).toBe(0);
     // The last cell must conform at the grant: nothing more than τ − leaseMs allows.
     const { burst } = gcraMinute(QUOTA);
     const most = Math.floor((burst * intervalUs - 1_000_000) / intervalUs);
     expect((await reserve('gcra-room', { want: 100_000 })).granted).toBe(most);
     expect((await reserve('gcra-room', { want: 1 })).granted).toBe(0);
+  });
+  describe('blocks given back in any order', () => {
+    const { intervalUs } = gcraMinute(QUOTA);
+    const setup = (startMs: number) => {
+      const { clock, store, ask: reserve, back } = blockStore(startMs);
+      return { clock, store, reserve, back };
+    };
+
+    it("one replica's own blocks, given back newest first (quota-leases.ts end()), are both credited", async () => {
+      const { reserve, back } = setup(Date.UTC(2030, 0, 10, 12, 12, 0));
+      const older = await reserve('gs-own', { want: 10, holder: 'a' });
+      const newer = await reserve('gs-own', { want: 10, holder: 'a' });
+      expect(newer.minuteTatUs).toBe(older.minuteTatUs + 10 * intervalUs);
+      // The newer block, unused, comes off: the TAT is the older block's end again, nothing above it.
+      expect((await back('gs-own', newer, 10)).minuteTatUs).toBe(older.minuteTatUs);
+      // The older block's 4 unused cells are its top slots and nothing is charged above them. (A
+      // block above it coming back does not move it: once, its end was judged moved, and they were lost.)
+      expect((await back('gs-own', older, 4)).minuteTatUs).toBe(older.minuteTatUs - 4 * intervalUs);
+    });
+
+    it('a block whose grant the store lost (failover to a replica without it) credits nothing to the TAT', async () => {
+      const t0 = Date.UTC(2030, 0, 10, 12, 14, 0);
+      const { clock, store, reserve, back } = setup(t0);
+      const subject = 'gs-lost';
+      const { burst } = gcraMinute(QUOTA);
+      // A block out on replica p ('he' set, replicated).
+      const kept = await reserve(subject, { want: 10, holder: 'p' });
+      const snapshot = await redis.client().dumpBuffer(quotaKey(subject));
+      const holders = await redis.client().dumpBuffer(leaseHoldersKey(subject));
+      // Replica b's block, granted on a master that dies before replicating it; the promoted replica
+      // holds the state as before the grant (same 'he', same 'gs').
+      const lost = await reserve(subject, { want: 10, holder: 'b' });
+      expect(lost.minuteTatUs).toBe(kept.minuteTatUs + 10 * intervalUs);
+      await redis.client().restore(quotaKey(subject), 0, snapshot, 'REPLACE');
+      await redis.client().restore(leaseHoldersKey(subject), 0, holders, 'REPLACE');
+      // p uses its 10 cells as late as its lease allows; b's lease ends (lost subscription) and its
+      // 10 unused cells come back to the new master, whose TAT never held them.
+      clock.nowMs = t0 + 999;
+      const after = await back(subject, lost, 10);
+      // This master knows no such block: nothing comes off the TAT (once, 10 T came off p's slots).
+      expect(after.minuteTatUs).toBe(kept.minuteTatUs);
+      let direct = 0;
+      while ((await store.consume(subject, QUOTA, NO_BANS, 1)).verdict === 'allowed') direct++;
+      // p's 10 and these, all within 1 ms: at most burst (GCRA's promise for a span under T).
+      expect(10 + direct).toBeLessThanOrEqual(burst);
+    });
+
+    it("a lost block is never taken for the same replica's next one, though Redis gives that one the same seq", async () => {
+      const t0 = Date.UTC(2030, 0, 10, 12, 16, 0);
+      const { clock, store, reserve, back } = setup(t0);
+      const subject = 'gs-again';
+      const { burst } = gcraMinute(QUOTA);
+      await reserve(subject, { want: 10, holder: 'p' });
+      const snapshot = await redis.client().dumpBuffer(quotaKey(subject));
+      const holders = await redis.client().dumpBuffer(leaseHoldersKey(subject));
+      // Replica b's block is lost with its master; the promoted replica's clock is behind (here:
+      // the same moment), so b's next block gets the lost one's seq and its end: only b's own
+      // number for each tells them apart.
+      const lost = await reserve(subject, { want: 10, holder: 'b' });
+      await redis.client().restore(quotaKey(subject), 0, snapshot, 'REPLACE');
+      await redis.client().restore(leaseHoldersKey(subject), 0, holders, 'REPLACE');
+      const again = await reserve(subject, { want: 10, holder: 'b' });
+      expect({ seq: again.seq, end: again.minuteTatUs }).toEqual({ seq: lost.seq, end: lost.minuteTatUs });
+      clock.nowMs = t0 + 999;
+      // The lost block's 10 come back: this master never charged them, nothing comes off.
+      expect((await back(subject, lost, 10)).minuteTatUs).toBe(again.minuteTatUs);
+      // The live block still has its place: 4 of its cells come back (nothing charged above them).
+      expect((await back(subject, again, 4)).minuteTatUs).toBe(again.minuteTatUs - 4 * intervalUs);
+      let direct = 0;
+      while ((await store.consume(subject, QUOTA, NO_BANS, 1)).verdict === 'allowed') direct++;
+      // p's 10 and b's 6 used, and these, all within 1 ms: at most burst.
+      expect(10 + 6 + direct).toBeLessThanOrEqual(burst);
+      expect(10 + 6 + direct).toBeGreaterThan(burst - 2);
+    });
+
+    it('a used-up block leaves nothing behind in Redis: its give-back removes its place', async () => {
+      const { reserve, back } = setup(Date.UTC(2030, 0, 10, 12, 18, 0));
+      const subject = 'gs-used';
+      const block = await reserve(subject, { want: 10, holder: 'p' });
+      const places = async () => (await redis.client().hkeys(leaseHoldersKey(subject))).filter((f) => f.startsWith('b:'));
+      expect(await places()).toHaveLength(1);
+      await back(subject, block, 0);
+      expect(await places()).toEqual([]);
+    });
+  });
+
+  it("a settled reservation's refund takes nothing off the TAT while a lease is out, and does once none is", async () => {
+    const t0 = Date.UTC(2030, 0, 10, 12, 20, 0);
+    const { clock, store, ask, back } = blockStore(t0);
+    const { intervalUs } = gcraMinute(QUOTA);
+    const subject = 'gcra-settle';
+    const tat = async () => Number(await redis.client().hget(quotaKey(subject), 'mt'));
+    const reservation = async (id: string) => {
+      expect((await store.consume(subject, QUOTA, NO_BANS, 10)).verdict).toBe('allowed');
+      const startOf = (ms: number) => clock.nowMs - (clock.nowMs % ms);
+      return { id, reserve: 10, cost: 2, minuteStartMs: startOf(60_000), dayStartMs: startOf(86_400_000), monthStartMs: 0 };
+    };
+    const first = await reservation('s1');
+    // A block granted above the reservation's cells: moving them down would move its slots below their use.
+    const block = await ask(subject, { want: 10, holder: 'p' });
+    expect(await tat()).toBe(block.minuteTatUs);
+    expect((await store.settle(subject, QUOTA, NO_BANS, first)).applied).toBe(true);
+    expect(await tat()).toBe(block.minuteTatUs);
+    // The lease ends (its block used up); a later reservation's refund comes off the TAT again.
+    await back(subject, block, 0);
+    clock.nowMs += 1001;
+    const second = await reservation('s2');
+    const before = await tat();
+    await store.settle(subject, QUOTA, NO_BANS, second);
+    expect(await tat()).toBe(before - 8 * intervalUs);
   });
 });

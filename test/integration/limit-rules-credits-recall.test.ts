@@ -26,7 +26,6 @@ const ask = (want: number, giveBack?: { grant: LeaseGrant; left: number; no: num
   giveBackDayStartMs: giveBack?.grant.dayStartMs ?? 0,
   giveBackMonthStartMs: giveBack?.grant.monthStartMs ?? 0,
   leaseMs: 1000,
-  giveBackTatUs: 0,
   holder: 'h',
   ends: giveBack !== undefined,
   heldUntilMs: giveBack ? giveBack.grant.nowMs + 1000 : 0,

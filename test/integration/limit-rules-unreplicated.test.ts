@@ -27,6 +27,7 @@ function recording(client: RedisClient): ReplicaWaitListener & { units: number; 
       if (admitted.verdict === 'allowed') this.units += admitted.cost;
     },
     unreplicatedGiveBack() {},
+    settled: () => Promise.resolve(),
     replicated() {
       this.acknowledged++;
     },

@@ -172,7 +172,6 @@ describe('quota leases on one injected clock', { timeout: 120_000 }, () => {
         giveBackMinuteStartMs: 0,
         giveBackDayStartMs: 0,
         leaseMs: 0,
-        giveBackTatUs: 0,
         holder: 'test',
         ends: false,
         heldUntilMs: 0,

@@ -46,7 +46,6 @@ describe('reconciling degraded admissions under a calendar', () => {
       giveBackMinuteStartMs: 0,
       giveBackDayStartMs: 0,
       leaseMs: 60_000,
-      giveBackTatUs: 0,
       holder: 'other-replica',
       ends: false,
       heldUntilMs: 0,

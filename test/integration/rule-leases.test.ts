@@ -42,9 +42,21 @@ const stack = threeGateways(() =>
   }),
 );
 
-/** One request of `key` with `headers` through gateway `gateway`. */
-const send = (key: string, gateway: number, headers: Record<string, string>) =>
-  answerOf(fetch(`${stack.gateways()[gateway]!.url}/v1/categories`, { headers: { ...bearer(key), ...headers } }), gateway);
+/** One request of `key` with `headers` through gateway `gateway`; a failed fetch says how that gateway is. */
+const send = (key: string, gateway: number, headers: Record<string, string>) => {
+  const handle = stack.gateways()[gateway]!;
+  return answerOf(
+    fetch(`${handle.url}/v1/categories`, { headers: { ...bearer(key), ...headers } }).catch((err: unknown) => {
+      throw new Error(
+        `gateway ${gateway} (${handle.url}, exit ${handle.process.exitStatus}): ${String(err)}; output:\n${handle.process.outputTail()}`,
+        {
+          cause: err,
+        },
+      );
+    }),
+    gateway,
+  );
+};
 
 /** `count` requests at once, round robin over `over`. */
 function burst(key: string, headers: Record<string, string>, count: number, over = [0, 1, 2]): Promise<Answer[]> {

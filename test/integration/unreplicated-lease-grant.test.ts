@@ -1,8 +1,10 @@
+import { once } from 'node:events';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import { UnreplicatedWrites } from '../../src/gateway/unreplicated-writes.js';
 import { createMetrics } from '../../src/observability/metrics.js';
+import type { RedisClient } from '../../src/store/redis/connect.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
 
@@ -26,7 +28,6 @@ const lease = {
   giveBackMinuteStartMs: 0,
   giveBackDayStartMs: 0,
   leaseMs: 1000,
-  giveBackTatUs: 0,
   holder: 'h',
   ends: false,
   heldUntilMs: 0,
@@ -41,23 +42,30 @@ async function until(done: () => boolean): Promise<void> {
   }
 }
 
+/**
+ * A store on `client` with quota.waitForReplica (every WAIT times out: no replica) and the
+ * listener's log lines kept: `logged(msg, field)` lists that field of each line `msg` so far.
+ * Connected before its first turn, as the gateway is (it serves once Redis answers, and queues
+ * nothing while disconnected): a turn's marker names the connection it went out on.
+ */
+async function waitingStore(client: RedisClient) {
+  await client.ping();
+  const store = new RedisQuotaStore(client);
+  const lines: Array<Record<string, unknown>> = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+  const writes = new UnreplicatedWrites(store, client, logger, createMetrics());
+  store.waitForReplicas({ replicas: 1, timeoutMs: 5 }, writes);
+  const logged = (msg: string, field: string) => lines.filter((line) => line.msg === msg).map((line) => line[field] as number);
+  return { store, writes, logged };
+}
+
 describe('an unreplicated lease grant added again after a reconnection', () => {
   it('adds its units and credits to a master that lacks it, and counts no request admitted', async () => {
     const client = redis.server().client();
     try {
-      const store = new RedisQuotaStore(client);
-      const flushed: number[] = [];
-      const checked: number[] = [];
-      const flushedLine = ({ msg, units, held }: { msg: string; units: number; held: number }) => {
-        if (msg === 'unreplicated quota writes added to redis') flushed.push(units);
-        if (msg === 'unreplicated quota writes checked on redis') checked.push(held);
-      };
-      const logger = pino(
-        { level: 'info' },
-        { write: (line: string) => void flushedLine(JSON.parse(line) as { msg: string; units: number; held: number }) },
-      );
-      const writes = new UnreplicatedWrites(store, client, logger, createMetrics());
-      store.waitForReplicas({ replicas: 1, timeoutMs: 5 }, writes);
+      const { store, writes, logged } = await waitingStore(client);
+      const flushed = () => logged('unreplicated quota writes added to redis', 'units');
+      const checked = () => logged('unreplicated quota writes checked on redis', 'held');
       await store.changeCredits('k', { set: 100 });
       const grant = await store.reserve('k', quota, ban, lease);
       expect(grant.granted).toBe(20);
@@ -71,9 +79,9 @@ describe('an unreplicated lease grant added again after a reconnection', () => {
 
       // A reconnection to the same master: it holds the grant (its marker says so), nothing is added.
       client.disconnect(true);
-      await until(() => checked.length > 0);
-      expect(checked).toEqual([1]);
-      expect(flushed).toEqual([]);
+      await until(() => checked().length > 0);
+      expect(checked()).toEqual([1]);
+      expect(flushed()).toEqual([]);
       expect((await client.hgetall(usageKey))[`${hour}:u`]).toBe('20');
 
       // Another grant, and a master that lacks it (its marker gone, as on a replica promoted before
@@ -82,9 +90,9 @@ describe('an unreplicated lease grant added again after a reconnection', () => {
       expect(again.granted).toBe(20);
       await client.del(...(await client.keys('tg:applied:*')));
       client.disconnect(true);
-      await until(() => flushed.length > 0);
+      await until(() => flushed().length > 0);
       const after = await client.hgetall(usageKey);
-      expect(flushed).toEqual([20]);
+      expect(flushed()).toEqual([20]);
       expect(after[`${hour}:u`]).toBe('60');
       expect(after[`${hour}:c`]).toBe('60');
       expect(after[`${hour}:a`]).toBeUndefined();
@@ -95,38 +103,80 @@ describe('an unreplicated lease grant added again after a reconnection', () => {
     }
   });
 
+  it("lets a re-added grant's give-back return its unused units on a master that lacked the grant", async () => {
+    const client = redis.server().client();
+    try {
+      const { store, writes, logged } = await waitingStore(client);
+      const flushed = () => logged('unreplicated quota writes added to redis', 'units');
+      const plain: Quota = { perMinute: 100, perDay: 1000 };
+      // A first lease, given back whole: the key has had leases ('he' set), as a busy key has.
+      const first = await store.reserve('r', plain, ban, lease);
+      const backWhole = {
+        ...lease,
+        want: 0,
+        ends: true,
+        giveBack: first.granted,
+        giveBackMinuteStartMs: first.minuteStartMs,
+        giveBackDayStartMs: first.dayStartMs,
+        heldUntilMs: first.nowMs + lease.leaseMs,
+        giveBackNo: 1,
+        giveBackHashEpoch: first.hashEpoch,
+      };
+      await store.reserve('r', plain, ban, backWhole);
+      const promoted = await client.hgetall('tg:quota:{r}');
+      expect(promoted.dc).toBe('0');
+      const [marker] = await client.keys('tg:applied:*');
+      const heldTurn = await client.get(marker!);
+      // A grant that only the old master took: the promoted replica has the hash as it was before it.
+      const lost = await store.reserve('r', plain, ban, { ...lease, holder: 'h2' });
+      expect(lost.granted).toBe(20);
+      await client.del('tg:quota:{r}');
+      await client.hset('tg:quota:{r}', promoted);
+      await client.set(marker!, heldTurn!);
+      const reconnected = once(client, 'ready');
+      client.disconnect(true);
+      await reconnected;
+      // Its lease used 5 and gives back 15 at once, on the promoted master: the give-back waits
+      // for the grant to be added there, and the day holds the 5 used.
+      await store.reserve('r', plain, ban, {
+        ...backWhole,
+        holder: 'h2',
+        giveBack: 15,
+        giveBackMinuteStartMs: lost.minuteStartMs,
+        giveBackDayStartMs: lost.dayStartMs,
+        heldUntilMs: lost.nowMs + lease.leaseMs,
+        giveBackHashEpoch: lost.hashEpoch,
+      });
+      expect(flushed()).toEqual([20]);
+      expect(await client.hget('tg:quota:{r}', 'dc')).toBe('5');
+      writes.close();
+    } finally {
+      client.disconnect();
+    }
+  });
+
   it('names the units of give-backs a master that lacks them left counted, and none it holds', async () => {
     const client = redis.server().client();
     try {
-      const store = new RedisQuotaStore(client);
-      const lost: number[] = [];
-      const checked: number[] = [];
-      const line = ({ msg, units, held }: { msg: string; units: number; held: number }) => {
-        if (msg === 'unreplicated lease give-backs lost with the old master') lost.push(units);
-        if (msg === 'unreplicated quota writes checked on redis') checked.push(held);
-      };
-      const logger = pino(
-        { level: 'info' },
-        { write: (l: string) => void line(JSON.parse(l) as { msg: string; units: number; held: number }) },
-      );
-      const writes = new UnreplicatedWrites(store, client, logger, createMetrics());
-      store.waitForReplicas({ replicas: 1, timeoutMs: 5 }, writes);
+      const { store, writes, logged } = await waitingStore(client);
+      const lost = () => logged('unreplicated lease give-backs lost with the old master', 'units');
+      const checked = () => logged('unreplicated quota writes checked on redis', 'held');
       const plain: Quota = { perMinute: 100, perDay: 1000 };
       const giveBack = { ...lease, want: 0, ends: true, giveBack: 7 };
       expect((await store.reserve('g', plain, ban, lease)).granted).toBe(20);
       await store.reserve('g', plain, ban, giveBack);
       // The same master holds the give-back's turn: nothing is named.
       client.disconnect(true);
-      await until(() => checked.length > 0);
-      expect(lost).toEqual([]);
+      await until(() => checked().length > 0);
+      expect(lost()).toEqual([]);
 
       // A master lacking it (its marker gone, as on a replica promoted before it arrived): named once.
       expect((await store.reserve('g', plain, ban, { ...lease, holder: 'h2' })).granted).toBe(20);
       await store.reserve('g', plain, ban, { ...giveBack, holder: 'h2' });
       await client.del(...(await client.keys('tg:applied:*')));
       client.disconnect(true);
-      await until(() => checked.length > 1);
-      expect(lost).toEqual([7]);
+      await until(() => checked().length > 1);
+      expect(lost()).toEqual([7]);
       writes.close();
     } finally {
       client.disconnect();

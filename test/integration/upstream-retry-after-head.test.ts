@@ -21,8 +21,10 @@ describe('a response head, then the connection closed', () => {
   it('is not retried, and no field of that head reaches the client', async () => {
     const smuggled = 'HTTP/1.1 200 OK\r\ncontent-length: 8\r\nx-smuggled: yes\r\n\r\nsmuggled';
     const second = 'hello' + smuggled;
-    stack.upstream.respond = (request, socket, index) => {
-      if (index === 0) return void socket.end('HTTP/1.1 200 OK\r\ncontent-length: 5\r\nx-stale: first\r\n\r\n');
+    // By target, not by arrival: the gateway works on pipelined requests side by side, and on a
+    // loaded machine the second may reach the upstream first.
+    stack.upstream.respond = (request, socket) => {
+      if (request.target === '/v1/pets') return void socket.end('HTTP/1.1 200 OK\r\ncontent-length: 5\r\nx-stale: first\r\n\r\n');
       socket.write(`HTTP/1.1 200 OK\r\ncontent-length: ${second.length}\r\nx-second: yes\r\n\r\n${second}`);
     };
     const result = await stack.send([`GET /v1/pets HTTP/1.1\r\n${stack.auth}\r\n`, `GET /v1/pets/next HTTP/1.1\r\n${stack.auth}\r\n`], {
@@ -37,6 +39,7 @@ describe('a response head, then the connection closed', () => {
     expect(result.responses.map((r) => r.status)).toEqual([502, 200]);
     expect(result.responses.some((r) => headerOf(r, 'x-smuggled') !== undefined)).toBe(false);
     expect(headerOf(result.responses[1], 'x-second')).toBe('yes');
-    expect(stack.upstream.requests.map((r) => r.target)).toEqual(['/v1/pets', '/v1/pets/next']);
+    // Each once: the first was not tried again (in whichever order the two reached the upstream).
+    expect(stack.upstream.requests.map((r) => r.target).sort()).toEqual(['/v1/pets', '/v1/pets/next']);
   });
 });

@@ -64,6 +64,18 @@ describe('lease recall', () => {
     expect(performance.now() - startedMs).toBeGreaterThanOrEqual(20 + RECALL_GRACE_MS - 5);
   });
 
+  it('a recall of a lease about to lapse still waits 150 ms for its holder (a loaded one) to give back', async () => {
+    const { leases, hooks } = await holding();
+    let done = false;
+    const waiting = leases.recalled('k', { seq: 6, leasedUntilMs: MINUTE + 5_005, nowMs: MINUTE + 5_000 }).then(() => (done = true));
+    // Timers run in order of expiry: the bound's, if under 150 ms, would have run before this one.
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(done).toBe(false);
+    hooks.apply!(notice(9, 590, { leasedUntilMs: 0 }));
+    await waiting;
+    expect(done).toBe(true);
+  });
+
   it("a request waits for its replica's own ask and takes from the block it brings", async () => {
     const { store, asks } = scriptedStore();
     const leases = new QuotaLeases(store, SETTINGS, () => 5_000);

@@ -29,10 +29,10 @@ end
 local now = clock(plans[1].nowArg)
 local out = {}
 for k = 1, #KEYS do
-  local n = tonumber(ARGV[at + 1])
+  local n = num(ARGV[at + 1])
   KEYS[1] = KEYS[k]
   local before = #out
-  local ok, err = pcall(quotaStep, plans[tonumber(ARGV[at])], now, ARGV, at + 2, at + 1 + n, nil, out)
+  local ok, err = pcall(quotaStep, plans[num(ARGV[at])], now, ARGV, at + 2, at + 1 + n, nil, out)
   if not ok then
     for i = #out, before + 1, -1 do out[i] = nil end
     if type(err) == 'table' and err.err then out[before + 1] = err else out[before + 1] = redis.error_reply(tostring(err)) end

@@ -22,10 +22,26 @@ local function clock(nowArg)
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+-- A stored number's text as a number, each distinct text parsed once per script call. Lua's
+-- tonumber() of a string runs strtod twice (lua_isnumber, then lua_tonumber), and strtod was 8 %
+-- of Redis's instructions per warm-key request (callgrind); the keys of one MULTI_QUOTA_SCRIPT call
+-- share most of their texts (the minute's, day's and month's starts, the day's end, '0'), so most
+-- reads are a table lookup.
+-- false (a field HMGET found missing) reads as nil, as tonumber(false) does.
+local parsed = {}
+local function num(text)
+  if not text then return nil end
+  local n = parsed[text]
+  if n == nil then
+    n = tonumber(text)
+    parsed[text] = n
+  end
+  return n
+end
 -- The day's and the month's four edges each (calendar.ts), from ARGV[at] on, as numbers.
 local function edgesAt(at)
   local e = {}
-  for i = 1, 8 do e[i] = tonumber(ARGV[at + i - 1]) end
+  for i = 1, 8 do e[i] = num(ARGV[at + i - 1]) end
   return e
 end
 -- calendar.ts pick(): the period [start, end) of the four edges from e[i] on that now is in.
@@ -44,20 +60,20 @@ end
 -- s.rolled: the state read as empty, or its day or month moved on: a step writes every field (QUOTA_STEP).
 local function current(now, e)
   local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex', 'mt', 'le', 'sq', 'ys', 'yc', 'cb')
-  local ex = tonumber(h[8])
+  local ex = num(h[8])
   -- Each constructor names every field the state gets below and in QUOTA_STEP, so the table is
   -- made at its size once instead of growing (a rehash) as they are added.
   local s
   if ex == nil or ex > now then
-    s = { ms = tonumber(h[1]) or 0, mc = tonumber(h[2]) or 0, ds = tonumber(h[3]) or 0, dc = tonumber(h[4]) or 0,
-          rs = tonumber(h[5]) or 0, rc = tonumber(h[6]) or 0, bu = tonumber(h[7]) or 0,
-          mt = tonumber(h[9]) or 0, ys = tonumber(h[12]) or 0, yc = tonumber(h[13]) or 0, rolled = false,
+    s = { ms = num(h[1]) or 0, mc = num(h[2]) or 0, ds = num(h[3]) or 0, dc = num(h[4]) or 0,
+          rs = num(h[5]) or 0, rc = num(h[6]) or 0, bu = num(h[7]) or 0,
+          mt = num(h[9]) or 0, ys = num(h[12]) or 0, yc = num(h[13]) or 0, rolled = false,
           de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
-          leased = false, changed = false, admitted = false }
+          leased = false, changed = false, admitted = false, newMinute = false }
   else
     s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0, ys = 0, yc = 0, rolled = true,
           de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
-          leased = false, changed = false, admitted = false }
+          leased = false, changed = false, admitted = false, newMinute = false }
   end
   local minuteStart = now - (now % MINUTE_MS)
   local dayStart, monthStart
@@ -69,15 +85,15 @@ local function current(now, e)
     dayStart = now - (now % DAY_MS)
     s.de, monthStart, s.ye = dayStart + DAY_MS, s.ys, 0
   end
-  if s.ms ~= minuteStart then s.ms = minuteStart; s.mc = 0 end
+  if s.ms ~= minuteStart then s.ms = minuteStart; s.mc = 0; s.newMinute = true end
   if s.ds ~= dayStart then s.ds = dayStart; s.dc = 0; s.rolled = true end
   if s.ys ~= monthStart then s.ys = monthStart; s.yc = 0; s.rolled = true end
   if s.mt <= now * 1000 then s.mt = 0 end
   -- Lease notices (below): kept whatever the state's expiry, so their numbers never go back.
-  s.le, s.sq = tonumber(h[10]) or 0, tonumber(h[11]) or 0
+  s.le, s.sq = num(h[10]) or 0, num(h[11]) or 0
   -- The credit balance ('cb', CREDITS_SCRIPT): never part of the expiring state. A hash that holds
   -- one is never given a TTL (CREDITS_SCRIPT made it persistent), so the balance outlives the windows.
-  s.cb, s.keep = tonumber(h[14]) or 0, h[14] ~= false
+  s.cb, s.keep = num(h[14]) or 0, h[14] ~= false
   -- The expiry as stored (text and number): a step that leaves it unchanged need not set the key's TTL again.
   s.storedEx, s.exAt = h[8], ex
   return s
@@ -167,9 +183,13 @@ local function usagePeriods(s)
   return string.format('%.0f %.0f %.0f', s.de, s.ys, s.ye)
 end
 -- HINCRBY of one count; true when it made the field (its result is the increment: nothing was there).
+-- A count of 1 (a warm key's one request of a call) goes as the text '1': Redis turns a number
+-- argument into text with snprintf, a good part of a small command's cost.
 local function usageCount(key, field, by)
   if by == 0 then return false end
-  return redis.call('HINCRBY', key, field, by) == by
+  local arg = by
+  if by == 1 then arg = '1' end
+  return redis.call('HINCRBY', key, field, arg) == by
 end
 -- Adds to the hour of 'at' in the day beginning at dayStart ('p': periods, usagePeriods' text or
 -- the state to make it from; single: requests admitted at one unit each, the 'n' field).
@@ -314,7 +334,7 @@ local function quotaStep(P, now, costs, from, to, slotsKey, out)
   local ua, ur, uu, uc = 0, 0, 0, 0
   local n = #out
   for i = from, to, costStep do
-    local cost = tonumber(costs[i])
+    local cost = num(costs[i])
     local member = nil
     if costStep == 2 then member = costs[i + 1] end
     local verdict = decide(s, P, now, cost, member)
@@ -339,10 +359,20 @@ local function quotaStep(P, now, costs, from, to, slotsKey, out)
   if not published then
     -- The path of every key no lease is out on: one HSET with its arguments as they are (no table),
     -- of the minute and the counters alone while nothing else moved (the same day and month, no
-    -- refusal, the same expiry): a warm key's minute often begins with its request.
+    -- refusal, the same expiry): a warm key's minute often begins with its request. Within the
+    -- minute stored, not even that: 'ms' holds it already (each field written costs Redis a
+    -- lookup in the hash and a number's conversion to text).
     if not s.rolled and not s.refused and ex == s.exAt then
       -- ('yc' moves only with a month window.)
-      if P.gcra then
+      if not s.newMinute then
+        if P.gcra then
+          redis.call('HSET', KEYS[1], 'mc', s.mc, 'dc', s.dc, 'yc', s.yc, 'mt', string.format('%.0f', s.mt))
+        elseif P.perMonth > 0 then
+          redis.call('HSET', KEYS[1], 'mc', s.mc, 'dc', s.dc, 'yc', s.yc)
+        else
+          redis.call('HSET', KEYS[1], 'mc', s.mc, 'dc', s.dc)
+        end
+      elseif P.gcra then
         redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'dc', s.dc, 'yc', s.yc, 'mt', string.format('%.0f', s.mt))
       elseif P.perMonth > 0 then
         redis.call('HSET', KEYS[1], 'ms', s.ms, 'mc', s.mc, 'dc', s.dc, 'yc', s.yc)
@@ -418,7 +448,7 @@ return 0
 //          back), divisor (a block is at most the units left / divisor), minBlock (smaller blocks
 //          are not worth a lease: none is granted), returnUnits, returnMinuteStartMs, returnDayStartMs,
 //          gcra (1 or 0), minute intervalUs, minute burst, leaseMs (gcra: the lease's longest life),
-//          returnTatUs (gcra: the TAT the returned block left behind when it was granted),
+//          block (gcra: the replica's number for the block this step may grant; below),
 //          holder (the replica's id), ends (1: its lease of the key ends with this step), heldUntilMs
 //          (with ends: the end of that lease's last grant; a newer grant keeps the holder),
 //          perMonth (0: no month window), the day's and the month's edges (calendar.ts),
@@ -426,7 +456,8 @@ return 0
 //          returned block admitted), returnNo (0: unnumbered; else applied once per holder, below),
 //          credits (1: the quota requires credits: a block also takes its units from 'cb'),
 //          returnCredits (the returned block's unused credits), returnEpoch (the 'ce' its grant
-//          replied; below), returnHashEpoch (the 'he' its grant replied; 0: unknown; below)
+//          replied; below), returnHashEpoch (the 'he' its grant replied; 0: unknown; below),
+//          returnBlock (gcra: the returned block's number, as its ask gave it; 0: none; below)
 // Reply    { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs, seq,
 //          monthStartMs, monthCount, creditBalance, creditEpoch, hashEpoch } (after the step; seq: the notice
 //          sequence number of this state, rule 10; creditBalance: 'cb', blocks out not in it)
@@ -437,17 +468,20 @@ return 0
 // limit's edge, Retry-After and bans are exact as ever.
 // gcra: a block's cells are charged as if they arrived at now + leaseMs (the latest moment the
 // lease may use them) and granted only if the last of them would conform at now (the earliest);
-// a returned block takes its unused cells off the TAT while the TAT is still the one it left
+// a returned block takes its unused cells off the TAT while the TAT is still the block's end
 // (nothing charged after it), or while those cells' slots are all later than now + leaseMs (then
 // every cell charged after them, a block's included, moves down onto slots still after its use).
-// quota-leases.ts has the reasoning.
+// Blocks given back before it (another holder's below it, a recall ending them all) may have moved
+// its end down: Redis keeps each gcra block's end as it moves (KEYS[2]'s 'b:' fields, named by
+// holder and the replica's number for the block, so a block a failed-over master lacks is never
+// taken for another). quota-leases.ts has the reasoning.
 export const LEASE_SCRIPT = `${CLOCK}
 local now = clock(ARGV[4])
 local perMinute, perDay, banWindowMs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local want, divisor, minBlock = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local back, backMinute, backDay = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local gcra, intervalUs, burst = ARGV[11] == '1', tonumber(ARGV[12]), tonumber(ARGV[13])
-local leaseUs, backTat = tonumber(ARGV[14]) * 1000, tonumber(ARGV[15])
+local leaseUs, askBlock = tonumber(ARGV[14]) * 1000, tonumber(ARGV[15]) or 0
 local holder, ends, heldUntil = ARGV[16], ARGV[17] == '1', tonumber(ARGV[18])
 local perMonth, backMonth = tonumber(ARGV[19]), tonumber(ARGV[28])
 local s = current(now, 20)
@@ -507,6 +541,27 @@ if tonumber(raw[2]) == s.ds then ld = tonumber(raw[4]) or 0 end
 local recallUntil = tonumber(raw[5]) or 0
 if tonumber(raw[6]) == s.ys then ly = tonumber(raw[7]) or 0 end
 local lc, ce = tonumber(raw[8]) or 0, tonumber(raw[9]) or 0
+-- gcra blocks (quota-leases.ts, rule 9): each block out has a field in KEYS[2],
+-- 'b:<holder>:<the replica's number for it>' = '<end> <seq>': where it ends on the TAT line now
+-- (give-backs of blocks below it move it down) and its grant's seq (a block granted later lies
+-- above it: a grant starts at the TAT). A give-back names its block (ARGV[36]) and removes its
+-- field, with or without unused cells. A block without one here (a master that lacks its grant,
+-- a Redis restarted, given back already) is not on this TAT line: nothing comes off it.
+local nowUs = now * 1000
+local function blockField(no) return 'b:' .. holder .. ':' .. string.format('%.0f', no) end
+local function blockAt(entry)
+  local e, q = string.match(entry, '^(%S+) (%S+)$')
+  return tonumber(e), tonumber(q)
+end
+local backEnd, backSeq = nil, nil
+local backBlock = tonumber(ARGV[36]) or 0
+if gcra and backBlock > 0 then
+  local entry = redis.call('HGET', KEYS[2], blockField(backBlock))
+  if entry then
+    redis.call('HDEL', KEYS[2], blockField(backBlock))
+    backEnd, backSeq = blockAt(entry)
+  end
+end
 local changed, creditsMoved = false, false
 if backCredits > 0 and backEpoch == ce and lc > 0 then
   local credit = math.min(backCredits, lc)
@@ -525,8 +580,19 @@ if back > 0 then
     local credit = math.min(back, ly)
     s.yc = math.max(0, s.yc - credit); ly = ly - credit; changed = true
   end
-  if gcra and backTat > 0 and (s.mt == backTat or (s.mt > backTat and backTat - back * intervalUs >= now * 1000 + leaseUs)) then
+  -- The block's unused cells are its top slots, below its end E. Every cell charged above them
+  -- (up to the TAT) moves down onto slots that must stay after its use: nothing is above (the
+  -- TAT is E), or the freed slots all lie after now + leaseMs.
+  if backEnd and s.mt > nowUs and s.mt >= backEnd and (s.mt == backEnd or backEnd - back * intervalUs >= nowUs + leaseUs) then
     s.mt = s.mt - back * intervalUs; changed = true
+    -- The blocks granted after it lie above it: they move down with it.
+    local blocks = redis.call('HGETALL', KEYS[2])
+    for i = 1, #blocks, 2 do
+      if string.sub(blocks[i], 1, 2) == 'b:' then
+        local e, q = blockAt(blocks[i + 1])
+        if q > backSeq then redis.call('HSET', KEYS[2], blocks[i], string.format('%.0f %.0f', e - back * intervalUs, q)) end
+      end
+    end
   end
 end
 local leasedBefore = s.le
@@ -536,8 +602,11 @@ if ends and tonumber(redis.call('HGET', KEYS[2], holder)) == heldUntil then
   local latest = 0
   local held = redis.call('HGETALL', KEYS[2])
   for i = 2, #held, 2 do
-    local untilMs = tonumber(held[i]) or 0
-    if untilMs > now then latest = math.max(latest, untilMs) else redis.call('HDEL', KEYS[2], held[i - 1]) end
+    -- (Blocks' fields, 'b:<seq>', are no holders.)
+    if string.sub(held[i - 1], 1, 2) ~= 'b:' then
+      local untilMs = tonumber(held[i]) or 0
+      if untilMs > now then latest = math.max(latest, untilMs) else redis.call('HDEL', KEYS[2], held[i - 1]) end
+    end
   end
   if latest < s.le then s.le = latest; changed = true end
 end
@@ -548,7 +617,6 @@ if want > 0 and s.bu <= now and recallUntil <= now then
   if credits then left = math.min(left, s.cb) end
   local from = 0
   if gcra then
-    local nowUs = now * 1000
     from = math.max(s.mt, nowUs + leaseUs)
     left = math.min(left, math.floor((nowUs + burst * intervalUs - from) / intervalUs))
   else
@@ -596,6 +664,15 @@ if changed then
   end
   write(s, now, ex, fields)
   if published then notify(seq, s, now, 0) end
+end
+-- The granted gcra block's field (above). Fields whose end has passed are dropped: nothing can
+-- come off them any more (their holders killed, or the give-backs lost).
+if gcra and granted > 0 and askBlock > 0 then
+  local blocks = redis.call('HGETALL', KEYS[2])
+  for i = 1, #blocks, 2 do
+    if string.sub(blocks[i], 1, 2) == 'b:' and blockAt(blocks[i + 1]) <= nowUs then redis.call('HDEL', KEYS[2], blocks[i]) end
+  end
+  redis.call('HSET', KEYS[2], blockField(askBlock), string.format('%.0f %.0f', s.mt, seq))
 end
 return { granted, s.ms, s.ds, now, s.mc, s.dc, s.mt, seq, s.ys, s.yc, s.cb, ce, he }
 `;
@@ -648,7 +725,8 @@ return { 1, before, after }
 // Reply    { applied (1, or 0 when settled before), shortfall, creditBalance }
 // The extra is charged to the current windows even past their limits and to the balance never
 // below zero (the shortfall is what it could not hold); the rest is given back to the windows it
-// was taken from only, and to the balance. Leases of the subject hear of it as of any change.
+// was taken from only, and to the balance (gcra: to the TAT only while no lease is out, below).
+// Leases of the subject hear of it as of any change.
 export const SETTLE_SCRIPT = `${CLOCK}
 if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[11]) then
   return { 0, 0, tonumber(redis.call('HGET', KEYS[1], 'cb')) or 0 }
@@ -676,7 +754,10 @@ else
   if s.ms == tonumber(ARGV[3]) then s.mc = math.max(0, s.mc - back) end
   if s.ds == tonumber(ARGV[4]) then s.dc = math.max(0, s.dc - back) end
   if perMonth > 0 and s.ys == tonumber(ARGV[5]) then s.yc = math.max(0, s.yc - back) end
-  if gcra and s.mt > nowUs then
+  -- (gcra: not while a lease is out. Its blocks lie above these cells, and taking them off the
+  -- TAT would move the blocks' slots down below their use, LEASE_SCRIPT's rule; those cells stay
+  -- charged until real time passes them.)
+  if gcra and s.mt > nowUs and s.le <= now then
     s.mt = s.mt - back * intervalUs
     if s.mt <= nowUs then s.mt = 0 end
   end

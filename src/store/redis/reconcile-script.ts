@@ -9,7 +9,10 @@ import { CLOCK } from './quota-script.js';
 // Credits spent (an unreplicated decision or lease grant re-added after a failover: gateway/
 // unreplicated-writes.ts) are taken from the balance 'cb' whatever the windows did meanwhile (the
 // balance is money, not a window), never below zero; those a lease's block holds also go to 'lc',
-// so the block's give-back can return its unused ones (LEASE_SCRIPT).
+// so the block's give-back can return its unused ones (LEASE_SCRIPT). Likewise the units a lease's
+// block holds (an unreplicated grant re-added) go to the units out on leases of each window still
+// current ('lm', 'ld', 'ly'), which bound what a give-back may credit: without them, the block's
+// unused units stayed counted on a master that lacked its grant.
 // Redis restarted empty before the flush: the batch lands on an empty state, as the first
 // admissions of the day.
 //
@@ -19,7 +22,8 @@ import { CLOCK } from './quota-script.js';
 //          nowMs ('' = Redis TIME), monthStartMs, monthUnits, the day's four edges and the month's
 //          (calendar.ts, of the batch's calendar: the day and month the quota script counts in),
 //          usage retentionMs (0: keep no usage), credits (spent: taken from 'cb'), leasedCredits (of
-//          those, the ones leases' blocks hold: added to 'lc'), then per hour the batch admitted or
+//          those, the ones leases' blocks hold: added to 'lc'), the units leases' blocks hold in
+//          the minute, day and month (added to 'lm', 'ld', 'ly'), then per hour the batch admitted or
 //          refused in: its dayStartMs, periods (CLOCK's usagePeriods: day end, month start and end),
 //          hourStartMs, admitted, refused, units, credits (seven each)
 // Reply    1 applied now, 0 applied before
@@ -33,7 +37,7 @@ local monthUnits = tonumber(ARGV[9])
 local credits, leasedCredits = tonumber(ARGV[19]), tonumber(ARGV[20])
 -- Usage (CLOCK's usageAdd): every hour of the batch, whether or not its windows have rolled since,
 -- under the same marker as the windows, so once.
-for i = 21, #ARGV, 7 do
+for i = 24, #ARGV, 7 do
   usageAdd(tonumber(ARGV[18]), tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 2]),
     tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6]))
 end
@@ -45,6 +49,17 @@ end
 if tonumber(ARGV[1]) == s.ms and minuteUnits > 0 then s.mc = s.mc + minuteUnits; changed = true end
 if tonumber(ARGV[3]) == s.ds and dayUnits > 0 then s.dc = s.dc + dayUnits; changed = true end
 if tonumber(ARGV[8]) == s.ys and monthUnits > 0 then s.yc = s.yc + monthUnits; changed = true end
+-- Units out on leases: a window's field counts only with its start beside it (LEASE_SCRIPT).
+local leased = redis.call('HMGET', KEYS[1], 'lms', 'lm', 'lds', 'ld', 'lys', 'ly')
+for i, w in ipairs({ { ARGV[1], s.ms, ARGV[21] }, { ARGV[3], s.ds, ARGV[22] }, { ARGV[8], s.ys, ARGV[23] } }) do
+  local units = tonumber(w[3]) or 0
+  if units > 0 and tonumber(w[1]) == w[2] then
+    local out = 0
+    if tonumber(leased[2 * i - 1]) == w[2] then out = tonumber(leased[2 * i]) or 0 end
+    local names = { { 'lms', 'lm' }, { 'lds', 'ld' }, { 'lys', 'ly' } }
+    redis.call('HSET', KEYS[1], names[i][1], w[2], names[i][2], out + units)
+  end
+end
 if bannedUntil > now and bannedUntil > s.bu then
   s.bu = bannedUntil
   s.rc = 0

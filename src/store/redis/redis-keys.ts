@@ -33,6 +33,8 @@ export const reconciledKey = (id: string, replicaId: string, seq: number) => `tg
  * the process's id and the connection's number.
  */
 export const appliedKey = (replicaId: string, connection: number) => `tg:applied:{${replicaId}}:${connection}`;
+/** The write a gateway process's replica acknowledgements WAIT behind (replica-acks.ts), by the process's id. */
+export const ackedKey = (replicaId: string) => `tg:acked:{${replicaId}}`;
 /** Marks one reservation as settled (quota-script.ts SETTLE_SCRIPT): in the subject's hash tag, like the quota hash. */
 export const settledKey = (id: string, settlementId: string) => `tg:settled:{${id}}:${settlementId}`;
 /**

@@ -47,6 +47,7 @@ import { RECONCILE_SCRIPT, RECONCILED_MARKER_MS } from './reconcile-script.js';
 import { MULTI_QUOTA_SCRIPT } from './multi-quota-script.js';
 import { TurnBatches } from './turn-batches.js';
 import { TurnCommands } from './turn-commands.js';
+import { ReplicaAcks } from './replica-acks.js';
 import { queueWait, type ReplicaWait, type ReplicaWaitListener } from './replica-wait.js';
 import type { TurnMark } from './turn-marks.js';
 import { gcraMinute } from '../../quota/gcra.js';
@@ -71,7 +72,7 @@ interface QuotaCommands {
   tgRuleLease(key: string, nowMs: string | number, ...args: Array<string | number>): Promise<number[]>;
 }
 
-/** The quota script on a pipeline: queued, answered through its callback. */
+/** The quota scripts queued for a turn (TurnCommands), each answered through its callback. */
 interface QuotaPipeline {
   tgQuota(key: string, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
   /** With the subject's slots as KEYS[2] (QUOTA_SCRIPT's concurrency slots). */
@@ -79,11 +80,6 @@ interface QuotaPipeline {
   tgRulesQuota(keys: number, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
   /** Several keys' QUOTA_SCRIPT steps in one call (multi-quota-script.ts). */
   tgQuotaMulti(keys: number, ...args: Array<string | number | ((err: Error | null, reply?: Array<number | Error>) => void)>): unknown;
-}
-
-/** The lease script on a pipeline, as QuotaPipeline. */
-interface LeasePipeline {
-  tgLease(key: string, holders: string, ...args: Array<string | number | ((err: Error | null, reply?: number[]) => void)>): unknown;
 }
 
 /** Requests of one key decided in one script call at most: bounds the time one call holds Redis. */
@@ -153,8 +149,8 @@ export class RedisQuotaStore implements QuotaStore {
   /** A single server (not a Cluster): its script calls of one turn are written together (`quotaCall`). */
   private readonly single?: Redis;
   private turn?: Turn;
-  /** gateway.yaml quota.waitForReplica, and who hears how the WAITs went (`waitForReplicas`). */
-  private replicaWait?: ReplicaWait & { listener: ReplicaWaitListener };
+  /** gateway.yaml quota.waitForReplica, who hears how the WAITs went, and where they go (`waitForReplicas`). */
+  private replicaWait?: ReplicaWait & { listener: ReplicaWaitListener; acks: ReplicaAcks };
   /** QUOTA_SCRIPT's arguments before the costs, per quota object (`quotaArgs`). */
   private readonly fixedArgs = new WeakMap<Quota, FixedArgs[]>();
   private stopListening?: () => void;
@@ -200,14 +196,15 @@ export class RedisQuotaStore implements QuotaStore {
 
   /**
    * From now on each turn's decisions (and each lease grant) are followed by a WAIT for
-   * `wait.replicas` replicas before their answers: one more round trip per turn, and the answers
-   * of the turn wait for it. A decision no replica acknowledged in time is still answered as the
-   * master decided (see gateway/unreplicated-writes.ts for why), and told to `listener`. False on
-   * a Cluster, where one WAIT would cover one node's writes only: there it is not done.
+   * `wait.replicas` replicas before their answers, on a connection of its own (replica-acks.ts):
+   * one more round trip per turn, and the answers of the turn wait for it. A decision no replica
+   * acknowledged in time is still answered as the master decided (see
+   * gateway/unreplicated-writes.ts for why), and told to `listener`. False on a Cluster, where one
+   * WAIT would cover one node's writes only: there it is not done.
    */
   waitForReplicas(wait: ReplicaWait, listener: ReplicaWaitListener): boolean {
     if (!this.single) return false;
-    this.replicaWait = { ...wait, listener };
+    this.replicaWait = { ...wait, listener, acks: new ReplicaAcks(this.single, wait, listener.marks) };
     return true;
   }
 
@@ -432,7 +429,7 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   /**
-   * One script call queued on this turn's pipeline (a single server only): `queue` adds it with
+   * One script call queued on this turn's calls (a single server only): `queue` adds it with
    * `done` as its callback. With quota.waitForReplica, `replicated` says whether the turn's WAIT
    * was acknowledged (the answer waits for it).
    */
@@ -441,29 +438,27 @@ export class RedisQuotaStore implements QuotaStore {
   ): Promise<TurnReply> {
     let turn = this.turn;
     if (!turn) {
-      // With quota.waitForReplica, a Pipeline: the turn's marker and WAIT go behind its calls
-      // (replica-wait.ts). Without it, the calls go out by themselves (turn-commands.ts).
-      const pipeline = this.replicaWait ? this.single!.pipeline() : undefined;
-      const direct = pipeline ? undefined : new TurnCommands(this.single!);
-      const calls = pipeline ? (pipeline as unknown as QuotaPipeline) : quotaCallsOn(direct!);
+      const direct = new TurnCommands(this.single!);
+      const calls = quotaCallsOn(direct);
       const opened: Turn = (turn = this.turn = { calls, sections: [] });
       // After this turn's flush (turn-batches.ts) has added every key's call.
       queueMicrotask(() => {
         this.turn = undefined;
         flushSections(calls, opened.sections);
-        if (!pipeline) return direct!.send();
-        // One marker and one WAIT for the whole turn, behind its calls: they cover every write before them.
-        Object.assign(opened, queueWait(pipeline, this.replicaWait!, this.replicaWait!.listener.marks));
-        // Each call's own callback reports its result or error; exec's summary adds nothing.
-        pipeline.exec().catch(() => undefined);
+        // With quota.waitForReplica, one marker for the whole turn behind its calls, and a WAIT
+        // for it on a connection of its own (replica-acks.ts): never one the next turn's calls
+        // would queue behind.
+        const wait = this.replicaWait;
+        if (wait) Object.assign(opened, queueWait(direct, wait.acks, wait.listener.marks));
+        direct.send();
       });
     }
     const current = turn;
     return new Promise<TurnReply>((resolve, reject) => {
       const done = (err: Error | null, reply?: number[]) => {
         if (err) return reject(err);
-        // Set before exec, so before any reply: with quota.waitForReplica the answers wait for the
-        // WAIT; without it they are the reply alone, with no reaction in between.
+        // Set before the calls are written, so before any reply: with quota.waitForReplica the
+        // answers wait for the WAIT; without it they are the reply alone, with no reaction in between.
         if (!current.replicated) return resolve({ reply: reply! });
         current.replicated.then((replicated) => resolve({ reply: reply!, replicated, mark: current.mark }), reject);
       };
@@ -492,6 +487,11 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   async reserve(keyId: string, quota: Quota, ban: BanPolicy, request: LeaseRequest): Promise<LeaseGrant> {
+    // A give-back after a lost connection waits until the master found since has been given the
+    // unreplicated grants it lacked (unreplicated-writes.ts): arriving first, it would find no
+    // units of its block out on leases there to return, and they would stay counted.
+    const wait = this.replicaWait;
+    if (wait && request.giveBack > 0) await wait.listener.settled();
     const args = [
       quota.perMinute,
       quota.perDay,
@@ -505,7 +505,7 @@ export class RedisQuotaStore implements QuotaStore {
       request.giveBackDayStartMs,
       ...gcraArgs(quota),
       request.leaseMs,
-      request.giveBackTatUs,
+      request.block ?? 0,
       request.holder,
       request.ends ? 1 : 0,
       request.heldUntilMs,
@@ -518,20 +518,23 @@ export class RedisQuotaStore implements QuotaStore {
       request.giveBackCredits ?? 0,
       request.giveBackCreditEpoch ?? 0,
       request.giveBackHashEpoch ?? 0,
+      request.giveBackBlock ?? 0,
     ];
-    const wait = this.replicaWait;
     if (!wait || !this.single)
       return named(GRANT_FIELDS, (await this.commands.tgLease(quotaKey(keyId), leaseHoldersKey(keyId), ...args)).map(Number));
-    // The WAIT goes right behind the grant in one pipeline, as a turn's decisions (quotaCall), not
-    // after the grant's answer: both answers come within one command timeout of the ask.
-    const pipeline = this.single.pipeline();
+    // The grant and its marker written together, as a turn's decisions (`pipelined`); the WAIT
+    // follows on a connection of its own (replica-acks.ts).
+    const commands = new TurnCommands(this.single);
     const granting = new Promise<number[]>((resolve, reject) =>
-      (pipeline as unknown as LeasePipeline).tgLease(quotaKey(keyId), leaseHoldersKey(keyId), ...args, (err, reply) =>
-        err ? reject(err) : resolve(reply!),
-      ),
+      commands.queue('tgLease', [
+        quotaKey(keyId),
+        leaseHoldersKey(keyId),
+        ...args,
+        (err?: Error | null, reply?: unknown) => (err ? reject(err) : resolve(reply as number[])),
+      ]),
     );
-    const { mark, replicated: replicating } = queueWait(pipeline, wait, wait.listener.marks);
-    pipeline.exec().catch(() => undefined);
+    const { mark, replicated: replicating } = queueWait(commands, wait.acks, wait.listener.marks);
+    commands.send();
     const [reply, replicated] = await Promise.all([granting, replicating]);
     const grant = named(GRANT_FIELDS, reply.map(Number));
     // The granted units are admitted from memory later: the grant's write is what counts them.
@@ -572,6 +575,9 @@ export class RedisQuotaStore implements QuotaStore {
       this.usageRetentionMs,
       batch.credits ?? 0,
       batch.leasedCredits ?? 0,
+      batch.leasedUnits?.minute ?? 0,
+      batch.leasedUnits?.day ?? 0,
+      batch.leasedUnits?.month ?? 0,
       ...(batch.usage ?? []).flatMap((h) => [h.dayStartMs, periodsArg(h), h.hourStartMs, h.admitted, h.refused, h.units, h.credits]),
     );
   }
@@ -615,6 +621,7 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   async close(): Promise<void> {
+    this.replicaWait?.acks.close();
     this.stopListening?.();
     this.stopListening = undefined;
   }
@@ -641,7 +648,7 @@ export class RedisQuotaStore implements QuotaStore {
 
 /** A single server's script calls of one turn, written together (RedisQuotaStore.pipelined). */
 interface Turn {
-  /** Where its calls are queued: a Pipeline's (with quota.waitForReplica) or TurnCommands'. */
+  /** Where its calls are queued (TurnCommands'). */
   calls: QuotaPipeline;
   replicated?: Promise<boolean>;
   mark?: TurnMark;
