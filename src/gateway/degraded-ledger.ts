@@ -3,6 +3,7 @@ import type { Logger } from '../observability/log.js';
 import type { QuotaOutcome } from '../quota/quota-state.js';
 import type { Quota } from '../config/plans-schema.js';
 import { periodsAt, pick } from '../quota/calendar.js';
+import { gcraMinute } from '../quota/gcra.js';
 import { addUsage, usageHourStartMs, usagePeriodsAt } from '../quota/usage-hours.js';
 import { MINUTE_MS, windowStartMs } from '../quota/windows.js';
 import type { DegradedAdmissions, QuotaStore } from '../store/quota-store.js';
@@ -36,6 +37,12 @@ export class DegradedLedger {
     private readonly logger: Logger,
     /** The log line of each applied flush (tests and operators count the units in it). */
     private readonly flushedMessage = 'degraded-mode admissions added to redis',
+    /**
+     * Unreplicated writes: a gcra plan's admissions charge the TAT again when added (a master
+     * that lost them lost their cells too). Degraded-mode admissions do not: they were never on
+     * Redis's TAT line, and the local share bounds them.
+     */
+    private readonly chargesTat = false,
   ) {}
 
   /**
@@ -87,6 +94,11 @@ export class DegradedLedger {
       units.minute += admitted;
       units.day += admitted;
       if (quota?.perMonth !== undefined) units.month += admitted;
+    }
+    if (this.chargesTat && admitted > 0 && quota?.algorithm === 'gcra') {
+      const { intervalUs, burst } = gcraMinute(quota);
+      batch.gcra ??= { tatUs: 0, toleranceUs: burst * intervalUs };
+      batch.gcra.tatUs += admitted * intervalUs;
     }
     batch.bannedUntilMs = Math.max(batch.bannedUntilMs, outcome.bannedUntilMs);
     // The balance is not a window: its credits count whenever they were spent.

@@ -54,7 +54,7 @@ export class FoldedTurns {
     store: QuotaStore,
     logger: Logger,
   ) {
-    this.ledger = new DegradedLedger(store, logger, ADDED_MESSAGE);
+    this.ledger = new DegradedLedger(store, logger, ADDED_MESSAGE, true);
   }
 
   add(turn: KeptTurn): void {

@@ -55,7 +55,7 @@ export class UnreplicatedWrites implements ReplicaWaitListener {
     private readonly maxKept = MAX_KEPT,
   ) {
     this.marks = new TurnMarks(redis);
-    this.ledger = new DegradedLedger(store, logger, ADDED_MESSAGE);
+    this.ledger = new DegradedLedger(store, logger, ADDED_MESSAGE, true);
     // Connected again (after a loss, the writes of the turns cut by it are kept by then).
     redis.on('ready', () => void this.check());
   }

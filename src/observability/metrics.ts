@@ -49,6 +49,11 @@ export function createMetrics() {
       help: 'Requests Redis could not fit while units were out on leases: each waited for their recall, then was decided again (docs/quota-leases.md).',
       registers: [registry],
     }),
+    quotaRecallsUnanswered: new Counter({
+      name: 'tollgate_quota_recalls_unanswered_total',
+      help: 'Recalled requests whose wait ran out before a notice said the leased units were back (a holder killed, cut off, or slower than the bound): decided again without them.',
+      registers: [registry],
+    }),
     leaseNotices: new Counter({
       name: 'tollgate_quota_lease_notices_total',
       help: "Lease notices received: changes of a key's counts made while some replica may hold a lease of it (docs/quota-leases.md).",

@@ -56,7 +56,8 @@ import { MINUTE_MS } from './windows.js';
  *    a block; it never extends an older one's life.
  * 9. Give-back of m unused cells of a block: its used cells own its first slots, so only its top
  *    m slots, [E − m × T, E) below the block's end E, are free. Redis takes m × T off the TAT
- *    while the TAT is still E (nothing charged above them), or while E − m × T ≥ now + leaseMs:
+ *    while the TAT is still E (nothing charged above them), or while E − m × T ≥ now + leaseMs
+ *    and ≥ 'le' (every lease out ends by then, whatever its replica's leaseMs):
  *    every cell charged above them (at u ≤ now, or a block granted at g ≤ now and used before
  *    g + leaseMs) then moves down onto a slot still ≥ now + leaseMs, after its use, and its slot
  *    only falls, so u ≤ S ≤ u + τ − T holds. Another holder's block below it, given back first
@@ -66,7 +67,7 @@ import { MINUTE_MS } from './windows.js';
  *    does not know (a master that lacks its grant) takes nothing off the TAT. Otherwise the TAT
  *    stays (those cells are lost, until real time passes them); the day is credited as for
  *    fixed windows. A settled reservation's refund (SETTLE_SCRIPT) takes nothing off the TAT
- *    while a lease is out: it would move the blocks above it down below their use. A lease that
+ *    while a block is out: it would move the blocks above it down below their use. A lease that
  *    ends gives its blocks back newest first, so a replica's own blocks can come back one after
  *    the other. After a refused block a gcra key, having no
  *    minute edge, asks again once a full bucket would have drained (τ, at most a minute).
@@ -220,7 +221,8 @@ interface Asking {
 /** A request waiting for a recall's units (rule 11). */
 interface RecallWaiter {
   seq: number;
-  done: () => void;
+  /** Ends the wait: heard (a notice says the units are back, the default) or not (the bound). */
+  done: (heard?: boolean) => void;
 }
 
 export class QuotaLeases {
@@ -420,24 +422,24 @@ export class QuotaLeases {
 
   /**
    * Rule 11, for the store: resolves once a notice newer than the recall says no lease of the key
-   * is left, or at the recall's bound.
+   * is left (true), or at the recall's bound (false).
    */
-  readonly recalled = (subject: string, recall: Recall): Promise<void> =>
-    new Promise<void>((resolve) => {
+  readonly recalled = (subject: string, recall: Recall): Promise<boolean> =>
+    new Promise<boolean>((resolve) => {
       const waiters = this.recalls.get(subject) ?? [];
       this.recalls.set(subject, waiters);
       const waiter: RecallWaiter = {
         seq: recall.seq,
-        done: () => {
+        done: (heard = true) => {
           clearTimeout(timer);
           const left = this.recalls.get(subject)?.filter((w) => w !== waiter) ?? [];
           if (left.length > 0) this.recalls.set(subject, left);
           else this.recalls.delete(subject);
-          resolve();
+          resolve(heard);
         },
       };
       waiters.push(waiter);
-      const timer = setTimeout(waiter.done, Math.max(0, recall.leasedUntilMs - recall.nowMs) + RECALL_GRACE_MS);
+      const timer = setTimeout(() => waiter.done(false), Math.max(0, recall.leasedUntilMs - recall.nowMs) + RECALL_GRACE_MS);
     });
 
   /**

@@ -246,6 +246,12 @@ export interface DegradedAdmissions {
    * (absent: none).
    */
   leasedUnits?: { minute: number; day: number; month: number };
+  /**
+   * gcra plans, unreplicated writes re-added only: the cells they charged, in µs of the TAT, to
+   * charge again (on top of the TAT, never past now + the tolerance τ). Degraded-mode admissions
+   * carry none: they are bounded by the local share instead. Absent: none.
+   */
+  gcra?: { tatUs: number; toleranceUs: number };
   /** Usage for invoicing: what the batch admitted and refused, per hour (absent: none). */
   usage?: HourUsage[];
 }

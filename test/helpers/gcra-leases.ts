@@ -101,11 +101,21 @@ export async function leasedRequests(stack: Pick<QuotaStack, 'gateways'>): Promi
 }
 
 /** tollgate_quota_recalls_total over the gateways still running. */
-export async function leaseRecalls(stack: Pick<QuotaStack, 'gateways'>): Promise<number> {
+export const leaseRecalls = (stack: Pick<QuotaStack, 'gateways'>) => counterSum(stack, 'tollgate_quota_recalls_total');
+
+/**
+ * tollgate_quota_recalls_unanswered_total over the gateways still running: recalled requests whose
+ * wait ran out before the units came back (on a starved machine, a live holder slower than the
+ * bound): each was decided without them, so a burst may be under-admitted, never over.
+ */
+export const recallsUnanswered = (stack: Pick<QuotaStack, 'gateways'>) => counterSum(stack, 'tollgate_quota_recalls_unanswered_total');
+
+async function counterSum(stack: Pick<QuotaStack, 'gateways'>, name: string): Promise<number> {
   let total = 0;
   for (const gateway of stack.gateways()) {
+    if (gateway.process.exitStatus !== null) continue;
     const text = await fetch(`${gateway.adminUrl}/metrics`).then((r) => r.text());
-    total += Number(/^tollgate_quota_recalls_total (\d+)/m.exec(text)?.[1] ?? 0);
+    total += Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
   }
   return total;
 }

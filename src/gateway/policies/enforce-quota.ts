@@ -94,7 +94,9 @@ export function enforceQuota(deps: QuotaDeps): Policy {
       metrics.quotaRecalls.inc();
       // A rule counter's recall is heard by the rules' leases (rule-leases.ts).
       const recalling = deps.ruleLeases && isRuleSubject(subject) ? deps.ruleLeases.leases : leases;
-      return recalling.recalled(subject, recalled);
+      return recalling.recalled(subject, recalled).then((heard) => {
+        if (!heard) metrics.quotaRecallsUnanswered.inc();
+      });
     });
   return (ctx) => {
     const key = ctx.consumer!;

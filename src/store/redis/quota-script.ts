@@ -582,8 +582,10 @@ if back > 0 then
   end
   -- The block's unused cells are its top slots, below its end E. Every cell charged above them
   -- (up to the TAT) moves down onto slots that must stay after its use: nothing is above (the
-  -- TAT is E), or the freed slots all lie after now + leaseMs.
-  if backEnd and s.mt > nowUs and s.mt >= backEnd and (s.mt == backEnd or backEnd - back * intervalUs >= nowUs + leaseUs) then
+  -- TAT is E), or the freed slots all lie after now + leaseMs and after 'le', the end of every
+  -- lease out (a replica whose leaseMs is longer, in a rolling change of it, uses its blocks later).
+  local usedBy = math.max(nowUs + leaseUs, s.le * 1000)
+  if backEnd and s.mt > nowUs and s.mt >= backEnd and (s.mt == backEnd or backEnd - back * intervalUs >= usedBy) then
     s.mt = s.mt - back * intervalUs; changed = true
     -- The blocks granted after it lie above it: they move down with it.
     local blocks = redis.call('HGETALL', KEYS[2])
@@ -718,6 +720,7 @@ return { 1, before, after }
 // KEYS[1]  tg:quota:{id}
 // KEYS[2]  tg:settled:{id}:<settlement id> (SET NX, kept markerTtlMs: a retried settlement, or
 //          one whose reply was lost, changes nothing the second time)
+// KEYS[3]  tg:lease-holders:{id} (gcra: where the blocks out on leases end, LEASE_SCRIPT)
 // ARGV     reserve, cost (capped), minuteStartMs, dayStartMs, monthStartMs (the reservation's
 //          windows), perMonth (0: no month window), credits (1: the quota spends credits), gcra
 //          (1 or 0), minute intervalUs, banWindowMs, markerTtlMs, nowMs ('' = Redis TIME), the
@@ -725,9 +728,18 @@ return { 1, before, after }
 // Reply    { applied (1, or 0 when settled before), shortfall, creditBalance }
 // The extra is charged to the current windows even past their limits and to the balance never
 // below zero (the shortfall is what it could not hold); the rest is given back to the windows it
-// was taken from only, and to the balance (gcra: to the TAT only while no lease is out, below).
+// was taken from only, and to the balance (gcra: to the TAT only while no block is out, below).
 // Leases of the subject hear of it as of any change.
 export const SETTLE_SCRIPT = `${CLOCK}
+-- A gcra block out whose end is still ahead (LEASE_SCRIPT's 'b:' fields; one that has ended has
+-- nothing left to take off the TAT).
+local function blockOut(nowUs)
+  local held = redis.call('HGETALL', KEYS[3])
+  for i = 1, #held, 2 do
+    if string.sub(held[i], 1, 2) == 'b:' and (tonumber(string.match(held[i + 1], '^(%S+)')) or 0) > nowUs then return true end
+  end
+  return false
+end
 if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[11]) then
   return { 0, 0, tonumber(redis.call('HGET', KEYS[1], 'cb')) or 0 }
 end
@@ -754,10 +766,11 @@ else
   if s.ms == tonumber(ARGV[3]) then s.mc = math.max(0, s.mc - back) end
   if s.ds == tonumber(ARGV[4]) then s.dc = math.max(0, s.dc - back) end
   if perMonth > 0 and s.ys == tonumber(ARGV[5]) then s.yc = math.max(0, s.yc - back) end
-  -- (gcra: not while a lease is out. Its blocks lie above these cells, and taking them off the
-  -- TAT would move the blocks' slots down below their use, LEASE_SCRIPT's rule; those cells stay
-  -- charged until real time passes them.)
-  if gcra and s.mt > nowUs and s.le <= now then
+  -- (gcra: not while a block is out: a lease in force, or a block whose end Redis keeps, its
+  -- give-back still to come. Blocks lie above these cells; taking them off the TAT would move
+  -- the blocks' slots below their use and leave their kept ends too high (LEASE_SCRIPT's rule).
+  -- Those cells stay charged until real time passes them.)
+  if gcra and s.mt > nowUs and s.le <= now and not blockOut(nowUs) then
     s.mt = s.mt - back * intervalUs
     if s.mt <= nowUs then s.mt = 0 end
   end

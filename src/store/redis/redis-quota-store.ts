@@ -66,7 +66,7 @@ interface QuotaCommands {
   tgLease(key: string, holders: string, ...args: Array<string | number>): Promise<number[]>;
   tgReconcile(key: string, marker: string, ...args: Array<string | number>): Promise<number>;
   tgCredits(key: string, mode: string, amount: number): Promise<number[]>;
-  tgSettle(key: string, marker: string, ...args: Array<string | number>): Promise<number[]>;
+  tgSettle(key: string, marker: string, holders: string, ...args: Array<string | number>): Promise<number[]>;
   tgRuleReserve(key: string, nowMs: string | number, ...args: number[]): Promise<number[]>;
   tgRuleRelease(key: string, nowMs: string | number, ...args: number[]): Promise<number>;
   tgRuleLease(key: string, nowMs: string | number, ...args: Array<string | number>): Promise<number[]>;
@@ -181,7 +181,7 @@ export class RedisQuotaStore implements QuotaStore {
     redis.defineCommand('tgLease', { numberOfKeys: 2, lua: LEASE_SCRIPT });
     redis.defineCommand('tgReconcile', { numberOfKeys: 2, lua: RECONCILE_SCRIPT });
     redis.defineCommand('tgCredits', { numberOfKeys: 1, lua: CREDITS_SCRIPT });
-    redis.defineCommand('tgSettle', { numberOfKeys: 2, lua: SETTLE_SCRIPT });
+    redis.defineCommand('tgSettle', { numberOfKeys: 3, lua: SETTLE_SCRIPT });
     // Limit rules (limit-rules-script.ts): one call on a single server; reserve and give back on a Cluster.
     redis.defineCommand('tgRulesQuota', { lua: RULES_QUOTA_SCRIPT });
     redis.defineCommand('tgQuotaMulti', { lua: MULTI_QUOTA_SCRIPT });
@@ -578,6 +578,8 @@ export class RedisQuotaStore implements QuotaStore {
       batch.leasedUnits?.minute ?? 0,
       batch.leasedUnits?.day ?? 0,
       batch.leasedUnits?.month ?? 0,
+      batch.gcra?.tatUs ?? 0,
+      batch.gcra?.toleranceUs ?? 0,
       ...(batch.usage ?? []).flatMap((h) => [h.dayStartMs, periodsArg(h), h.hourStartMs, h.admitted, h.refused, h.units, h.credits]),
     );
   }
@@ -588,6 +590,7 @@ export class RedisQuotaStore implements QuotaStore {
       await this.commands.tgSettle(
         quotaKey(subject),
         settledKey(subject, settlement.id),
+        leaseHoldersKey(subject),
         settlement.reserve,
         settlement.cost,
         settlement.minuteStartMs,
