@@ -4,10 +4,8 @@ import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import pino from 'pino';
 import { DegradedLedger } from '../../src/gateway/degraded-ledger.js';
 import { gcraMinute } from '../../src/quota/gcra.js';
-import type { LeaseGrant, LeaseRequest } from '../../src/store/quota-store.js';
 import { leaseHoldersKey, quotaKey } from '../../src/store/redis/redis-keys.js';
-import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
-import { leaseRequest } from '../helpers/lease-requests.js';
+import { gcraBlockStore, type HeldBlock } from '../helpers/gcra-blocks.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
 
 // gcra blocks' ends kept in Redis (rule 9 of src/quota/quota-leases.ts), tried as a reviewer would: one
@@ -42,39 +40,10 @@ function worstExcess(admitted: Admission[]): number {
   return excess;
 }
 
-type HeldBlock = LeaseGrant & { no: number; holder: string; leaseMs: number };
-
-/** As gcra-leases-maths.test.ts's blockStore(), with each block's leaseMs its own (default 1 s). */
+/** A store on the test's own clock, asked for blocks of QUOTA directly; `fill` at most twice the burst. */
 function blockStore(startMs: number) {
-  const clock = { nowMs: startMs };
-  const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
-  const reserve = (subject: string, request: Partial<LeaseRequest>) => store.reserve(subject, QUOTA, NO_BANS, leaseRequest(request));
-  let asks = 0;
-  let giveBacks = 0;
-  const ask = async (subject: string, request: { want: number; holder: string; leaseMs?: number }): Promise<HeldBlock> => {
-    const no = ++asks;
-    const leaseMs = request.leaseMs ?? 1000;
-    return { ...(await reserve(subject, { ...request, leaseMs, block: no })), no, holder: request.holder, leaseMs };
-  };
-  /** The give-back request of a block's `units` (numbered: `no` again for a retry). */
-  const backRequest = (block: HeldBlock, units: number, no = ++giveBacks): Partial<LeaseRequest> => ({
-    holder: block.holder,
-    leaseMs: block.leaseMs,
-    giveBack: units,
-    giveBackNo: no,
-    giveBackMinuteStartMs: block.minuteStartMs,
-    giveBackDayStartMs: block.dayStartMs,
-    giveBackBlock: block.no,
-    giveBackHashEpoch: block.hashEpoch,
-  });
-  const back = (subject: string, block: HeldBlock, units: number) => reserve(subject, backRequest(block, units));
-  /** Direct requests of one unit at the clock's moment until one is refused: how many were admitted. */
-  const fill = async (subject: string, most = 2 * burst) => {
-    let n = 0;
-    while (n < most && (await store.consume(subject, QUOTA, NO_BANS, 1)).verdict === 'allowed') n++;
-    return n;
-  };
-  return { clock, store, ask, back, backRequest, reserve, fill };
+  const blocks = gcraBlockStore(redis.client(), QUOTA, NO_BANS, startMs);
+  return { ...blocks, fill: (subject: string, most = 2 * burst) => blocks.fill(subject, most) };
 }
 
 const tat = async (subject: string) => Number(await redis.client().hget(quotaKey(subject), 'mt'));

@@ -8,7 +8,7 @@ import type { LeaseGrant, LeaseRequest } from '../../src/store/quota-store.js';
 import { leaseHoldersKey, quotaKey } from '../../src/store/redis/redis-keys.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { random } from '../helpers/random.js';
-import { leaseRequest } from '../helpers/lease-requests.js';
+import { gcraBlockStore } from '../helpers/gcra-blocks.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
 
 // gcra leases (src/quota/quota-leases.ts, rules 7 to 9) on a real redis-server and one injected
@@ -135,36 +135,8 @@ function worstSpans(run: Run, quota: Quota): { excess: number; most60s: number }
 
 const sum = (admitted: Admission[]) => admitted.reduce((n, a) => n + a.cost, 0);
 
-/** A block as its replica knows it: the grant, the number its ask gave it, and its holder. */
-type HeldBlock = LeaseGrant & { no: number; holder: string };
-
-/**
- * A store on a clock of the test's own, asked for gcra blocks of QUOTA directly: `ask` numbers
- * each ask as a replica does (quota-leases.ts), `back` gives a block's unused units back.
- */
-function blockStore(startMs: number) {
-  const clock = { nowMs: startMs };
-  const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
-  const reserve = (subject: string, request: Partial<LeaseRequest>) => store.reserve(subject, QUOTA, NO_BANS, leaseRequest(request));
-  let asks = 0;
-  let giveBacks = 0;
-  const ask = async (subject: string, request: { want: number; holder?: string }): Promise<HeldBlock> => {
-    const no = ++asks;
-    const holder = request.holder ?? 'test';
-    return { ...(await reserve(subject, { ...request, holder, block: no })), no, holder };
-  };
-  const back = (subject: string, block: HeldBlock, units: number) =>
-    reserve(subject, {
-      holder: block.holder,
-      giveBack: units,
-      giveBackNo: ++giveBacks,
-      giveBackMinuteStartMs: block.minuteStartMs,
-      giveBackDayStartMs: block.dayStartMs,
-      giveBackBlock: block.no,
-      giveBackHashEpoch: block.hashEpoch,
-    });
-  return { clock, store, ask, back };
-}
+/** A store on the test's own clock, asked for blocks of QUOTA directly. */
+const blockStore = (startMs: number) => gcraBlockStore(redis.client(), QUOTA, NO_BANS, startMs);
 
 describe('gcra leases on one injected clock', { timeout: 120_000 }, () => {
   it('never admit more than GCRA allows in any span, through storms and calms, with leases used late', async () => {
