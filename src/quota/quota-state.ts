@@ -221,6 +221,26 @@ export interface Settlement {
   dayStartMs: number;
   /** The reservation's month (ignored under a quota without `perMonth`). */
   monthStartMs: number;
+  /**
+   * gcra: the TAT the reservation left, as the store decided it (µs): its unused cells are its top
+   * slots below it. 0 or absent (admitted from a lease's block, or unknown): none come off the TAT.
+   */
+  tatUs?: number;
+}
+
+/**
+ * gcra: the TAT once a reservation that left the TAT at `endUs` gives `back` cells back. They are
+ * its top slots, [endUs − back × T, endUs). With nothing charged since (the TAT is still endUs)
+ * they all come off. Otherwise every cell charged since moves down by what comes off, and must
+ * stay on a slot after its use (at most now): only the freed slots at or after now come off. (Taking
+ * them all moved cells below their use: 605 in a moment where burst is 600.) A TAT below endUs
+ * (moved since) or an unknown end: nothing. A TAT that falls to now or below has none left (0).
+ */
+export function refundedTatUs(tatUs: number, endUs: number, back: number, intervalUs: number, nowUs: number): number {
+  if (tatUs <= nowUs || endUs <= 0 || tatUs < endUs) return tatUs;
+  const cells = tatUs === endUs ? back : Math.min(back, Math.max(0, Math.floor((endUs - nowUs) / intervalUs)));
+  const after = tatUs - cells * intervalUs;
+  return after <= nowUs ? 0 : after;
 }
 
 /**
@@ -260,11 +280,7 @@ export function settle(
     if (state.minuteStartMs === settlement.minuteStartMs) state.minuteCount = Math.max(0, state.minuteCount - back);
     if (state.dayStartMs === settlement.dayStartMs) state.dayCount = Math.max(0, state.dayCount - back);
     if (month && state.monthStartMs === settlement.monthStartMs) state.monthCount = Math.max(0, state.monthCount - back);
-    // A TAT ahead of now loses the cells given back; one already past (read as 0) has none to lose.
-    if (gcra && state.minuteTatUs > nowUs) {
-      state.minuteTatUs -= back * gcraMinute(quota).intervalUs;
-      if (state.minuteTatUs <= nowUs) state.minuteTatUs = 0;
-    }
+    if (gcra) state.minuteTatUs = refundedTatUs(state.minuteTatUs, settlement.tatUs ?? 0, back, gcraMinute(quota).intervalUs, nowUs);
     if (credits) state.creditBalance += back;
   }
   return { state, shortfall };

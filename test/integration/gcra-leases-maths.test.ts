@@ -412,9 +412,18 @@ describe('gcra leases on one injected clock', { timeout: 120_000 }, () => {
     const subject = 'gcra-settle';
     const tat = async () => Number(await redis.client().hget(quotaKey(subject), 'mt'));
     const reservation = async (id: string) => {
-      expect((await store.consume(subject, QUOTA, NO_BANS, 10)).verdict).toBe('allowed');
+      const outcome = await store.consume(subject, QUOTA, NO_BANS, 10);
+      expect(outcome.verdict).toBe('allowed');
       const startOf = (ms: number) => clock.nowMs - (clock.nowMs % ms);
-      return { id, reserve: 10, cost: 2, minuteStartMs: startOf(60_000), dayStartMs: startOf(86_400_000), monthStartMs: 0 };
+      return {
+        id,
+        reserve: 10,
+        cost: 2,
+        minuteStartMs: startOf(60_000),
+        dayStartMs: startOf(86_400_000),
+        monthStartMs: 0,
+        tatUs: outcome.minuteTatUs,
+      };
     };
     const first = await reservation('s1');
     // A block granted above the reservation's cells: moving them down would move its slots below their use.

@@ -23,7 +23,13 @@ async function reserved(quota: Quota, reserve: number) {
   const store = new MemoryQuotaStore(() => clock.now);
   const outcome = await store.consume('k', quota, ban, reserve);
   expect(outcome.verdict).toBe('allowed');
-  const settlement = (cost: number, id = 'r1'): Settlement & { id: string } => ({ ...windowsAtT0, id, reserve, cost });
+  const settlement = (cost: number, id = 'r1'): Settlement & { id: string } => ({
+    ...windowsAtT0,
+    id,
+    reserve,
+    cost,
+    tatUs: outcome.minuteTatUs,
+  });
   return { clock, store, settlement };
 }
 
@@ -103,6 +109,32 @@ describe('settling a reserved cost (memory store)', () => {
     // 6 cells charged on top of another reservation's 10 (a settlement of its own).
     await store.settle('k', gcra, ban, settlement(16, 'r2'));
     expect((await store.usage('k', gcra)).minuteTatUs).toBe(tatAfterReserve);
+  });
+
+  it('gives a gcra reservation back only the slots no later cell would fall below its use on', async () => {
+    // T = 60 s / (79 − 20 + 1) = 1 s, burst 20. A reservation of 10 at T0 leaves the TAT at T0 + 10 s.
+    const gcra: Quota = { perMinute: 79, perDay: 1000, algorithm: 'gcra', burst: 20 };
+    const { intervalUs } = gcraMinute(gcra);
+    const { clock, store, settlement } = await reserved(gcra, 10);
+    // 5 s later the bucket is filled (cells charged above the reservation, at T0 + 5 s).
+    clock.now = T0 + 5000;
+    let filled = 0;
+    while ((await store.consume('k', gcra, ban, 1)).verdict === 'allowed') filled++;
+    expect(filled).toBe(15);
+    // It settles at 0. Its slots below T0 + 5 s are past: taking them off would move the cells
+    // charged at T0 + 5 s below their use (25 admitted in a moment where burst is 20). Only the
+    // 5 at or after now come off.
+    const before = (await store.usage('k', gcra)).minuteTatUs;
+    await store.settle('k', gcra, ban, settlement(0));
+    expect((await store.usage('k', gcra)).minuteTatUs).toBe(before - 5 * intervalUs);
+    let again = 0;
+    while ((await store.consume('k', gcra, ban, 1)).verdict === 'allowed') again++;
+    expect(filled + again).toBeLessThanOrEqual(20);
+    // Without the reservation's end (a lease's block admitted it), nothing comes off.
+    const other = await reserved(gcra, 10);
+    const tat = (await other.store.usage('k', gcra)).minuteTatUs;
+    await other.store.settle('k', gcra, ban, { ...other.settlement(0), tatUs: 0 });
+    expect((await other.store.usage('k', gcra)).minuteTatUs).toBe(tat);
   });
 });
 

@@ -337,7 +337,9 @@ function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: Quot
     deps.metrics.quotaDecisions.inc({ plan, decision: 'allowed', source });
     if (step?.reported && deps.reservations) {
       const { reported: rule, subject, ban, cost } = step;
-      const reserved = { rule, subject, keyId: ctx.consumer!.id, quota, ban, reserve: cost, nowMs: outcome.nowMs };
+      // (A lease's outcome estimates the TAT; only the store's places the reservation on it.)
+      const tatUs = source === 'store' ? outcome.minuteTatUs : 0;
+      const reserved = { rule, subject, keyId: ctx.consumer!.id, quota, ban, reserve: cost, nowMs: outcome.nowMs, tatUs };
       ctx.reservation = new CostReservation(reserved, deps.reservations, ctx.res);
     }
     for (const rule of rules ?? []) deps.metrics.limitRuleDecisions.inc({ rule: rule.name, decision: 'allowed' });

@@ -19,6 +19,8 @@ export interface Reserved {
   reserve: number;
   /** The store's clock when the reservation was admitted: its windows follow from it. */
   nowMs: number;
+  /** gcra: the TAT the store's decision left (µs); 0 when a lease's block admitted it (quota-state.ts Settlement). */
+  tatUs: number;
 }
 
 export interface ReservationDeps {
@@ -119,6 +121,7 @@ export class CostReservation {
         minuteStartMs: windowStartMs(reserved.nowMs, MINUTE_MS),
         dayStartMs: pick(periods.day, reserved.nowMs)[0],
         monthStartMs: pick(periods.month, reserved.nowMs)[0],
+        tatUs: reserved.tatUs,
       },
     });
   }

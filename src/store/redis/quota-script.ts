@@ -724,7 +724,8 @@ return { 1, before, after }
 // ARGV     reserve, cost (capped), minuteStartMs, dayStartMs, monthStartMs (the reservation's
 //          windows), perMonth (0: no month window), credits (1: the quota spends credits), gcra
 //          (1 or 0), minute intervalUs, banWindowMs, markerTtlMs, nowMs ('' = Redis TIME), the
-//          day's four edges and the month's (calendar.ts), usage retentionMs (0: keep no usage)
+//          day's four edges and the month's (calendar.ts), usage retentionMs (0: keep no usage),
+//          the TAT the reservation left (gcra, µs; 0: unknown, nothing comes off the TAT)
 // Reply    { applied (1, or 0 when settled before), shortfall, creditBalance }
 // The extra is charged to the current windows even past their limits and to the balance never
 // below zero (the shortfall is what it could not hold); the rest is given back to the windows it
@@ -770,8 +771,13 @@ else
   -- give-back still to come. Blocks lie above these cells; taking them off the TAT would move
   -- the blocks' slots below their use and leave their kept ends too high (LEASE_SCRIPT's rule).
   -- Those cells stay charged until real time passes them.)
-  if gcra and s.mt > nowUs and s.le <= now and not blockOut(nowUs) then
-    s.mt = s.mt - back * intervalUs
+  -- quota-state.ts refundedTatUs(): the reservation's top slots below the TAT it left (ARGV[22]),
+  -- all of them while nothing was charged since, else only those at or after now.
+  local endUs = tonumber(ARGV[22]) or 0
+  if gcra and s.mt > nowUs and s.le <= now and endUs > 0 and s.mt >= endUs and not blockOut(nowUs) then
+    local cells = back
+    if s.mt ~= endUs then cells = math.min(back, math.max(0, math.floor((endUs - nowUs) / intervalUs))) end
+    s.mt = s.mt - cells * intervalUs
     if s.mt <= nowUs then s.mt = 0 end
   end
   if credits then s.cb = s.cb + back; balanceMoved = true end

@@ -605,6 +605,7 @@ export class RedisQuotaStore implements QuotaStore {
         ...day,
         ...month,
         this.usageRetentionMs,
+        settlement.tatUs ?? 0,
       )
     ).map(Number);
     return { applied: applied === 1, shortfall: shortfall ?? 0, creditBalance: creditBalance ?? 0 };
