@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
+import { gcraMinute } from '../../src/quota/gcra.js';
 import type { LeaseGrant, LeaseRequest } from '../../src/store/quota-store.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { leaseRequest } from './lease-requests.js';
@@ -43,4 +44,28 @@ export function gcraBlockStore(client: Redis, quota: Quota, ban: BanPolicy, star
     return n;
   };
   return { clock, store, ask, back, backRequest, reserve, fill };
+}
+
+/** Units admitted at one moment (ms on the test's clock). */
+export interface Admission {
+  atMs: number;
+  cost: number;
+}
+
+/**
+ * The largest excess over GCRA's bound of any span [a, b] between two admissions: the units in it
+ * less (burst + ⌊(b − a) / T⌋). GCRA promises it is never above 0.
+ */
+export function worstExcess(admitted: Admission[], quota: Quota): number {
+  const { burst, intervalUs } = gcraMinute(quota);
+  const at = [...admitted].sort((x, y) => x.atMs - y.atMs);
+  let excess = -Infinity;
+  for (let i = 0; i < at.length; i++) {
+    let units = 0;
+    for (let j = i; j < at.length; j++) {
+      units += at[j]!.cost;
+      excess = Math.max(excess, units - (burst + Math.floor(((at[j]!.atMs - at[i]!.atMs) * 1000) / intervalUs)));
+    }
+  }
+  return excess;
 }

@@ -5,7 +5,7 @@ import pino from 'pino';
 import { DegradedLedger } from '../../src/gateway/degraded-ledger.js';
 import { gcraMinute } from '../../src/quota/gcra.js';
 import { leaseHoldersKey, quotaKey } from '../../src/store/redis/redis-keys.js';
-import { gcraBlockStore, type HeldBlock } from '../helpers/gcra-blocks.js';
+import { gcraBlockStore, worstExcess, type Admission, type HeldBlock } from '../helpers/gcra-blocks.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
 
 // gcra blocks' ends kept in Redis (rule 9 of src/quota/quota-leases.ts), tried as a reviewer would: one
@@ -20,25 +20,6 @@ const NO_BANS: BanPolicy = { afterRejections: 1_000_000, window: 60, duration: 6
 /** T = 24,990 µs, burst 600 (τ ≈ 15 s): room for blocks. */
 const QUOTA: Quota = { perMinute: 3000, perDay: 10_000_000, algorithm: 'gcra', burst: 600 };
 const { burst, intervalUs: T } = gcraMinute(QUOTA);
-
-interface Admission {
-  atMs: number;
-  cost: number;
-}
-
-/** The largest excess over GCRA's bound of any span between two admissions (gcra-leases-maths.test.ts). */
-function worstExcess(admitted: Admission[]): number {
-  const at = [...admitted].sort((x, y) => x.atMs - y.atMs);
-  let excess = -Infinity;
-  for (let i = 0; i < at.length; i++) {
-    let units = 0;
-    for (let j = i; j < at.length; j++) {
-      units += at[j]!.cost;
-      excess = Math.max(excess, units - (burst + Math.floor(((at[j]!.atMs - at[i]!.atMs) * 1000) / T)));
-    }
-  }
-  return excess;
-}
 
 /** A store on the test's own clock, asked for blocks of QUOTA directly; `fill` at most twice the burst. */
 function blockStore(startMs: number) {
@@ -97,7 +78,7 @@ describe('gcra blocks kept in Redis', { timeout: 300_000 }, () => {
     // In one millisecond: b's 10 and the direct ones, at most burst (600). GCRA's TAT after b's 10
     // would be now + 10 T, leaving 590.
     expect(10 + direct).toBeLessThanOrEqual(burst);
-    expect(worstExcess(admitted)).toBeLessThanOrEqual(0);
+    expect(worstExcess(admitted, QUOTA)).toBeLessThanOrEqual(0);
   });
 
   it("a reservation's refund with no lease out takes off only its slots at or after now: cells charged since stay after their use", async () => {
@@ -158,7 +139,7 @@ describe('gcra blocks kept in Redis', { timeout: 300_000 }, () => {
     const direct = await fill(subject);
     admitted.push({ atMs: clock.nowMs, cost: direct });
     expect(10 + direct).toBeLessThanOrEqual(burst);
-    expect(worstExcess(admitted)).toBeLessThanOrEqual(0);
+    expect(worstExcess(admitted, QUOTA)).toBeLessThanOrEqual(0);
   });
 
   it("a give-back is judged by the longest lease out, not its own replica's leaseMs (replicas with different leaseMs, as in a rolling config change)", async () => {
@@ -182,7 +163,7 @@ describe('gcra blocks kept in Redis', { timeout: 300_000 }, () => {
       { atMs: clock.nowMs, cost: direct },
     ];
     expect(10 + direct).toBeLessThanOrEqual(burst);
-    expect(worstExcess(admitted)).toBeLessThanOrEqual(0);
+    expect(worstExcess(admitted, QUOTA)).toBeLessThanOrEqual(0);
   });
 
   it("a gcra block granted unreplicated and re-added after a failover charges its cells to the TAT again: its holder's use stays within GCRA's bound", async () => {
@@ -349,7 +330,7 @@ describe('gcra blocks kept in Redis', { timeout: 300_000 }, () => {
           while (out.length > 0) await giveBack(out.length - 1, false);
           admit(await fill(subject));
           const admitted = [...perMs].map(([atMs, cost]) => ({ atMs, cost }));
-          expect(worstExcess(admitted)).toBeLessThanOrEqual(0);
+          expect(worstExcess(admitted, QUOTA)).toBeLessThanOrEqual(0);
           expect(await places(subject)).toEqual([]);
         }),
         { numRuns: 300 },
