@@ -97,8 +97,9 @@ export class DegradedLedger {
     }
     if (this.chargesTat && admitted > 0 && quota?.algorithm === 'gcra') {
       const { intervalUs, burst } = gcraMinute(quota);
-      batch.gcra ??= { tatUs: 0, toleranceUs: burst * intervalUs };
+      batch.gcra ??= { tatUs: 0, toleranceUs: burst * intervalUs, lastUs: 0 };
       batch.gcra.tatUs += admitted * intervalUs;
+      batch.gcra.lastUs = Math.max(batch.gcra.lastUs, outcome.nowMs * 1000);
     }
     batch.bannedUntilMs = Math.max(batch.bannedUntilMs, outcome.bannedUntilMs);
     // The balance is not a window: its credits count whenever they were spent.

@@ -248,10 +248,16 @@ export interface DegradedAdmissions {
   leasedUnits?: { minute: number; day: number; month: number };
   /**
    * gcra plans, unreplicated writes re-added only: the cells they charged, in µs of the TAT, to
-   * charge again (on top of the TAT, never past now + the tolerance τ). Degraded-mode admissions
+   * charge again (on top of the TAT from the last one's admission, never past now + the tolerance
+   * τ; nothing once their slots have passed). Degraded-mode admissions
    * carry none: they are bounded by the local share instead. Absent: none.
    */
-  gcra?: { tatUs: number; toleranceUs: number };
+  gcra?: {
+    tatUs: number;
+    toleranceUs: number;
+    /** When the last of them was admitted (µs, the replica's clock): they are charged from there at the earliest. */
+    lastUs: number;
+  };
   /** Usage for invoicing: what the batch admitted and refused, per hour (absent: none). */
   usage?: HourUsage[];
 }

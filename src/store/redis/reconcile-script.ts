@@ -13,8 +13,10 @@ import { CLOCK } from './quota-script.js';
 // block holds (an unreplicated grant re-added) go to the units out on leases of each window still
 // current ('lm', 'ld', 'ly'), which bound what a give-back may credit: without them, the block's
 // unused units stayed counted on a master that lacked its grant. A gcra plan's re-added writes
-// also charge their cells to the TAT (on top of it, from now, never past now + τ): the master
-// lost them from its TAT line moments ago, and without them it admitted them again.
+// also charge their cells to the TAT, on top of it from the last one's admission (where GCRA would
+// have put them at the latest: the TAT after cells admitted at or before t is at most
+// max(TAT, t) + their cells), never past now + τ: the master lost them from its TAT line, and
+// without them it admitted them again. A batch re-added once their slots have passed charges nothing.
 // Redis restarted empty before the flush: the batch lands on an empty state, as the first
 // admissions of the day.
 //
@@ -26,7 +28,8 @@ import { CLOCK } from './quota-script.js';
 //          usage retentionMs (0: keep no usage), credits (spent: taken from 'cb'), leasedCredits (of
 //          those, the ones leases' blocks hold: added to 'lc'), the units leases' blocks hold in
 //          the minute, day and month (added to 'lm', 'ld', 'ly'), gcra: the µs of cells to charge to
-//          the TAT and the plan's tolerance τ in µs (0: none), then per hour the batch admitted or
+//          the TAT, the plan's tolerance τ in µs (0: none) and when the last of them was admitted
+//          (µs), then per hour the batch admitted or
 //          refused in: its dayStartMs, periods (CLOCK's usagePeriods: day end, month start and end),
 //          hourStartMs, admitted, refused, units, credits (seven each)
 // Reply    1 applied now, 0 applied before
@@ -40,7 +43,7 @@ local monthUnits = tonumber(ARGV[9])
 local credits, leasedCredits = tonumber(ARGV[19]), tonumber(ARGV[20])
 -- Usage (CLOCK's usageAdd): every hour of the batch, whether or not its windows have rolled since,
 -- under the same marker as the windows, so once.
-for i = 26, #ARGV, 7 do
+for i = 27, #ARGV, 7 do
   usageAdd(tonumber(ARGV[18]), tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 2]),
     tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6]))
 end
@@ -52,11 +55,11 @@ end
 if tonumber(ARGV[1]) == s.ms and minuteUnits > 0 then s.mc = s.mc + minuteUnits; changed = true end
 if tonumber(ARGV[3]) == s.ds and dayUnits > 0 then s.dc = s.dc + dayUnits; changed = true end
 if tonumber(ARGV[8]) == s.ys and monthUnits > 0 then s.yc = s.yc + monthUnits; changed = true end
-local tatUs, toleranceUs = tonumber(ARGV[24]) or 0, tonumber(ARGV[25]) or 0
+local tatUs, toleranceUs, lastUs = tonumber(ARGV[24]) or 0, tonumber(ARGV[25]) or 0, tonumber(ARGV[26]) or 0
 if tatUs > 0 then
   local nowUs = now * 1000
-  s.mt = math.max(s.mt, math.min(math.max(s.mt, nowUs) + tatUs, nowUs + toleranceUs))
-  changed = true
+  local top = math.min(math.max(s.mt, lastUs) + tatUs, nowUs + toleranceUs)
+  if top > s.mt and top > nowUs then s.mt = top; changed = true end
 end
 -- Units out on leases: a window's field counts only with its start beside it (LEASE_SCRIPT).
 local leased = redis.call('HMGET', KEYS[1], 'lms', 'lm', 'lds', 'ld', 'lys', 'ly')

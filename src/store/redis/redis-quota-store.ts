@@ -580,6 +580,7 @@ export class RedisQuotaStore implements QuotaStore {
       batch.leasedUnits?.month ?? 0,
       batch.gcra?.tatUs ?? 0,
       batch.gcra?.toleranceUs ?? 0,
+      batch.gcra?.lastUs ?? 0,
       ...(batch.usage ?? []).flatMap((h) => [h.dayStartMs, periodsArg(h), h.hourStartMs, h.admitted, h.refused, h.units, h.credits]),
     );
   }
