@@ -38,6 +38,12 @@ local function num(text)
   end
   return n
 end
+-- A gcra lease block's place in the key's lease holders hash (LEASE_SCRIPT's 'b:' fields,
+-- '<end µs> <grant seq>'): where it ends on the TAT line now, and its grant's seq.
+local function blockAt(entry)
+  local e, q = string.match(entry, '^(%S+) (%S+)$')
+  return tonumber(e), tonumber(q)
+end
 -- The day's and the month's four edges each (calendar.ts), from ARGV[at] on, as numbers.
 local function edgesAt(at)
   local e = {}
@@ -549,10 +555,6 @@ local lc, ce = tonumber(raw[8]) or 0, tonumber(raw[9]) or 0
 -- a Redis restarted, given back already) is not on this TAT line: nothing comes off it.
 local nowUs = now * 1000
 local function blockField(no) return 'b:' .. holder .. ':' .. string.format('%.0f', no) end
-local function blockAt(entry)
-  local e, q = string.match(entry, '^(%S+) (%S+)$')
-  return tonumber(e), tonumber(q)
-end
 local backEnd, backSeq = nil, nil
 local backBlock = tonumber(ARGV[36]) or 0
 if gcra and backBlock > 0 then
@@ -737,7 +739,7 @@ export const SETTLE_SCRIPT = `${CLOCK}
 local function blockOut(nowUs)
   local held = redis.call('HGETALL', KEYS[3])
   for i = 1, #held, 2 do
-    if string.sub(held[i], 1, 2) == 'b:' and (tonumber(string.match(held[i + 1], '^(%S+)')) or 0) > nowUs then return true end
+    if string.sub(held[i], 1, 2) == 'b:' and blockAt(held[i + 1]) > nowUs then return true end
   end
   return false
 end
