@@ -39,6 +39,13 @@ export class RuleRefusals {
     maxEntries: number,
     /** The local clock; `remember`'s `sentAtMs` is read from it. */
     readonly now: () => number = Date.now,
+    /**
+     * The longest an entry lasts. With leases of rule counters a counter also falls: a lease's
+     * give-back. A refusal is final only once no lease's units may be out (quota-script.ts
+     * CLOCK's unitsOut), but a holder slower than that grace gives them back later still: its
+     * units then reach the next request asked of the store after this, not the minute's end.
+     */
+    private readonly maxMs = Infinity,
   ) {
     // Each entry's end is checked on the injected clock (`answer`), not the cache's own timer.
     this.entries = new LRUCache({ max: maxEntries });
@@ -58,7 +65,7 @@ export class RuleRefusals {
     // end) that no longer is. The next such request asks the store again; a day's or a month's
     // edge is a minute's edge too.
     const minuteEndMs = outcome.nowMs - (outcome.nowMs % MINUTE_MS) + MINUTE_MS;
-    const untilMs = sentAtMs + (Math.min(fitsAtMs, minuteEndMs) - outcome.nowMs);
+    const untilMs = Math.min(sentAtMs + (Math.min(fitsAtMs, minuteEndMs) - outcome.nowMs), sentAtMs + this.maxMs);
     if (untilMs <= this.now()) return;
     this.entries.set(keyOf(subject, rules), { rules, outcome, sentAtMs, untilMs });
   }

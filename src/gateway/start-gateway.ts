@@ -33,7 +33,7 @@ import { KeyCache } from './key-cache.js';
 import { LocalVerdicts } from './local-verdicts.js';
 import { RuleRefusals } from './rule-refusals.js';
 import { ConcurrencySlots } from './concurrency-slots.js';
-import { QuotaLeases } from '../quota/quota-leases.js';
+import { QuotaLeases, RECALL_GRACE_MS } from '../quota/quota-leases.js';
 import { RuleLeases } from '../quota/rule-leases.js';
 import { noticeListeners } from './notice-listeners.js';
 import { applyRouteRules } from './policies/apply-route-rules.js';
@@ -274,8 +274,11 @@ export async function startGateway(
     plans: () => plans.current(),
     costs: () => routes.current().costs,
     local: verdicts,
-    // A rule's refusal holds until the rule could fit, where the store's counters only fill.
-    ruleRefusals: ownStores.quotas.rulesOnlyFill ? new RuleRefusals(settings.keyCache.maxEntries) : undefined,
+    // A rule's refusal holds until the rule could fit, where the store's counters only fill (with
+    // leases of them, no longer than a lease's life and its grace: rule-refusals.ts).
+    ruleRefusals: ownStores.quotas.rulesOnlyFill
+      ? new RuleRefusals(settings.keyCache.maxEntries, Date.now, ruleLeases ? leaseSettings.leaseMs + RECALL_GRACE_MS : Infinity)
+      : undefined,
     leases,
     ruleLeases,
     degraded,

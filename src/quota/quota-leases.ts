@@ -84,12 +84,15 @@ import { MINUTE_MS } from './windows.js';
  *    end; a lease that ends early (give-back, recall, key change, shutdown) leaves them, and 'le'
  *    falls to the latest end of those left: 0 once none is.
  *
- * 11. Recall: exact at the limit for any burst. A request Redis cannot fit while a lease of its key
- *    may still admit ('le' > now) is not refused yet: Redis counts it towards no ban, records the
- *    want (no block is granted until 'le') and publishes a recall. Every replica holding a lease
- *    of the key ends it at once, giving its unused units back (rule 5). The request waits until
- *    a notice newer than the recall says no lease is left ('le' ≤ now), or at most until the
- *    recall's 'le' + RECALL_GRACE_MS (a holder killed or deaf to notices), and is then decided
+ * 11. Recall: exact at the limit for any burst. A request Redis cannot fit while units of a lease
+ *    of its key may be out (a lease may still admit, 'le' > now, or one lapsed less than
+ *    RECALL_GRACE_MS ago has not given back yet) is not refused yet: Redis counts it towards no
+ *    ban, records the want (no block is granted until 'le', or for the grace) and publishes a
+ *    recall. Every replica holding a lease of the key ends it at once, giving its unused units
+ *    back (rule 5); a lapsed one's sweep gives them back within a tenth of leaseMs. The request
+ *    waits until a notice newer than the recall says no lease's units are left out ('le' 0, or
+ *    more than the grace ago), or at most until the recall's 'le' (or now, if later) +
+ *    RECALL_GRACE_MS (a holder killed or deaf to notices), and is then decided
  *    again, finally: a refusal then is counted once, as without leases. A refused request
  *    therefore lacked units that no lease held (or that a lost holder took with it), so a burst
  *    is admitted to exactly the limit. A request on a replica whose own ask for a block is in
@@ -197,12 +200,16 @@ interface Rate {
 /**
  * A recalled request waits at most until the recall's 'le' plus this (rule 11): a holder that
  * cannot answer (killed, or its subscription cut) has stopped admitting by then; units it gives
- * back after that (its sweep) miss that burst, not the window. It is the time a live holder has
- * to hear the recall, give back and be heard when its lease was about to lapse anyway ('le' a few
- * ms away): on a loaded machine that took more than 50 ms, and the burst was under-admitted
- * (150 of 180). Only requests past the limit while a lease is out ever wait it.
+ * back after that miss that burst, not the window. It is the time a live holder has to hear the
+ * recall, give back and be heard when its lease was about to lapse anyway ('le' a few ms away):
+ * on a loaded machine that took more than 50 ms, and the burst was under-admitted (150 of 180).
+ * Redis also keeps a lapsed lease's holder this long past its end, until its give-back (its
+ * sweep, a tenth of leaseMs, then a round trip): a refusal meanwhile lacks units on their way,
+ * and is a recall too (quota-script.ts CLOCK's unitsOut); a loaded machine's give-back came
+ * 30 units too late for a burst, and a rule's refusal, remembered, refused the rest of it. Only
+ * requests past the limit while a lease's units are out ever wait it.
  */
-export const RECALL_GRACE_MS = 250;
+export const RECALL_GRACE_MS = 500;
 
 /** Margin before the window's end on this clock: covers clock rate drift over a minute (0.1 %) and more. */
 const EDGE_MARGIN_MS = 10;
@@ -242,6 +249,8 @@ export class QuotaLeases {
   /** The asks made so far: each names the block it may get by its number (rule 9). */
   private asks = 0;
   private closed = false;
+  /** The second in which sweep() last forgot quiet keys' rates. */
+  private ratesSweptIn = 0;
   /** Give-backs, in order per key, retried after a failure, applied once. */
   readonly giveBacks: LeaseGiveBacks;
 
@@ -251,7 +260,9 @@ export class QuotaLeases {
     /** A monotonic clock in ms (performance.now); injected by tests. */
     private readonly now: () => number = () => performance.now(),
   ) {
-    this.timer = setInterval(() => this.sweep(), Math.max(10, Math.min(settings.leaseMs, 1000) / 2));
+    // Often: a lapsed lease's units are given back within a tenth of leaseMs of its end, well
+    // within the grace Redis gives them (RECALL_GRACE_MS), so a refusal meanwhile waits for them.
+    this.timer = setInterval(() => this.sweep(), Math.max(10, Math.min(settings.leaseMs, 1000) / 10));
     this.timer.unref();
     this.giveBacks = new LeaseGiveBacks((subject, quota, ban, request) => store.reserve(subject, quota, ban, request));
     // Missed notices could leave a lease's headers behind the others' use: every lease ends (rule 10).
@@ -465,7 +476,9 @@ export class QuotaLeases {
   /** A notice (rule 10): a leased key's counts changed, or it was banned; or a recall (rule 11). */
   private onNotice(notice: QuotaNotice): void {
     const waiters = this.recalls.get(notice.subject);
-    if (waiters && notice.leasedUntilMs !== undefined && notice.leasedUntilMs <= notice.nowMs) {
+    // No lease's units may still come back (the store's unitsOut, quota-script.ts CLOCK).
+    const le = notice.leasedUntilMs;
+    if (waiters && le !== undefined && (le === 0 || notice.nowMs >= le + RECALL_GRACE_MS)) {
       for (const waiter of [...waiters]) if (notice.seq > waiter.seq) waiter.done();
     }
     const lease = this.leases.get(notice.subject);
@@ -770,7 +783,10 @@ export class QuotaLeases {
   private sweep(): void {
     const nowMs = this.now();
     for (const [subject, lease] of this.leases) this.expire(subject, lease, nowMs);
+    // Rates (one per key seen: many) once a second.
     const second = Math.floor(nowMs / 1000);
+    if (second === this.ratesSweptIn) return;
+    this.ratesSweptIn = second;
     for (const [subject, rate] of this.rates) {
       if (rate.second < second - 2 && nowMs >= rate.quietUntilMs && !this.leases.has(subject)) this.rates.delete(subject);
     }

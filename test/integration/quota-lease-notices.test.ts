@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
-import { QuotaLeases, type LeaseSettings } from '../../src/quota/quota-leases.js';
+import { QuotaLeases, RECALL_GRACE_MS, type LeaseSettings } from '../../src/quota/quota-leases.js';
 import type { QuotaOutcome } from '../../src/quota/quota-state.js';
 import { windowsOf } from '../../src/quota/rate-limit-headers.js';
 import { QUOTA_NOTICE_CHANNEL, quotaKey } from '../../src/store/redis/redis-keys.js';
@@ -188,20 +188,26 @@ describe('lease notices', { timeout: 60_000 }, () => {
     expect(next.verdict).toBe('banned');
   });
 
-  it('publishes no give-back that comes once every lease of the key has lapsed', async () => {
-    const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 5, 5) };
-    const subject = 'notice-late-give-back';
-    const a = await replica(clock);
-    await hotUntilLeased(a, subject, { units: 0 });
-    const held = a.leases.held(subject);
-    const dayCount = async () => Number(await redis.client().hget(quotaKey(subject), 'dc'));
-    const [seq, counted] = [await publishedSeq(subject), await dayCount()];
-    // Past the lease's life on Redis's clock, as when a sweep finds it ended: the units come back unannounced.
-    clock.nowMs += SETTINGS.leaseMs;
-    await a.leases.close();
-    expect(await dayCount()).toBe(counted - held);
-    expect(await publishedSeq(subject)).toBe(seq);
-  });
+  for (const [when, pastEndMs, published] of [
+    ['within the grace after the end of its lease (a recalled request may wait for it)', RECALL_GRACE_MS - 1, true],
+    ['once the grace after every lease of the key has passed', RECALL_GRACE_MS, false],
+  ] as const) {
+    it(`publishes a give-back that comes ${when}: ${published ? 'announced' : 'unannounced'}`, async () => {
+      const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 5, 5) };
+      const subject = `notice-late-give-back-${pastEndMs}`;
+      const a = await replica(clock);
+      await hotUntilLeased(a, subject, { units: 0 });
+      const held = a.leases.held(subject);
+      const dayCount = async () => Number(await redis.client().hget(quotaKey(subject), 'dc'));
+      const [seq, counted] = [await publishedSeq(subject), await dayCount()];
+      // Past the lease's life on Redis's clock, as when a sweep finds it ended: the units come back.
+      clock.nowMs += SETTINGS.leaseMs + pastEndMs;
+      await a.leases.close();
+      expect(await dayCount()).toBe(counted - held);
+      if (published) expect(await publishedSeq(subject)).toBeGreaterThan(seq);
+      else expect(await publishedSeq(subject)).toBe(seq);
+    });
+  }
 
   it('publishes nothing for a key no lease may be out for: cold keys, and leased keys once their leases have lapsed', async () => {
     const clock = { nowMs: Date.UTC(2030, 0, 10, 12, 2, 5) };

@@ -197,12 +197,12 @@ while q <= n do
     local replies
     local s = current(now, plan.edges)
     local lease = leased[req.rules[refusedBy + 1].key]
-    if s.bu <= now and plan.recall and lease.le > now then
+    if s.bu <= now and plan.recall and unitsOut(lease.le, now) then
       -- Units out on leases of the refusing counter may be what it lacks: recalled first, as
       -- QUOTA_STEP recalls the plan's (the holders give back; no block until 'le'; decided again).
       local key = req.rules[refusedBy + 1].key
       local seq = nextRuleSeq(key)
-      redis.call('HSET', key, 'rq', string.format('%.0f', lease.le), 'sq', string.format('%.0f', seq))
+      redis.call('HSET', key, 'rq', string.format('%.0f', recallWant(lease.le, now)), 'sq', string.format('%.0f', seq))
       ruleNotify(key, seq, states[refusedBy + 1].s, states[refusedBy + 1].c, now, lease.le, 1)
       replies = reply(3, s, now, tonumber(req.cost))
       replies[#replies + 1] = seq

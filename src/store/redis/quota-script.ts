@@ -1,5 +1,6 @@
 import { DAY_MS, MINUTE_MS } from '../../quota/windows.js';
 import { HOUR_MS } from '../../quota/usage-hours.js';
+import { RECALL_GRACE_MS } from '../../quota/quota-leases.js';
 import { QUOTA_NOTICE_CHANNEL } from './redis-keys.js';
 
 // The rules of src/quota/quota-state.ts (`current`, `decide`, `peek`, `lift`, `expiresAtMs`),
@@ -17,6 +18,20 @@ import { QUOTA_NOTICE_CHANNEL } from './redis-keys.js';
 
 export const CLOCK = `
 local MINUTE_MS, DAY_MS = ${MINUTE_MS}, ${DAY_MS}
+-- Whether units of a lease whose holders' latest end is 'le' may still come back (quota-leases.ts,
+-- rule 11): until that end and RECALL_GRACE_MS after it. A holder's lease lapses at its end, but
+-- its give-back arrives later (its sweep, its round trip, a loaded machine): a refusal in between
+-- lacks units that are on their way, so it is a recall too. Past that, the holder is taken for lost.
+local RECALL_GRACE_MS = ${RECALL_GRACE_MS}
+local function unitsOut(le, now)
+  return le > 0 and now < le + RECALL_GRACE_MS
+end
+-- A recall's want ('rq'): no block is granted before it, so the units coming back are there when
+-- the recalled request is decided again: until 'le', or for the grace of a lapsed lease's.
+local function recallWant(le, now)
+  if le > now then return le end
+  return now + RECALL_GRACE_MS
+end
 local function clock(nowArg)
   if nowArg ~= nil and nowArg ~= '' then return tonumber(nowArg) end
   local t = redis.call('TIME')
@@ -235,10 +250,12 @@ end
 // Several requests of one key in one call (redis-quota-store.ts merges those of one event-loop
 // turn) are decided one after another on the state each left, at one `now`: exactly as the same
 // requests sent one at a time within that millisecond.
-// Recall (quota-leases.ts, rule 11): with `recall` 1, a request that does not fit while a lease
-// of the key may still admit ('le' > now) is not refused: it is answered 3, counted towards no
-// ban, the want is recorded ('rq': no block is granted until 'le'), and the recall is published;
-// the holders give their unused units back and the request is decided again, with `recall` 0.
+// Recall (quota-leases.ts, rule 11): with `recall` 1, a request that does not fit while units of
+// a lease of the key may be out (CLOCK's unitsOut: a lease may still admit, or one lapsed less
+// than RECALL_GRACE_MS ago has not given back yet) is not refused: it is answered 3, counted
+// towards no ban, the want is recorded ('rq': no block is granted before it, CLOCK's recallWant),
+// and the recall is published; the holders give their unused units back and the request is
+// decided again, with `recall` 0.
 // Numbers that may grow large (TATs in microseconds, expiries) are written with %.0f,
 // exact for every integer a double holds: Redis passes a Lua number on in its shortest form, which
 // for large round values is exponent notation ('8.64e+17'), which PEXPIRE refuses.
@@ -325,9 +342,12 @@ end
 -- request the windows admit takes a slot too, or is answered 5 and charged nothing.
 local function quotaStep(P, now, costs, from, to, slotsKey, out)
   local s = current(now, P.edges)
+  -- A lease may still admit (its holders hear of every change), or its units may still come back
+  -- (a refusal is a recall: decide).
   local leased = s.le > now
-  s.leased = leased
-  -- The number a notice of this step carries, if it publishes one (only while a lease may be out).
+  s.leased = unitsOut(s.le, now)
+  -- The number a notice of this step carries, if it publishes one (only while a lease may be out,
+  -- or for a recall).
   local seq, leasedUntil = 0, 0
   if leased then seq, leasedUntil = nextSeq(s, now), s.le end
   local costStep = 1
@@ -344,6 +364,8 @@ local function quotaStep(P, now, costs, from, to, slotsKey, out)
     local member = nil
     if costStep == 2 then member = costs[i + 1] end
     local verdict = decide(s, P, now, cost, member)
+    -- A recall of a lapsed lease's units: this step's notice is the recall.
+    if verdict == 3 and not leased and seq == 0 then seq, leasedUntil = nextSeq(s, now), s.le end
     local bannedUntil = 0
     if verdict == 0 then
       ua, uu = ua + 1, uu + cost
@@ -361,7 +383,7 @@ local function quotaStep(P, now, costs, from, to, slotsKey, out)
 
   local ex = expiry(s, P.banWindowMs)
   -- Counts that moved, a ban that began, or a recall, while a lease may be out: its holders hear of it.
-  local published = leased and (s.admitted or s.bu > now or s.recalled)
+  local published = (leased and (s.admitted or s.bu > now)) or s.recalled
   if not published then
     -- The path of every key no lease is out on: one HSET with its arguments as they are (no table),
     -- of the minute and the counters alone while nothing else moved (the same day and month, no
@@ -408,7 +430,7 @@ local function quotaStep(P, now, costs, from, to, slotsKey, out)
   end
   if s.recalled then
     fields[#fields + 1] = 'rq'
-    fields[#fields + 1] = string.format('%.0f', s.le)
+    fields[#fields + 1] = string.format('%.0f', recallWant(s.le, now))
   end
   write(s, now, ex, fields)
   if s.recalled then notify(seq, s, now, 1) else notify(seq, s, now, 0) end
@@ -449,7 +471,8 @@ return 0
 // KEYS[1]  tg:quota:{id}
 // KEYS[2]  tg:lease-holders:{id}: per replica holding a lease of the key, the end of its last
 //          grant on Redis's clock ('le' is the latest of them, so it falls once the last holder
-//          has ended its lease, and recalled requests know the units are back)
+//          has ended its lease, and recalled requests know the units are back), kept until the
+//          holder gives back, or RECALL_GRACE_MS past that end (CLOCK's unitsOut)
 // ARGV     perMinute, perDay, banWindowMs, nowMs ('' = Redis TIME), want (units; 0 = only give
 //          back), divisor (a block is at most the units left / divisor), minBlock (smaller blocks
 //          are not worth a lease: none is granted), returnUnits, returnMinuteStartMs, returnDayStartMs,
@@ -609,7 +632,7 @@ if ends and tonumber(redis.call('HGET', KEYS[2], holder)) == heldUntil then
     -- (Blocks' fields, 'b:<seq>', are no holders.)
     if string.sub(held[i - 1], 1, 2) ~= 'b:' then
       local untilMs = tonumber(held[i]) or 0
-      if untilMs > now then latest = math.max(latest, untilMs) else redis.call('HDEL', KEYS[2], held[i - 1]) end
+      if unitsOut(untilMs, now) then latest = math.max(latest, untilMs) else redis.call('HDEL', KEYS[2], held[i - 1]) end
     end
   end
   if latest < s.le then s.le = latest; changed = true end
@@ -650,10 +673,9 @@ if want > 0 and s.bu <= now and recallUntil <= now then
 end
 local seq = s.sq
 if changed then
-  -- Published only while a lease may be (or, for a lease that just ended, was) out: a give-back
-  -- after the last one lapsed (a replica's sweep finds its lease ended up to half a leaseMs, at
-  -- most 500 ms, late) tells no one anything.
-  local published = math.max(leasedBefore, s.le) > now
+  -- Published only while a lease's units may be out (unitsOut: a give-back of a lapsed lease is
+  -- what a recalled request waits for): one much later tells no one anything.
+  local published = unitsOut(math.max(leasedBefore, s.le), now)
   if published then seq = nextSeq(s, now) end
   local ex = expiry(s, banWindowMs)
   local fields = stateFields(s, ex)

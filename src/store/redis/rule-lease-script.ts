@@ -7,11 +7,13 @@ import { RULE_ARGS, RULE_PIECES } from './limit-rules-script.js';
 // counter's 's', 'c', 't' in its hash (limit-rules-script.ts):
 //   'lu', 'ls'   units out on leases, and the window they were counted in: a give-back credits no
 //                more than they hold, so a Redis restarted empty takes back nothing it never counted
-//   'h:<holder>' each replica holding a lease, with its last grant's end (grant time + leaseMs)
+//   'h:<holder>' each replica holding a lease, with its last grant's end (grant time + leaseMs),
+//                kept until its give-back or RECALL_GRACE_MS past that end (CLOCK's unitsOut)
 //   'le'         the latest of those ends: until then a lease may admit, and every change of the
-//                counter is published (RULES_QUOTA_SCRIPT too), and a refusal is a recall
+//                counter is published (RULES_QUOTA_SCRIPT too); until then and the grace after it,
+//                its units may still come back, and a refusal is a recall
 //   'sq'         the notices' sequence number (never below Redis's clock in µs)
-//   'rq'         a recall's want: no block is granted before it (the 'le' at the recall)
+//   'rq'         a recall's want: no block is granted before it (CLOCK's recallWant)
 //   'gb:<holder>' the highest give-back number applied for that replica (lease-give-backs.ts)
 //   'ep'         the counter's epoch: set (Redis's clock in µs) by its first grant; a give-back
 //                carries its grant's and is credited only to that counter, never to one made anew
@@ -61,7 +63,7 @@ if ends and (tonumber(h[10]) or 0) <= heldUntil then
   for i = 1, #all, 2 do
     if string.sub(all[i], 1, 2) == 'h:' then
       local untilMs = tonumber(all[i + 1])
-      if untilMs > now then le = math.max(le, untilMs) else redis.call('HDEL', KEYS[1], all[i]) end
+      if unitsOut(untilMs, now) then le = math.max(le, untilMs) else redis.call('HDEL', KEYS[1], all[i]) end
     end
   end
   changed = true
