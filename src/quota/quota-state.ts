@@ -226,21 +226,49 @@ export interface Settlement {
    * slots below it. 0 or absent (admitted from a lease's block, or unknown): none come off the TAT.
    */
   tatUs?: number;
+  /**
+   * gcra: the store's clock when the reservation was admitted: the TAT's moves down since then
+   * (TatMove) that lay below it moved it down too. Absent (a replica of an earlier version): where
+   * its cells are now is unknown, and none come off the TAT.
+   */
+  admittedAtMs?: number;
 }
 
 /**
- * gcra: the TAT once a reservation that left the TAT at `endUs` gives `back` cells back. They are
- * its top slots, [endUs − back × T, endUs). With nothing charged since (the TAT is still endUs)
- * they all come off. Otherwise every cell charged since moves down by what comes off, and must
- * stay on a slot after its use (at most now): only the freed slots at or after now come off. (Taking
- * them all moved cells below their use: 605 in a moment where burst is 600.) A TAT below endUs
- * (moved since) or an unknown end: nothing. A TAT that falls to now or below has none left (0).
+ * gcra: the TAT moved down (a settled reservation's refund, a lease block given back): the freed
+ * slots [posUs − amountUs, posUs) came off, and every cell above them moved down by amountUs. A
+ * store keeps the moves of the last tolerance τ, in order, so that a reservation settled later knows
+ * where its own cells are now: its recorded end is stale once a move below it happened (taking it
+ * as it was freed slots that were no longer its own: 29 admitted in a moment where burst is 20).
  */
-export function refundedTatUs(tatUs: number, endUs: number, back: number, intervalUs: number, nowUs: number): number {
-  if (tatUs <= nowUs || endUs <= 0 || tatUs < endUs) return tatUs;
-  const cells = tatUs === endUs ? back : Math.min(back, Math.max(0, Math.floor((endUs - nowUs) / intervalUs)));
-  const after = tatUs - cells * intervalUs;
-  return after <= nowUs ? 0 : after;
+export interface TatMove {
+  atMs: number;
+  posUs: number;
+  amountUs: number;
+}
+
+/**
+ * gcra: where a reservation that left the TAT at `endUs` ends now, after `moves` (in order, those
+ * since its admission): each move below it (cells disjoint: its freed slots end at or below the
+ * reservation's start) moved it down; one above it did not.
+ */
+export function movedEndUs(endUs: number, moves: readonly TatMove[]): number {
+  let end = endUs;
+  for (const move of moves) if (move.posUs < end) end -= move.amountUs;
+  return end;
+}
+
+/**
+ * gcra: the cells that come off the TAT when a reservation ending at `endUs` now (movedEndUs)
+ * gives `back` cells back. They are its top slots, [endUs − back × T, endUs). With nothing above
+ * it (the TAT is endUs) they all come off. Otherwise every cell above moves down by what comes
+ * off, and must stay on a slot after its use (at most now): only the freed slots at or after now
+ * come off. (Taking them all moved cells below their use: 605 in a moment where burst is 600.) A
+ * TAT below endUs, or an unknown end: none. The TAT then falls by them; to now or below: 0.
+ */
+export function refundedCells(tatUs: number, endUs: number, back: number, intervalUs: number, nowUs: number): number {
+  if (tatUs <= nowUs || endUs <= 0 || tatUs < endUs) return 0;
+  return tatUs === endUs ? back : Math.min(back, Math.max(0, Math.floor((endUs - nowUs) / intervalUs)));
 }
 
 /**
@@ -257,7 +285,9 @@ export function settle(
   nowMs: number,
   quota: Quota,
   settlement: Settlement,
-): { state: QuotaState; shortfall: number } {
+  /** gcra: the TAT's moves the store keeps (the last τ), in order; those since the admission apply. */
+  moves: readonly TatMove[] = [],
+): { state: QuotaState; shortfall: number; move?: TatMove } {
   const state = current(previous, nowMs, quota.calendar);
   const delta = settlement.cost - settlement.reserve;
   const month = quota.perMonth !== undefined;
@@ -265,6 +295,7 @@ export function settle(
   const gcra = quota.algorithm === 'gcra';
   const nowUs = nowMs * 1000;
   let shortfall = 0;
+  let move: TatMove | undefined;
   if (delta > 0) {
     state.minuteCount += delta;
     state.dayCount += delta;
@@ -280,8 +311,38 @@ export function settle(
     if (state.minuteStartMs === settlement.minuteStartMs) state.minuteCount = Math.max(0, state.minuteCount - back);
     if (state.dayStartMs === settlement.dayStartMs) state.dayCount = Math.max(0, state.dayCount - back);
     if (month && state.monthStartMs === settlement.monthStartMs) state.monthCount = Math.max(0, state.monthCount - back);
-    if (gcra) state.minuteTatUs = refundedTatUs(state.minuteTatUs, settlement.tatUs ?? 0, back, gcraMinute(quota).intervalUs, nowUs);
+    if (gcra) {
+      const minute = gcraMinute(quota);
+      const endUs = reservationEndUs(settlement, moves, minute, nowMs);
+      const cells = refundedCells(state.minuteTatUs, endUs, back, minute.intervalUs, nowUs);
+      if (cells > 0) {
+        const after = state.minuteTatUs - cells * minute.intervalUs;
+        state.minuteTatUs = after <= nowUs ? 0 : after;
+        move = { atMs: nowMs, posUs: endUs, amountUs: cells * minute.intervalUs };
+      }
+    }
     if (credits) state.creditBalance += back;
   }
-  return { state, shortfall };
+  return { state, shortfall, move };
+}
+
+/**
+ * gcra: a settled reservation's end now (movedEndUs), or 0 (none comes off) when it was admitted
+ * longer than τ ago, or at an unknown time: the store keeps only the last τ of moves. Such a
+ * reservation's cells all lie before now (a cell admitted at u has its slot before u + τ), so none
+ * could come off anyway.
+ */
+function reservationEndUs(
+  settlement: Settlement,
+  moves: readonly TatMove[],
+  minute: { intervalUs: number; burst: number },
+  nowMs: number,
+): number {
+  const endUs = settlement.tatUs ?? 0;
+  const since = settlement.admittedAtMs ?? 0;
+  if (endUs <= 0 || nowMs * 1000 - since * 1000 > minute.burst * minute.intervalUs) return 0;
+  return movedEndUs(
+    endUs,
+    moves.filter((m) => m.atMs >= since),
+  );
 }

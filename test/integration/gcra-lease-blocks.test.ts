@@ -100,6 +100,7 @@ describe('gcra blocks kept in Redis', { timeout: 300_000 }, () => {
       dayStartMs: startOf(86_400_000),
       monthStartMs: 0,
       tatUs: reservation.minuteTatUs,
+      admittedAtMs: reservation.nowMs,
     });
     const again = await fill(subject);
     // In one moment: at most burst, and no cell lost but the one cut by the millisecond. (Once all 10 came off: 605.)

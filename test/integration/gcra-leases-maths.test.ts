@@ -423,6 +423,7 @@ describe('gcra leases on one injected clock', { timeout: 120_000 }, () => {
         dayStartMs: startOf(86_400_000),
         monthStartMs: 0,
         tatUs: outcome.minuteTatUs,
+        admittedAtMs: outcome.nowMs,
       };
     };
     const first = await reservation('s1');

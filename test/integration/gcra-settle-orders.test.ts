@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { worstExcess, type Admission } from '../helpers/gcra-blocks.js';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
@@ -14,10 +15,10 @@ import { redisForFile } from '../helpers/redis-for-file.js';
 // and unreplicated gcra writes re-added (RECONCILE_SCRIPT), tried as a reviewer would, on the memory
 // store and a redis-server under one injected clock. T = 1 s, burst 20. GCRA's promise: in any span
 // [a, b], at most burst + floor((b - a) / T) units.
-// The tests marked it.fails show what is known and not mended yet: each fails (turns red) once it is.
 // A reservation's end is recorded when it is admitted; another refund that lowers the TAT first
-// leaves it stale (too high: over-admission; or the TAT below it: nothing comes back). Mending it
-// needs the store to tell a settlement how far the TAT has moved down since its reservation.
+// leaves it stale (too high: over-admission, 29 where burst is 20; or the TAT below it: nothing
+// came back). The stores keep the TAT's moves down (quota-state.ts TatMove), and a settlement
+// finds where its cells are now from those since its admission.
 
 const redis = redisForFile();
 const ban = { afterRejections: 1_000_000, window: 60, duration: 60 };
@@ -33,10 +34,11 @@ function harness(kind: 'memory' | 'redis') {
   const subject = `rb-${kind}-${++subjects}`;
   const admitted: Admission[] = [];
   const reservations = new Map<string, { outcome: QuotaOutcome; reserve: number; nowMs: number }>();
-  const reserve = async (id: string, units: number) => {
+  /** A reservation of `units` (it must be admitted, unless `mayBeRefused`). */
+  const reserve = async (id: string, units: number, mayBeRefused = false) => {
     const outcome = await store.consume(subject, GCRA, ban, units);
-    expect(outcome.verdict).toBe('allowed');
-    reservations.set(id, { outcome, reserve: units, nowMs: clock.nowMs });
+    if (!mayBeRefused) expect(outcome.verdict).toBe('allowed');
+    if (outcome.verdict === 'allowed') reservations.set(id, { outcome, reserve: units, nowMs: clock.nowMs });
     return outcome;
   };
   /** Settles `id` at `cost`; the reservation's units are filed at its admission at the real cost. */
@@ -51,6 +53,7 @@ function harness(kind: 'memory' | 'redis') {
       dayStartMs: startOf(86_400_000),
       monthStartMs: 0,
       tatUs: r.outcome.minuteTatUs,
+      admittedAtMs: r.outcome.nowMs,
     };
     await store.settle!(subject, GCRA, ban, s);
     if (cost > 0) admitted.push({ atMs: r.nowMs, cost });
@@ -66,42 +69,78 @@ function harness(kind: 'memory' | 'redis') {
 }
 
 describe.each(['memory', 'redis'] as const)('gcra settlements of several reservations (%s store)', (kind) => {
-  it.fails(
-    "KNOWN: an earlier reservation settled first moves a later one down: the later one's stale end then frees past slots (over-admission)",
-    async () => {
-      const h = harness(kind);
-      // C then A, 10 each at T0: C's slots [T0, T0+10T), A's [T0+10T, T0+20T); A's end is T0 + 20 T.
-      await h.reserve('C', 10);
-      await h.reserve('A', 10);
-      // C settles at 0 at T0: all 10 of its slots are at or after now and come off; A's cells move down to [T0, T0+10T).
-      await h.settle('C', 0);
-      // 9 s later the bucket is filled: cells charged on top of A's.
-      h.clock.nowMs = T0 + 9000;
-      const first = await h.fill();
-      // A settles at 0. Only its slot [T0+9T, T0+10T) is at or after now: one cell may come off.
-      // The rule reads A's end as T0+20T (stale) and takes floor(11) -> 10 off.
-      await h.settle('A', 0);
-      const again = await h.fill();
+  it("an earlier reservation settled first moves a later one down: the later one's slots are where they are now (once: 29 where burst is 20)", async () => {
+    const h = harness(kind);
+    // C then A, 10 each at T0: C's slots [T0, T0+10T), A's [T0+10T, T0+20T); A's end is T0 + 20 T.
+    await h.reserve('C', 10);
+    await h.reserve('A', 10);
+    // C settles at 0 at T0: all 10 of its slots are at or after now and come off; A's cells move down to [T0, T0+10T).
+    await h.settle('C', 0);
+    // 9 s later the bucket is filled: cells charged on top of A's.
+    h.clock.nowMs = T0 + 9000;
+    const first = await h.fill();
+    // A settles at 0. Only its slot [T0+9T, T0+10T) is at or after now: one cell may come off.
+    // The rule reads A's end as T0+20T (stale) and takes floor(11) -> 10 off.
+    await h.settle('A', 0);
+    const again = await h.fill();
 
-      expect(first + again).toBeLessThanOrEqual(burst);
-      expect(worstExcess(h.admitted, GCRA)).toBeLessThanOrEqual(0);
-    },
-  );
+    expect(first + again).toBeLessThanOrEqual(burst);
+    expect(worstExcess(h.admitted, GCRA)).toBeLessThanOrEqual(0);
+  });
 
-  it.fails(
-    'KNOWN: two reservations both settled at 0 before anything else, the earlier first: all 20 should come back (under-admission)',
-    async () => {
-      const h = harness(kind);
-      await h.reserve('C', 10);
-      await h.reserve('A', 10);
-      await h.settle('C', 0);
-      await h.settle('A', 0);
-      // Nothing was used and nothing charged after them: the whole burst is free again.
-      const n = await h.fill();
+  it('two reservations both settled at 0 before anything else, the earlier first: all 20 come back (once: 10)', async () => {
+    const h = harness(kind);
+    await h.reserve('C', 10);
+    await h.reserve('A', 10);
+    await h.settle('C', 0);
+    await h.settle('A', 0);
+    // Nothing was used and nothing charged after them: the whole burst is free again.
+    const n = await h.fill();
 
-      expect(n).toBe(burst);
-    },
-  );
+    expect(n).toBe(burst);
+  });
+
+  it("reservations settled in any order at any cost up to their reserve, the bucket filled between: GCRA's bound holds", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.record({ reserve: fc.integer({ min: 1, max: 10 }), cost: fc.nat({ max: 10 }), waitMs: fc.nat({ max: 10_000 }) }), {
+          minLength: 2,
+          maxLength: 5,
+        }),
+        fc.nat(),
+        async (reservations, order) => {
+          const h = harness(kind);
+          const open: Array<{ id: string; reserve: number; cost: number; waitMs: number }> = [];
+          for (const [i, r] of reservations.entries()) {
+            if ((await h.reserve(`r${i}`, r.reserve, true)).verdict === 'allowed') open.push({ id: `r${i}`, ...r });
+          }
+          // Settled in an order of their own, each after a wait and the bucket filled.
+          let pick = order;
+          while (open.length > 0) {
+            const [r] = open.splice(pick % open.length, 1);
+            pick = Math.floor(pick / 3) + 7;
+            h.clock.nowMs += r!.waitMs;
+            await h.fill();
+            await h.settle(r!.id, Math.min(r!.cost, r!.reserve));
+          }
+          await h.fill();
+          expect(worstExcess(h.admitted, GCRA)).toBeLessThanOrEqual(0);
+        },
+      ),
+      {
+        numRuns: 150,
+        examples: [
+          [
+            [
+              { reserve: 10, cost: 0, waitMs: 0 },
+              { reserve: 10, cost: 0, waitMs: 9000 },
+            ],
+            0,
+          ],
+        ],
+      },
+    );
+  });
 
   it('control: the same two settled latest first give all 20 back', async () => {
     const h = harness(kind);
@@ -132,6 +171,37 @@ describe.each(['memory', 'redis'] as const)('gcra settlements of several reserva
     h.clock.nowMs = T0 + 30_000;
     await h.settle('A', 0);
     expect(await h.fill()).toBe(burst);
+  });
+});
+
+describe('a lease block given back below a reservation (LEASE_SCRIPT moves the TAT down too)', () => {
+  it("the reservation's slots moved down with it: its settlement frees only those still ahead", async () => {
+    const h = harness('redis');
+    const store = h.store as RedisQuotaStore;
+    const lease = { divisor: 1, minBlock: 1, leaseMs: 1000, holder: 'blk', giveBackMinuteStartMs: 0, giveBackDayStartMs: 0 };
+    // A block of 5 cells (charged as arriving at T0 + leaseMs: [T0 + 1 s, T0 + 6 s)), then a reservation of 10 above it.
+    const block = await store.reserve(h.subject, GCRA, ban, { ...lease, want: 5, giveBack: 0, block: 1, ends: false, heldUntilMs: 0 });
+    expect(block.granted).toBe(5);
+    await h.reserve('R', 10);
+    // The block comes back unused at once: R's cells move down by 5 (to end at T0 + 11 s).
+    await store.reserve(h.subject, GCRA, ban, {
+      ...lease,
+      want: 0,
+      giveBack: 5,
+      giveBackBlock: 1,
+      ends: true,
+      heldUntilMs: block.nowMs + 1000,
+      giveBackNo: 1,
+      giveBackMinuteStartMs: block.minuteStartMs,
+      giveBackDayStartMs: block.dayStartMs,
+    });
+    // 8 s later the bucket is filled, then R settles at 0: only its 3 slots still ahead come off.
+    h.clock.nowMs = T0 + 8000;
+    await h.fill();
+    await h.settle('R', 0);
+    await h.fill();
+
+    expect(worstExcess(h.admitted, GCRA)).toBeLessThanOrEqual(0);
   });
 });
 

@@ -27,6 +27,8 @@ interface Reservation {
   id: string;
   reserve: number;
   nowMs: number;
+  /** gcra: the TAT it left (the TAT's moves since, SETTLE_SCRIPT's tg:tat-moves, are compared too). */
+  tatUs: number;
 }
 
 const brief = (o: QuotaOutcome) => [
@@ -61,17 +63,17 @@ async function history(seed: number, quota: Quota, steps: number): Promise<void>
       const reserve = 1 + int(15);
       const [a, b] = [await memory.consume(subject, quota, ban, reserve), await shared.consume(subject, quota, ban, reserve)];
       expect(brief(b), context).toEqual(brief(a));
-      if (a.verdict === 'allowed') open.push({ id: `${seed}-${step}`, reserve, nowMs: a.nowMs });
+      if (a.verdict === 'allowed') open.push({ id: `${seed}-${step}`, reserve, nowMs: a.nowMs, tatUs: a.minuteTatUs });
     } else if (roll < 0.9 && open.length > 0) {
       const reservation = open.splice(int(open.length), 1)[0]!;
       const cost = int(3 * reservation.reserve + 1);
-      const settlement = { ...windowsOf(reservation.nowMs, quota), id: reservation.id, reserve: reservation.reserve, cost };
+      const settlement = { ...settlementOf(reservation, quota), cost };
       expect(await shared.settle!(subject, quota, ban, settlement), context).toEqual(await memory.settle!(subject, quota, ban, settlement));
       done.push({ ...reservation, cost, settledAtMs: clock.nowMs });
     } else if (done.length > 0 && clock.nowMs - done.at(-1)!.settledAtMs < 60_000) {
       // A retry of a settlement just applied (retries last seconds; the stores remember ids for minutes).
       const again = done.at(-1)!;
-      const settlement = { ...windowsOf(again.nowMs, quota), id: again.id, reserve: again.reserve, cost: again.cost };
+      const settlement = { ...settlementOf(again, quota), cost: again.cost };
       const [a, b] = [await memory.settle!(subject, quota, ban, settlement), await shared.settle!(subject, quota, ban, settlement)];
       expect([a.applied, b.applied], context).toEqual([false, false]);
     }
@@ -79,12 +81,16 @@ async function history(seed: number, quota: Quota, steps: number): Promise<void>
   }
 }
 
-function windowsOf(nowMs: number, quota: Quota) {
+function settlementOf({ id, reserve, nowMs, tatUs }: Reservation, quota: Quota) {
   const periods = periodsAt(nowMs, quota.calendar);
   return {
+    id,
+    reserve,
     minuteStartMs: windowStartMs(nowMs, MINUTE_MS),
     dayStartMs: pick(periods.day, nowMs)[0],
     monthStartMs: pick(periods.month, nowMs)[0],
+    tatUs,
+    admittedAtMs: nowMs,
   };
 }
 

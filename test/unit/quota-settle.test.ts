@@ -29,6 +29,7 @@ async function reserved(quota: Quota, reserve: number) {
     reserve,
     cost,
     tatUs: outcome.minuteTatUs,
+    admittedAtMs: outcome.nowMs,
   });
   return { clock, store, settlement };
 }

@@ -122,6 +122,7 @@ export class CostReservation {
         dayStartMs: pick(periods.day, reserved.nowMs)[0],
         monthStartMs: pick(periods.month, reserved.nowMs)[0],
         tatUs: reserved.tatUs,
+        admittedAtMs: reserved.nowMs,
       },
     });
   }

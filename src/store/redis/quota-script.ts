@@ -466,6 +466,27 @@ if s.bu > now then return 1 end
 return 0
 `;
 
+// gcra: the TAT's moves down (quota-state.ts TatMove: a settled reservation's refund, a lease
+// block given back), kept for τ in a sorted set by Redis time (tatMovesKey), each member
+// '<number> <ms> <pos µs> <amount µs>' (the number, from the quota hash's 'mn', orders moves of one
+// ms and keeps members apart). SETTLE_SCRIPT reads those since a reservation's admission to find
+// where its cells are now (movedEnd, quota-state.ts movedEndUs).
+const TAT_MOVES = `
+local function logTatMove(movesKey, now, posUs, amountUs, toleranceUs)
+  local n = redis.call('HINCRBY', KEYS[1], 'mn', 1)
+  redis.call('ZADD', movesKey, now, string.format('%015.0f %.0f %.0f %.0f', n, now, posUs, amountUs))
+  redis.call('ZREMRANGEBYSCORE', movesKey, '-inf', string.format('(%.3f', now - toleranceUs / 1000))
+  redis.call('PEXPIRE', movesKey, string.format('%.0f', toleranceUs / 1000 + MINUTE_MS))
+end
+local function movedEnd(movesKey, endUs, sinceMs)
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', movesKey, sinceMs, '+inf')) do
+    local pos, amount = string.match(m, '^%S+ %S+ (%S+) (%S+)$')
+    if tonumber(pos) < endUs then endUs = endUs - tonumber(amount) end
+  end
+  return endUs
+end
+`;
+
 // Quota leases (src/quota/quota-leases.ts: the rule). One atomic step that first gives back what
 // an ended lease did not use, then reserves a new block, from the minute and the day together.
 // KEYS[1]  tg:quota:{id}
@@ -473,6 +494,7 @@ return 0
 //          grant on Redis's clock ('le' is the latest of them, so it falls once the last holder
 //          has ended its lease, and recalled requests know the units are back), kept until the
 //          holder gives back, or RECALL_GRACE_MS past that end (CLOCK's unitsOut)
+// KEYS[3]  tg:tat-moves:{id} (gcra: a block given back moves the TAT down, TAT_MOVES)
 // ARGV     perMinute, perDay, banWindowMs, nowMs ('' = Redis TIME), want (units; 0 = only give
 //          back), divisor (a block is at most the units left / divisor), minBlock (smaller blocks
 //          are not worth a lease: none is granted), returnUnits, returnMinuteStartMs, returnDayStartMs,
@@ -504,7 +526,7 @@ return 0
 // its end down: Redis keeps each gcra block's end as it moves (KEYS[2]'s 'b:' fields, named by
 // holder and the replica's number for the block, so a block a failed-over master lacks is never
 // taken for another). quota-leases.ts has the reasoning.
-export const LEASE_SCRIPT = `${CLOCK}
+export const LEASE_SCRIPT = `${CLOCK}${TAT_MOVES}
 local now = clock(ARGV[4])
 local perMinute, perDay, banWindowMs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local want, divisor, minBlock = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -612,6 +634,7 @@ if back > 0 then
   local usedBy = math.max(nowUs + leaseUs, s.le * 1000)
   if backEnd and s.mt > nowUs and s.mt >= backEnd and (s.mt == backEnd or backEnd - back * intervalUs >= usedBy) then
     s.mt = s.mt - back * intervalUs; changed = true
+    logTatMove(KEYS[3], now, backEnd, back * intervalUs, burst * intervalUs)
     -- The blocks granted after it lie above it: they move down with it.
     local blocks = redis.call('HGETALL', KEYS[2])
     for i = 1, #blocks, 2 do
@@ -745,17 +768,19 @@ return { 1, before, after }
 // KEYS[2]  tg:settled:{id}:<settlement id> (SET NX, kept markerTtlMs: a retried settlement, or
 //          one whose reply was lost, changes nothing the second time)
 // KEYS[3]  tg:lease-holders:{id} (gcra: where the blocks out on leases end, LEASE_SCRIPT)
+// KEYS[4]  tg:tat-moves:{id} (gcra: the TAT's moves down, TAT_MOVES)
 // ARGV     reserve, cost (capped), minuteStartMs, dayStartMs, monthStartMs (the reservation's
 //          windows), perMonth (0: no month window), credits (1: the quota spends credits), gcra
 //          (1 or 0), minute intervalUs, banWindowMs, markerTtlMs, nowMs ('' = Redis TIME), the
 //          day's four edges and the month's (calendar.ts), usage retentionMs (0: keep no usage),
-//          the TAT the reservation left (gcra, µs; 0: unknown, nothing comes off the TAT)
+//          the TAT the reservation left (gcra, µs; 0: unknown, nothing comes off the TAT), the
+//          reservation's admission (Redis's ms; 0: unknown, nothing comes off the TAT), minute burst
 // Reply    { applied (1, or 0 when settled before), shortfall, creditBalance }
 // The extra is charged to the current windows even past their limits and to the balance never
 // below zero (the shortfall is what it could not hold); the rest is given back to the windows it
 // was taken from only, and to the balance (gcra: to the TAT only while no block is out, below).
 // Leases of the subject hear of it as of any change.
-export const SETTLE_SCRIPT = `${CLOCK}
+export const SETTLE_SCRIPT = `${CLOCK}${TAT_MOVES}
 -- A gcra block out whose end is still ahead (LEASE_SCRIPT's 'b:' fields; one that has ended has
 -- nothing left to take off the TAT).
 local function blockOut(nowUs)
@@ -795,14 +820,23 @@ else
   -- give-back still to come. Blocks lie above these cells; taking them off the TAT would move
   -- the blocks' slots below their use and leave their kept ends too high (LEASE_SCRIPT's rule).
   -- Those cells stay charged until real time passes them.)
-  -- quota-state.ts refundedTatUs(): the reservation's top slots below the TAT it left (ARGV[22]),
-  -- all of them while nothing was charged since, else only those at or after now.
-  local endUs = tonumber(ARGV[22]) or 0
-  if gcra and s.mt > nowUs and s.le <= now and endUs > 0 and s.mt >= endUs and not blockOut(nowUs) then
-    local cells = back
-    if s.mt ~= endUs then cells = math.min(back, math.max(0, math.floor((endUs - nowUs) / intervalUs))) end
-    s.mt = s.mt - cells * intervalUs
-    if s.mt <= nowUs then s.mt = 0 end
+  -- quota-state.ts settle(): the reservation's top slots below where it ends now (the TAT it left,
+  -- ARGV[22], moved down by the moves below it since its admission, ARGV[23]; none once it is
+  -- older than τ: only τ of moves are kept, and its cells have all passed), all of them while
+  -- nothing is above it, else only those at or after now (refundedCells).
+  local endUs, admittedAt = tonumber(ARGV[22]) or 0, tonumber(ARGV[23]) or 0
+  local toleranceUs = (tonumber(ARGV[24]) or 0) * intervalUs
+  if gcra and s.mt > nowUs and s.le <= now and endUs > 0 and nowUs - admittedAt * 1000 <= toleranceUs and not blockOut(nowUs) then
+    endUs = movedEnd(KEYS[4], endUs, admittedAt)
+    if s.mt >= endUs then
+      local cells = back
+      if s.mt ~= endUs then cells = math.min(back, math.max(0, math.floor((endUs - nowUs) / intervalUs))) end
+      if cells > 0 then
+        s.mt = s.mt - cells * intervalUs
+        if s.mt <= nowUs then s.mt = 0 end
+        logTatMove(KEYS[4], now, endUs, cells * intervalUs, toleranceUs)
+      end
+    end
   end
   if credits then s.cb = s.cb + back; balanceMoved = true end
 end

@@ -15,6 +15,8 @@ export const keyRecordKey = (id: string) => `tg:key:{${id}}`;
 export const quotaKey = (id: string) => `tg:quota:{${id}}`;
 /** The replicas holding a lease of a quotaKey's subject, each with its lease's end (quota-script.ts LEASE_SCRIPT). */
 export const leaseHoldersKey = (id: string) => `tg:lease-holders:{${id}}`;
+/** gcra: a quotaKey's TAT moves down of the last τ (quota-script.ts TAT_MOVES; quota-state.ts TatMove), by time. */
+export const tatMovesKey = (id: string) => `tg:tat-moves:{${id}}`;
 /** The concurrency slots held for a quotaKey's subject (slot-scripts.ts): same hash tag, same Cluster slot. */
 export const slotsKey = (id: string) => `tg:slots:{${id}}`;
 /** The id of a quotaKey; undefined for any other name. */

@@ -35,6 +35,7 @@ import {
 import {
   QUOTA_NOTICE_CHANNEL,
   leaseHoldersKey,
+  tatMovesKey,
   limitSubject,
   quotaKey,
   quotaSubject,
@@ -63,10 +64,10 @@ interface QuotaCommands {
   tgQuotaSlots(key: string, slots: string, ...args: Array<string | number>): Promise<number[]>;
   tgQuotaUsage(key: string, nowMs: string | number, ...edges: number[]): Promise<number[]>;
   tgUnban(key: string, nowMs: string | number): Promise<number>;
-  tgLease(key: string, holders: string, ...args: Array<string | number>): Promise<number[]>;
+  tgLease(key: string, holders: string, moves: string, ...args: Array<string | number>): Promise<number[]>;
   tgReconcile(key: string, marker: string, ...args: Array<string | number>): Promise<number>;
   tgCredits(key: string, mode: string, amount: number): Promise<number[]>;
-  tgSettle(key: string, marker: string, holders: string, ...args: Array<string | number>): Promise<number[]>;
+  tgSettle(key: string, marker: string, holders: string, moves: string, ...args: Array<string | number>): Promise<number[]>;
   tgRuleReserve(key: string, nowMs: string | number, ...args: number[]): Promise<number[]>;
   tgRuleRelease(key: string, nowMs: string | number, ...args: number[]): Promise<number>;
   tgRuleLease(key: string, nowMs: string | number, ...args: Array<string | number>): Promise<number[]>;
@@ -178,10 +179,10 @@ export class RedisQuotaStore implements QuotaStore {
     redis.defineCommand('tgQuotaSlots', { numberOfKeys: 2, lua: QUOTA_SCRIPT });
     redis.defineCommand('tgQuotaUsage', { numberOfKeys: 1, lua: USAGE_SCRIPT });
     redis.defineCommand('tgUnban', { numberOfKeys: 1, lua: UNBAN_SCRIPT });
-    redis.defineCommand('tgLease', { numberOfKeys: 2, lua: LEASE_SCRIPT });
+    redis.defineCommand('tgLease', { numberOfKeys: 3, lua: LEASE_SCRIPT });
     redis.defineCommand('tgReconcile', { numberOfKeys: 2, lua: RECONCILE_SCRIPT });
     redis.defineCommand('tgCredits', { numberOfKeys: 1, lua: CREDITS_SCRIPT });
-    redis.defineCommand('tgSettle', { numberOfKeys: 3, lua: SETTLE_SCRIPT });
+    redis.defineCommand('tgSettle', { numberOfKeys: 4, lua: SETTLE_SCRIPT });
     // Limit rules (limit-rules-script.ts): one call on a single server; reserve and give back on a Cluster.
     redis.defineCommand('tgRulesQuota', { lua: RULES_QUOTA_SCRIPT });
     redis.defineCommand('tgQuotaMulti', { lua: MULTI_QUOTA_SCRIPT });
@@ -521,7 +522,10 @@ export class RedisQuotaStore implements QuotaStore {
       request.giveBackBlock ?? 0,
     ];
     if (!wait || !this.single)
-      return named(GRANT_FIELDS, (await this.commands.tgLease(quotaKey(keyId), leaseHoldersKey(keyId), ...args)).map(Number));
+      return named(
+        GRANT_FIELDS,
+        (await this.commands.tgLease(quotaKey(keyId), leaseHoldersKey(keyId), tatMovesKey(keyId), ...args)).map(Number),
+      );
     // The grant and its marker written together, as a turn's decisions (`pipelined`); the WAIT
     // follows on a connection of its own (replica-acks.ts).
     const commands = new TurnCommands(this.single);
@@ -529,6 +533,7 @@ export class RedisQuotaStore implements QuotaStore {
       commands.queue('tgLease', [
         quotaKey(keyId),
         leaseHoldersKey(keyId),
+        tatMovesKey(keyId),
         ...args,
         (err?: Error | null, reply?: unknown) => (err ? reject(err) : resolve(reply as number[])),
       ]),
@@ -592,6 +597,7 @@ export class RedisQuotaStore implements QuotaStore {
         quotaKey(subject),
         settledKey(subject, settlement.id),
         leaseHoldersKey(subject),
+        tatMovesKey(subject),
         settlement.reserve,
         settlement.cost,
         settlement.minuteStartMs,
@@ -607,6 +613,8 @@ export class RedisQuotaStore implements QuotaStore {
         ...month,
         this.usageRetentionMs,
         settlement.tatUs ?? 0,
+        settlement.admittedAtMs ?? 0,
+        gcraArgs(quota)[2]!,
       )
     ).map(Number);
     return { applied: applied === 1, shortfall: shortfall ?? 0, creditBalance: creditBalance ?? 0 };
