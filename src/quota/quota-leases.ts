@@ -230,6 +230,8 @@ interface RecallWaiter {
   seq: number;
   /** Ends the wait: heard (a notice says the units are back, the default) or not (the bound). */
   done: (heard?: boolean) => void;
+  /** Ends it unheard within `ms` at the latest (sooner than its bound: a notice told a nearer one). */
+  within: (ms: number) => void;
 }
 
 export class QuotaLeases {
@@ -439,6 +441,8 @@ export class QuotaLeases {
     new Promise<boolean>((resolve) => {
       const waiters = this.recalls.get(subject) ?? [];
       this.recalls.set(subject, waiters);
+      const boundMs = Math.max(0, recall.leasedUntilMs - recall.nowMs) + RECALL_GRACE_MS;
+      let endsAtMs = this.now() + boundMs;
       const waiter: RecallWaiter = {
         seq: recall.seq,
         done: (heard = true) => {
@@ -448,9 +452,15 @@ export class QuotaLeases {
           else this.recalls.delete(subject);
           resolve(heard);
         },
+        within: (ms) => {
+          if (this.now() + ms >= endsAtMs) return;
+          endsAtMs = this.now() + ms;
+          clearTimeout(timer);
+          timer = setTimeout(() => waiter.done(false), ms);
+        },
       };
       waiters.push(waiter);
-      const timer = setTimeout(() => waiter.done(false), Math.max(0, recall.leasedUntilMs - recall.nowMs) + RECALL_GRACE_MS);
+      let timer = setTimeout(() => waiter.done(false), boundMs);
     });
 
   /**
@@ -476,10 +486,17 @@ export class QuotaLeases {
   /** A notice (rule 10): a leased key's counts changed, or it was banned; or a recall (rule 11). */
   private onNotice(notice: QuotaNotice): void {
     const waiters = this.recalls.get(notice.subject);
-    // No lease's units may still come back (the store's unitsOut, quota-script.ts CLOCK).
+    // No lease's units may still come back (the store's unitsOut, quota-script.ts CLOCK): heard.
+    // Else they may only until 'le' + the grace (a holder killed after its lease lapsed, the others
+    // given back): no later than that.
     const le = notice.leasedUntilMs;
-    if (waiters && le !== undefined && (le === 0 || notice.nowMs >= le + RECALL_GRACE_MS)) {
-      for (const waiter of [...waiters]) if (notice.seq > waiter.seq) waiter.done();
+    if (waiters && le !== undefined) {
+      const outMs = le === 0 ? 0 : le + RECALL_GRACE_MS - notice.nowMs;
+      for (const waiter of [...waiters]) {
+        if (notice.seq <= waiter.seq) continue;
+        if (outMs <= 0) waiter.done();
+        else waiter.within(outMs);
+      }
     }
     const lease = this.leases.get(notice.subject);
     if (lease) {

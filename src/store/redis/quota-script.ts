@@ -697,8 +697,9 @@ end
 local seq = s.sq
 if changed then
   -- Published only while a lease's units may be out (unitsOut: a give-back of a lapsed lease is
-  -- what a recalled request waits for): one much later tells no one anything.
-  local published = unitsOut(math.max(leasedBefore, s.le), now)
+  -- what a recalled request waits for), or a recall's want is pending (a give-back later still);
+  -- one much later tells no one anything.
+  local published = unitsOut(math.max(leasedBefore, s.le), now) or recallUntil > now
   if published then seq = nextSeq(s, now) end
   local ex = expiry(s, banWindowMs)
   local fields = stateFields(s, ex)
