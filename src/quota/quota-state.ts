@@ -66,6 +66,8 @@ export interface QuotaOutcome {
    * (quota-leases.ts, rule 10); what a lease granted before it holds is counted in it. Absent: none.
    */
   seq?: number;
+  /** gcra: the number of the last move down of the TAT the store had made when it decided (TatMove); absent: 0. */
+  moveNo?: number;
 }
 
 export const EMPTY_STATE: QuotaState = Object.freeze({
@@ -232,6 +234,8 @@ export interface Settlement {
    * its cells are now is unknown, and none come off the TAT.
    */
   admittedAtMs?: number;
+  /** gcra: the admission's QuotaOutcome.moveNo: the moves numbered after it are those since (absent: 0). */
+  admittedMoveNo?: number;
 }
 
 /**
@@ -242,9 +246,22 @@ export interface Settlement {
  * as it was freed slots that were no longer its own: 29 admitted in a moment where burst is 20).
  */
 export interface TatMove {
-  atMs: number;
+  /** Its number: one more than the key's move before it. */
+  no: number;
   posUs: number;
   amountUs: number;
+}
+
+/**
+ * gcra: the TAT's moves down a store keeps per key: a reservation settled after more moves than
+ * this gives no cells back (conservative); a settlement reads at most this many.
+ */
+export const TAT_MOVES_KEPT = 1024;
+
+/** A key's moves of the TAT as a store keeps them: the last one's number, and those kept (in order, the newest last). */
+export interface TatMoves {
+  lastNo: number;
+  kept: readonly TatMove[];
 }
 
 /**
@@ -285,9 +302,9 @@ export function settle(
   nowMs: number,
   quota: Quota,
   settlement: Settlement,
-  /** gcra: the TAT's moves the store keeps (the last τ), in order; those since the admission apply. */
-  moves: readonly TatMove[] = [],
-): { state: QuotaState; shortfall: number; move?: TatMove } {
+  /** gcra: the TAT's moves the store keeps; those numbered after the admission's apply. */
+  moves: TatMoves = { lastNo: 0, kept: [] },
+): { state: QuotaState; shortfall: number; move?: Omit<TatMove, 'no'> } {
   const state = current(previous, nowMs, quota.calendar);
   const delta = settlement.cost - settlement.reserve;
   const month = quota.perMonth !== undefined;
@@ -295,7 +312,7 @@ export function settle(
   const gcra = quota.algorithm === 'gcra';
   const nowUs = nowMs * 1000;
   let shortfall = 0;
-  let move: TatMove | undefined;
+  let move: Omit<TatMove, 'no'> | undefined;
   if (delta > 0) {
     state.minuteCount += delta;
     state.dayCount += delta;
@@ -318,7 +335,7 @@ export function settle(
       if (cells > 0) {
         const after = state.minuteTatUs - cells * minute.intervalUs;
         state.minuteTatUs = after <= nowUs ? 0 : after;
-        move = { atMs: nowMs, posUs: endUs, amountUs: cells * minute.intervalUs };
+        move = { posUs: endUs, amountUs: cells * minute.intervalUs };
       }
     }
     if (credits) state.creditBalance += back;
@@ -327,22 +344,16 @@ export function settle(
 }
 
 /**
- * gcra: a settled reservation's end now (movedEndUs), or 0 (none comes off) when it was admitted
- * longer than τ ago, or at an unknown time: the store keeps only the last τ of moves. Such a
- * reservation's cells all lie before now (a cell admitted at u has its slot before u + τ), so none
- * could come off anyway.
+ * gcra: a settled reservation's end now (movedEndUs), or 0 (none comes off) when where it is is
+ * unknown: admitted longer than τ ago (its cells all lie before now: a cell admitted at u has its
+ * slot before u + τ), at an unknown time, or with a move since that the store no longer keeps.
  */
-function reservationEndUs(
-  settlement: Settlement,
-  moves: readonly TatMove[],
-  minute: { intervalUs: number; burst: number },
-  nowMs: number,
-): number {
+function reservationEndUs(settlement: Settlement, moves: TatMoves, minute: { intervalUs: number; burst: number }, nowMs: number): number {
   const endUs = settlement.tatUs ?? 0;
-  const since = settlement.admittedAtMs ?? 0;
-  if (endUs <= 0 || nowMs * 1000 - since * 1000 > minute.burst * minute.intervalUs) return 0;
-  return movedEndUs(
-    endUs,
-    moves.filter((m) => m.atMs >= since),
-  );
+  const sinceMs = settlement.admittedAtMs ?? 0;
+  if (endUs <= 0 || nowMs * 1000 - sinceMs * 1000 > minute.burst * minute.intervalUs) return 0;
+  const sinceNo = settlement.admittedMoveNo ?? 0;
+  const since = moves.kept.filter((m) => m.no > sinceNo);
+  if (since.length !== moves.lastNo - sinceNo) return 0;
+  return movedEndUs(endUs, since);
 }

@@ -101,6 +101,7 @@ describe('gcra blocks kept in Redis', { timeout: 300_000 }, () => {
       monthStartMs: 0,
       tatUs: reservation.minuteTatUs,
       admittedAtMs: reservation.nowMs,
+      admittedMoveNo: reservation.moveNo,
     });
     const again = await fill(subject);
     // In one moment: at most burst, and no cell lost but the one cut by the millisecond. (Once all 10 came off: 605.)

@@ -424,6 +424,7 @@ describe('gcra leases on one injected clock', { timeout: 120_000 }, () => {
         monthStartMs: 0,
         tatUs: outcome.minuteTatUs,
         admittedAtMs: outcome.nowMs,
+        admittedMoveNo: outcome.moveNo,
       };
     };
     const first = await reservation('s1');

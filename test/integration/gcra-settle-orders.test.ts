@@ -54,6 +54,7 @@ function harness(kind: 'memory' | 'redis') {
       monthStartMs: 0,
       tatUs: r.outcome.minuteTatUs,
       admittedAtMs: r.outcome.nowMs,
+      admittedMoveNo: r.outcome.moveNo,
     };
     await store.settle!(subject, GCRA, ban, s);
     if (cost > 0) admitted.push({ atMs: r.nowMs, cost });

@@ -27,8 +27,9 @@ interface Reservation {
   id: string;
   reserve: number;
   nowMs: number;
-  /** gcra: the TAT it left (the TAT's moves since, SETTLE_SCRIPT's tg:tat-moves, are compared too). */
+  /** gcra: the TAT it left (the TAT's moves since, SETTLE_SCRIPT's tg:tat-moves, are compared too), per store. */
   tatUs: number;
+  moveNo: { memory: number; redis: number };
 }
 
 const brief = (o: QuotaOutcome) => [
@@ -63,25 +64,38 @@ async function history(seed: number, quota: Quota, steps: number): Promise<void>
       const reserve = 1 + int(15);
       const [a, b] = [await memory.consume(subject, quota, ban, reserve), await shared.consume(subject, quota, ban, reserve)];
       expect(brief(b), context).toEqual(brief(a));
-      if (a.verdict === 'allowed') open.push({ id: `${seed}-${step}`, reserve, nowMs: a.nowMs, tatUs: a.minuteTatUs });
+      if (a.verdict === 'allowed') {
+        open.push({
+          id: `${seed}-${step}`,
+          reserve,
+          nowMs: a.nowMs,
+          tatUs: a.minuteTatUs,
+          moveNo: { memory: a.moveNo ?? 0, redis: b.moveNo ?? 0 },
+        });
+      }
     } else if (roll < 0.9 && open.length > 0) {
       const reservation = open.splice(int(open.length), 1)[0]!;
       const cost = int(3 * reservation.reserve + 1);
       const settlement = { ...settlementOf(reservation, quota), cost };
-      expect(await shared.settle!(subject, quota, ban, settlement), context).toEqual(await memory.settle!(subject, quota, ban, settlement));
+      expect(await shared.settle!(subject, quota, ban, { ...settlement, admittedMoveNo: reservation.moveNo.redis }), context).toEqual(
+        await memory.settle!(subject, quota, ban, { ...settlement, admittedMoveNo: reservation.moveNo.memory }),
+      );
       done.push({ ...reservation, cost, settledAtMs: clock.nowMs });
     } else if (done.length > 0 && clock.nowMs - done.at(-1)!.settledAtMs < 60_000) {
       // A retry of a settlement just applied (retries last seconds; the stores remember ids for minutes).
       const again = done.at(-1)!;
       const settlement = { ...settlementOf(again, quota), cost: again.cost };
-      const [a, b] = [await memory.settle!(subject, quota, ban, settlement), await shared.settle!(subject, quota, ban, settlement)];
+      const [a, b] = [
+        await memory.settle!(subject, quota, ban, { ...settlement, admittedMoveNo: again.moveNo.memory }),
+        await shared.settle!(subject, quota, ban, { ...settlement, admittedMoveNo: again.moveNo.redis }),
+      ];
       expect([a.applied, b.applied], context).toEqual([false, false]);
     }
     expect(brief(await shared.usage(subject, quota)), context).toEqual(brief(await memory.usage(subject, quota)));
   }
 }
 
-function settlementOf({ id, reserve, nowMs, tatUs }: Reservation, quota: Quota) {
+function settlementOf({ id, reserve, nowMs, tatUs }: Omit<Reservation, 'moveNo'>, quota: Quota) {
   const periods = periodsAt(nowMs, quota.calendar);
   return {
     id,

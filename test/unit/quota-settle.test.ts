@@ -30,6 +30,7 @@ async function reserved(quota: Quota, reserve: number) {
     cost,
     tatUs: outcome.minuteTatUs,
     admittedAtMs: outcome.nowMs,
+    admittedMoveNo: outcome.moveNo,
   });
   return { clock, store, settlement };
 }

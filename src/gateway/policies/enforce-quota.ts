@@ -339,7 +339,8 @@ function judge(ctx: RequestContext, deps: QuotaDeps, quota: Quota, outcome: Quot
       const { reported: rule, subject, ban, cost } = step;
       // (A lease's outcome estimates the TAT; only the store's places the reservation on it.)
       const tatUs = source === 'store' ? outcome.minuteTatUs : 0;
-      const reserved = { rule, subject, keyId: ctx.consumer!.id, quota, ban, reserve: cost, nowMs: outcome.nowMs, tatUs };
+      const moveNo = outcome.moveNo ?? 0;
+      const reserved = { rule, subject, keyId: ctx.consumer!.id, quota, ban, reserve: cost, nowMs: outcome.nowMs, tatUs, moveNo };
       ctx.reservation = new CostReservation(reserved, deps.reservations, ctx.res);
     }
     for (const rule of rules ?? []) deps.metrics.limitRuleDecisions.inc({ rule: rule.name, decision: 'allowed' });

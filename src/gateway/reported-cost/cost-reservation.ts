@@ -21,6 +21,8 @@ export interface Reserved {
   nowMs: number;
   /** gcra: the TAT the store's decision left (µs); 0 when a lease's block admitted it (quota-state.ts Settlement). */
   tatUs: number;
+  /** gcra: the TAT's move number at the decision (QuotaOutcome.moveNo). */
+  moveNo: number;
 }
 
 export interface ReservationDeps {
@@ -123,6 +125,7 @@ export class CostReservation {
         monthStartMs: pick(periods.month, reserved.nowMs)[0],
         tatUs: reserved.tatUs,
         admittedAtMs: reserved.nowMs,
+        admittedMoveNo: reserved.moveNo,
       },
     });
   }

@@ -9,9 +9,9 @@ import {
   type QuotaOutcome,
   type QuotaState,
   type Settlement,
+  TAT_MOVES_KEPT,
   type TatMove,
 } from '../../quota/quota-state.js';
-import { gcraMinute } from '../../quota/gcra.js';
 import { MINUTE_MS } from '../../quota/windows.js';
 import type { CreditChange, CreditResult, QuotaStore, RulesOutcome, SettleResult, SlotClaim } from '../quota-store.js';
 import { usageHourStartMs, usagePeriodsAt } from '../../quota/usage-hours.js';
@@ -38,8 +38,12 @@ export class MemoryQuotaStore implements QuotaStore {
   private sweepAtMs = 0;
   /** Settlements applied, by id, until when their id is remembered (as Redis's SETTLE markers). */
   private readonly settled = new Map<string, number>();
-  /** gcra: each key's TAT moves down of the last τ, in order (quota-state.ts TatMove; SETTLE_SCRIPT's tg:tat-moves). */
-  private readonly moves = new Map<string, { moves: TatMove[]; toleranceUs: number }>();
+  /**
+   * gcra: each key's TAT moves down (quota-state.ts TatMoves; SETTLE_SCRIPT's tg:tat-moves): the
+   * last TAT_MOVES_KEPT, and the last one's number, kept as long as the key's state (Redis keeps
+   * the number in the quota hash).
+   */
+  private readonly moves = new Map<string, { lastNo: number; kept: TatMove[] }>();
 
   /** Concurrency slots, taken in the same step as the windows (`consume`'s `slot`). */
   readonly slots: MemorySlotStore;
@@ -87,6 +91,9 @@ export class MemoryQuotaStore implements QuotaStore {
     const previous = this.read(keyId, nowMs);
     const takeSlot = slot && (() => this.slots.takeNow(keyId, slot));
     const { state, outcome } = decide(previous, nowMs, quota, ban, cost, takeSlot);
+    // gcra: the number a settlement of it finds the moves since by (quota-state.ts TatMoves).
+    const moveNo = this.moves.get(keyId)?.lastNo;
+    if (moveNo) outcome.moveNo = moveNo;
     if (this.usageRows) this.keepUsage(keyId, outcome, quota);
     // A decision that changed nothing (a ban in force, a balance that cannot pay) stores nothing,
     // as the script writes nothing: its expiry stays the one computed when it was written.
@@ -100,26 +107,17 @@ export class MemoryQuotaStore implements QuotaStore {
     this.sweep(nowMs);
     if (this.settled.has(settlement.id)) return { applied: false, shortfall: 0, creditBalance: this.balances.get(keyId) ?? 0 };
     this.settled.set(settlement.id, nowMs + SETTLED_ID_MS);
-    const { state, shortfall, move } = settle(this.read(keyId, nowMs), nowMs, quota, settlement, this.tatMoves(keyId, quota, nowMs));
+    const moves = this.moves.get(keyId) ?? { lastNo: 0, kept: [] };
+    const { state, shortfall, move } = settle(this.read(keyId, nowMs), nowMs, quota, settlement, moves);
     if (move) {
-      const { burst, intervalUs } = gcraMinute(quota);
-      this.moves.set(keyId, { moves: [...(this.moves.get(keyId)?.moves ?? []), move], toleranceUs: burst * intervalUs });
+      moves.lastNo += 1;
+      moves.kept.push({ ...move, no: moves.lastNo });
+      if (moves.kept.length > TAT_MOVES_KEPT) moves.kept.shift();
+      this.moves.set(keyId, moves);
     }
     this.store(keyId, state, ban);
     if (this.usageRows) this.keepSettledUsage(keyId, nowMs, quota, settlement, shortfall);
     return { applied: true, shortfall, creditBalance: state.creditBalance };
-  }
-
-  /** `keyId`'s TAT moves of the last τ (older ones are dropped: no reservation they moved can give back). */
-  private tatMoves(keyId: string, quota: Quota, nowMs: number): TatMove[] {
-    const kept = this.moves.get(keyId);
-    if (!kept || quota.algorithm !== 'gcra') return [];
-    const { burst, intervalUs } = gcraMinute(quota);
-    const toleranceUs = burst * intervalUs;
-    const recent = kept.moves.filter((m) => (nowMs - m.atMs) * 1000 <= toleranceUs);
-    if (recent.length > 0) this.moves.set(keyId, { moves: recent, toleranceUs });
-    else this.moves.delete(keyId);
-    return recent;
   }
 
   private store(keyId: string, state: QuotaState, ban: BanPolicy): void {
@@ -195,7 +193,7 @@ export class MemoryQuotaStore implements QuotaStore {
     this.sweepAtMs = nowMs + MINUTE_MS;
     for (const [id, stored] of this.states) if (stored.expiresAtMs <= nowMs) this.states.delete(id);
     for (const [id, untilMs] of this.settled) if (untilMs <= nowMs) this.settled.delete(id);
-    for (const [id, kept] of this.moves) if ((nowMs - kept.moves.at(-1)!.atMs) * 1000 > kept.toleranceUs) this.moves.delete(id);
+    for (const id of this.moves.keys()) if (!this.states.has(id)) this.moves.delete(id);
   }
 }
 

@@ -207,10 +207,12 @@ while q <= n do
       replies = reply(3, s, now, tonumber(req.cost))
       replies[#replies + 1] = seq
       replies[#replies + 1] = lease.le
+      replies[#replies + 1] = s.mn
     elseif s.bu <= now then
       replies = reply(1, s, now, tonumber(req.cost))
       replies[#replies + 1] = 0
       replies[#replies + 1] = 0
+      replies[#replies + 1] = s.mn
     else
       refusedBy = -1
       replies = planFor({ req })

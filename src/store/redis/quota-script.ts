@@ -1,6 +1,7 @@
 import { DAY_MS, MINUTE_MS } from '../../quota/windows.js';
 import { HOUR_MS } from '../../quota/usage-hours.js';
 import { RECALL_GRACE_MS } from '../../quota/quota-leases.js';
+import { TAT_MOVES_KEPT } from '../../quota/quota-state.js';
 import { QUOTA_NOTICE_CHANNEL } from './redis-keys.js';
 
 // The rules of src/quota/quota-state.ts (`current`, `decide`, `peek`, `lift`, `expiresAtMs`),
@@ -80,7 +81,7 @@ end
 -- TAT of a gcra plan before its day became the UTC-day budget, is no longer read: expiry collects it.)
 -- s.rolled: the state read as empty, or its day or month moved on: a step writes every field (QUOTA_STEP).
 local function current(now, e)
-  local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex', 'mt', 'le', 'sq', 'ys', 'yc', 'cb')
+  local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex', 'mt', 'le', 'sq', 'ys', 'yc', 'cb', 'mn')
   local ex = num(h[8])
   -- Each constructor names every field the state gets below and in QUOTA_STEP, so the table is
   -- made at its size once instead of growing (a rehash) as they are added.
@@ -90,11 +91,11 @@ local function current(now, e)
           rs = num(h[5]) or 0, rc = num(h[6]) or 0, bu = num(h[7]) or 0,
           mt = num(h[9]) or 0, ys = num(h[12]) or 0, yc = num(h[13]) or 0, rolled = false,
           de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
-          leased = false, changed = false, admitted = false, newMinute = false }
+          leased = false, changed = false, admitted = false, newMinute = false, mn = num(h[15]) or 0 }
   else
     s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0, ys = 0, yc = 0, rolled = true,
           de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
-          leased = false, changed = false, admitted = false, newMinute = false }
+          leased = false, changed = false, admitted = false, newMinute = false, mn = num(h[15]) or 0 }
   end
   local minuteStart = now - (now % MINUTE_MS)
   local dayStart, monthStart
@@ -245,8 +246,9 @@ end
 //          order they arrived
 // Reply    per request, QUOTA_REPLY_LENGTH numbers in a row: { verdict (0 allowed, 1 limited,
 //            2 banned, 3 recalled, 4 unfunded), minuteCount, dayCount, rejections, nowMs, bannedUntilMs,
-//            cost, minuteTatUs, monthCount, creditBalance, seq, leasedUntilMs } (seq and leasedUntilMs: this step's
-//            notice number and 'le', for a recalled request to wait on; 0 when no lease may be out)
+//            cost, minuteTatUs, monthCount, creditBalance, seq, leasedUntilMs, moveNo } (seq and leasedUntilMs: this step's
+//            notice number and 'le', for a recalled request to wait on; 0 when no lease may be out;
+//            moveNo: gcra, the number of the TAT's last move down, 'mn', TAT_MOVES)
 // Several requests of one key in one call (redis-quota-store.ts merges those of one event-loop
 // turn) are decided one after another on the state each left, at one `now`: exactly as the same
 // requests sent one at a time within that millisecond.
@@ -260,7 +262,7 @@ end
 // exact for every integer a double holds: Redis passes a Lua number on in its shortest form, which
 // for large round values is exponent notation ('8.64e+17'), which PEXPIRE refuses.
 export const QUOTA_ARGS_BEFORE_COSTS = 22;
-export const QUOTA_REPLY_LENGTH = 12;
+export const QUOTA_REPLY_LENGTH = 13;
 /**
  * QUOTA_SCRIPT's step as Lua functions, after the shared pieces (CLOCK): `planAt(o)` reads the
  * fixed arguments from ARGV[o + 1] on, `quotaStep(plan, now, costs, from, to, slotsKey, out)`
@@ -375,6 +377,7 @@ local function quotaStep(P, now, costs, from, to, slotsKey, out)
     if verdict ~= 0 and verdict ~= 3 then ur = ur + 1 end
     out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = verdict, s.mc, s.dc, s.rc, now, bannedUntil
     out[n + 7], out[n + 8], out[n + 9], out[n + 10], out[n + 11], out[n + 12] = cost, s.mt, s.yc, s.cb, seq, leasedUntil
+    out[n + 13] = s.mn
     n = n + ${QUOTA_REPLY_LENGTH}
   end
   usageAdd(P.usageMs, s.ds, s, now, 0, ur, uu - ua, uc, ua)
@@ -467,20 +470,28 @@ return 0
 `;
 
 // gcra: the TAT's moves down (quota-state.ts TatMove: a settled reservation's refund, a lease
-// block given back), kept for τ in a sorted set by Redis time (tatMovesKey), each member
-// '<number> <ms> <pos µs> <amount µs>' (the number, from the quota hash's 'mn', orders moves of one
-// ms and keeps members apart). SETTLE_SCRIPT reads those since a reservation's admission to find
-// where its cells are now (movedEnd, quota-state.ts movedEndUs).
+// block given back), numbered one after another in the quota hash's 'mn' (each decision replies
+// it: a reservation's settlement carries the number it was admitted at), kept in a sorted set by
+// number (tatMovesKey), each member '<number> <pos µs> <amount µs>': the last TAT_MOVES_KEPT, for
+// τ. SETTLE_SCRIPT reads those after a reservation's number to find where its cells are now
+// (movedEnd, quota-state.ts movedEndUs); when any of them is missing (more were made, the set
+// expired) where they are is unknown, and nothing comes off.
 const TAT_MOVES = `
 local function logTatMove(movesKey, now, posUs, amountUs, toleranceUs)
-  local n = redis.call('HINCRBY', KEYS[1], 'mn', 1)
-  redis.call('ZADD', movesKey, now, string.format('%015.0f %.0f %.0f %.0f', n, now, posUs, amountUs))
-  redis.call('ZREMRANGEBYSCORE', movesKey, '-inf', string.format('(%.3f', now - toleranceUs / 1000))
+  local n = (tonumber(redis.call('HGET', KEYS[1], 'mn')) or 0) + 1
+  redis.call('HSET', KEYS[1], 'mn', string.format('%.0f', n))
+  redis.call('ZADD', movesKey, string.format('%.0f', n), string.format('%.0f %.0f %.0f', n, posUs, amountUs))
+  redis.call('ZREMRANGEBYRANK', movesKey, 0, -${TAT_MOVES_KEPT + 1})
   redis.call('PEXPIRE', movesKey, string.format('%.0f', toleranceUs / 1000 + MINUTE_MS))
 end
-local function movedEnd(movesKey, endUs, sinceMs)
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', movesKey, sinceMs, '+inf')) do
-    local pos, amount = string.match(m, '^%S+ %S+ (%S+) (%S+)$')
+-- Where a reservation admitted at move number sinceNo that ended at endUs ends now; nil: unknown.
+local function movedEnd(movesKey, endUs, sinceNo, lastNo)
+  if lastNo < sinceNo then return nil end
+  if lastNo == sinceNo then return endUs end
+  local moves = redis.call('ZRANGEBYSCORE', movesKey, string.format('(%.0f', sinceNo), '+inf')
+  if #moves ~= lastNo - sinceNo then return nil end
+  for _, m in ipairs(moves) do
+    local pos, amount = string.match(m, '^%S+ (%S+) (%S+)$')
     if tonumber(pos) < endUs then endUs = endUs - tonumber(amount) end
   end
   return endUs
@@ -775,7 +786,8 @@ return { 1, before, after }
 //          (1 or 0), minute intervalUs, banWindowMs, markerTtlMs, nowMs ('' = Redis TIME), the
 //          day's four edges and the month's (calendar.ts), usage retentionMs (0: keep no usage),
 //          the TAT the reservation left (gcra, µs; 0: unknown, nothing comes off the TAT), the
-//          reservation's admission (Redis's ms; 0: unknown, nothing comes off the TAT), minute burst
+//          reservation's admission (Redis's ms; 0: unknown, nothing comes off the TAT), minute
+//          burst, the TAT's move number at the admission (its reply's moveNo)
 // Reply    { applied (1, or 0 when settled before), shortfall, creditBalance }
 // The extra is charged to the current windows even past their limits and to the balance never
 // below zero (the shortfall is what it could not hold); the rest is given back to the windows it
@@ -822,14 +834,14 @@ else
   -- the blocks' slots below their use and leave their kept ends too high (LEASE_SCRIPT's rule).
   -- Those cells stay charged until real time passes them.)
   -- quota-state.ts settle(): the reservation's top slots below where it ends now (the TAT it left,
-  -- ARGV[22], moved down by the moves below it since its admission, ARGV[23]; none once it is
-  -- older than τ: only τ of moves are kept, and its cells have all passed), all of them while
-  -- nothing is above it, else only those at or after now (refundedCells).
-  local endUs, admittedAt = tonumber(ARGV[22]) or 0, tonumber(ARGV[23]) or 0
+  -- ARGV[22], moved down by the moves below it since its admission, numbered after ARGV[25]; none
+  -- once it is older than τ, ARGV[23]: its cells have all passed), all of them while nothing is
+  -- above it, else only those at or after now (refundedCells).
+  local endUs, admittedAt, admittedNo = tonumber(ARGV[22]) or 0, tonumber(ARGV[23]) or 0, tonumber(ARGV[25]) or 0
   local toleranceUs = (tonumber(ARGV[24]) or 0) * intervalUs
   if gcra and s.mt > nowUs and s.le <= now and endUs > 0 and nowUs - admittedAt * 1000 <= toleranceUs and not blockOut(nowUs) then
-    endUs = movedEnd(KEYS[4], endUs, admittedAt)
-    if s.mt >= endUs then
+    endUs = movedEnd(KEYS[4], endUs, admittedNo, s.mn)
+    if endUs and s.mt >= endUs then
       local cells = back
       if s.mt ~= endUs then cells = math.min(back, math.max(0, math.floor((endUs - nowUs) / intervalUs))) end
       if cells > 0 then

@@ -615,6 +615,7 @@ export class RedisQuotaStore implements QuotaStore {
         settlement.tatUs ?? 0,
         settlement.admittedAtMs ?? 0,
         gcraArgs(quota)[2]!,
+        settlement.admittedMoveNo ?? 0,
       )
     ).map(Number);
     return { applied: applied === 1, shortfall: shortfall ?? 0, creditBalance: creditBalance ?? 0 };
@@ -804,8 +805,10 @@ function toAnswer(reply: number[], at: number): Answer {
 function toOutcome(reply: number[], at = 0): QuotaOutcome {
   const field = (i: number, missing: number) => Number(reply[at + i] ?? missing);
   const seq = field(10, 0);
+  const moveNo = field(12, 0);
   return {
     ...(seq > 0 && { seq }),
+    ...(moveNo > 0 && { moveNo }),
     verdict: VERDICTS[field(0, 1)] ?? 'limited',
     minuteCount: field(1, 0),
     dayCount: field(2, 0),
