@@ -65,7 +65,7 @@ export class RuleRefusals {
     // end) that no longer is. The next such request asks the store again; a day's or a month's
     // edge is a minute's edge too.
     const minuteEndMs = outcome.nowMs - (outcome.nowMs % MINUTE_MS) + MINUTE_MS;
-    const untilMs = Math.min(sentAtMs + (Math.min(fitsAtMs, minuteEndMs) - outcome.nowMs), sentAtMs + this.maxMs);
+    const untilMs = sentAtMs + Math.min(Math.min(fitsAtMs, minuteEndMs) - outcome.nowMs, this.maxMs);
     if (untilMs <= this.now()) return;
     this.entries.set(keyOf(subject, rules), { rules, outcome, sentAtMs, untilMs });
   }

@@ -283,7 +283,7 @@ export function movedEndUs(endUs: number, moves: readonly TatMove[]): number {
  * come off. (Taking them all moved cells below their use: 605 in a moment where burst is 600.) A
  * TAT below endUs, or an unknown end: none. The TAT then falls by them; to now or below: 0.
  */
-export function refundedCells(tatUs: number, endUs: number, back: number, intervalUs: number, nowUs: number): number {
+function refundedCells(tatUs: number, endUs: number, back: number, intervalUs: number, nowUs: number): number {
   if (tatUs <= nowUs || endUs <= 0 || tatUs < endUs) return 0;
   return tatUs === endUs ? back : Math.min(back, Math.max(0, Math.floor((endUs - nowUs) / intervalUs)));
 }

@@ -91,11 +91,11 @@ local function current(now, e)
           rs = num(h[5]) or 0, rc = num(h[6]) or 0, bu = num(h[7]) or 0,
           mt = num(h[9]) or 0, ys = num(h[12]) or 0, yc = num(h[13]) or 0, rolled = false,
           de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
-          leased = false, changed = false, admitted = false, newMinute = false, mn = num(h[15]) or 0 }
+          unitsOut = false, changed = false, admitted = false, newMinute = false, mn = num(h[15]) or 0 }
   else
     s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0, ys = 0, yc = 0, rolled = true,
           de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
-          leased = false, changed = false, admitted = false, newMinute = false, mn = num(h[15]) or 0 }
+          unitsOut = false, changed = false, admitted = false, newMinute = false, mn = num(h[15]) or 0 }
   end
   local minuteStart = now - (now % MINUTE_MS)
   local dayStart, monthStart
@@ -288,7 +288,7 @@ local function decide(s, P, now, cost, member)
   -- on leases may be what it lacks: recalled first, as a window's refusal (a shadow plan's too: the
   -- balance is money), then decided again.
   if P.credits and s.cb < cost then
-    if s.leased and P.recall then
+    if s.unitsOut and P.recall then
       s.changed, s.recalled = true, true
       return 3
     end
@@ -321,7 +321,7 @@ local function decide(s, P, now, cost, member)
     return 0
   end
   -- Units out on leases may be what it lacks: they are recalled before the refusal is final.
-  if s.leased and P.recall and not P.shadow then
+  if s.unitsOut and P.recall and not P.shadow then
     s.recalled = true
     return 3
   end
@@ -347,7 +347,7 @@ local function quotaStep(P, now, costs, from, to, slotsKey, out)
   -- A lease may still admit (its holders hear of every change), or its units may still come back
   -- (a refusal is a recall: decide).
   local leased = s.le > now
-  s.leased = unitsOut(s.le, now)
+  s.unitsOut = unitsOut(s.le, now)
   -- The number a notice of this step carries, if it publishes one (only while a lease may be out,
   -- or for a recall).
   local seq, leasedUntil = 0, 0
