@@ -10,6 +10,7 @@ import type { RulesOutcome } from '../../src/store/quota-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
 import { usageRows } from '../helpers/usage-rows.js';
 import { ruleCharge } from '../helpers/rule-charges.js';
+import { sansMoveNo } from '../helpers/sans-move-no.js';
 
 // The runs of RULES_QUOTA_SCRIPT (one plan step per run of requests whose rules all fit) against
 // the memory store, one request after another, on what limit-rules-differential.test.ts leaves
@@ -76,7 +77,7 @@ describe('limit rules in runs: memory store and Redis script', () => {
           for (const c of calls) expected.push(await memory.consumeRules(keyId, plan, ban, c.cost, c.rules));
           const before = (await shared.changeCredits(keyId, {})).after;
           const answers = await Promise.all(calls.map((c) => shared.consumeRules(keyId, plan, ban, c.cost, c.rules)));
-          expect(answers).toEqual(expected);
+          expect(answers.map(sansMoveNo)).toEqual(expected.map(sansMoveNo));
           if (plan.credits === 'required') {
             const spent = answers.reduce((sum, a, i) => sum + (a.verdict === 'allowed' ? calls[i]!.cost : 0), 0);
             expect((await shared.changeCredits(keyId, {})).after).toBe(before - spent);

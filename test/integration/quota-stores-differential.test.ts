@@ -14,6 +14,7 @@ import { RedisUsageReader } from '../../src/store/redis/redis-usage-reader.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
 import { usageRows } from '../helpers/usage-rows.js';
 import { quotaHistory, REGRESSIONS, type Step } from './quota-stores-differential.history.js';
+import { sansMoveNo } from '../helpers/sans-move-no.js';
 
 // The memory store and the Redis script on a real redis-server, driven by the same random
 // history on the same injected clock: requests of several costs, bursts of requests sent together
@@ -198,7 +199,7 @@ async function replay(startMs: number, steps: Step[], older?: (clock: () => numb
         balances.set(key, before - spent);
       }
       const retryAfter = outcome.verdict === 'allowed' ? null : retryAfterSeconds(quota, outcome);
-      return JSON.stringify({ outcome, headers: rateLimitHeaders(quota, outcome), retryAfter });
+      return JSON.stringify({ outcome: sansMoveNo(outcome), headers: rateLimitHeaders(quota, outcome), retryAfter });
     };
     if (step.kind === 'burst') {
       // Sent together: the Redis store decides each key's requests of the burst in one call.

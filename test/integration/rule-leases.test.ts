@@ -65,6 +65,12 @@ function burst(key: string, headers: Record<string, string>, count: number, over
 
 const admitted = (answers: Answer[]) => answers.filter((a) => a.status === 200).length;
 const limited = (answers: Answer[]) => answers.filter((a) => a.code === 'rate_limit_exceeded').length;
+/** Each status and code with its count, for a failure's message. */
+function outcomes(answers: Answer[]): string {
+  const counts = new Map<string, number>();
+  for (const a of answers) counts.set(`${a.status} ${a.code ?? ''}`, (counts.get(`${a.status} ${a.code ?? ''}`) ?? 0) + 1);
+  return JSON.stringify([...counts]);
+}
 
 /**
  * A warming batch that was refused: the rule's limit came before any lease (a slow machine asks
@@ -216,9 +222,17 @@ describe('leases of limit rule counters', { timeout: 600_000 }, () => {
       expect(admitted(warmed)).toBe(warmed.length);
       // More than the rest of the limit on the other two, each request claiming another address:
       // the lease on gateway 0 is recalled and exactly the limit is admitted in all.
+      const unansweredBefore = await recallsUnanswered(stack);
       const answers = await Promise.all(Array.from({ length: 400 - warmed.length }, (_, i) => sendAddr(1 + (i % 2))));
-      expect(admitted(answers) + warmed.length).toBe(300);
-      expect(limited(answers)).toBe(100);
+      // Never over, and every answer a 200 or the rule's 429.
+      expect(admitted(answers) + warmed.length, outcomes(answers)).toBeLessThanOrEqual(300);
+      expect(admitted(answers) + limited(answers), outcomes(answers)).toBe(answers.length);
+      // Exact once the recall was answered within its bound (a starved holder may answer later:
+      // its units then go to later requests, rule 8 of quota-leases.ts), as in the bursts above.
+      if ((await recallsUnanswered(stack)) === unansweredBefore) {
+        expect(admitted(answers) + warmed.length, outcomes(answers)).toBe(300);
+        expect(limited(answers)).toBe(100);
+      }
     });
   });
 
@@ -333,10 +347,12 @@ describe('leases of limit rule counters', { timeout: 600_000 }, () => {
     await stack.gateways()[2]!.process.stop('SIGKILL');
     const held = (await charged('team-kill')) - chargedBefore - admitted(warmed);
     expect(held).toBeGreaterThan(0);
-    // Its recall goes unanswered: the refused requests wait for the bound, then are refused.
-    const unansweredBefore = await recallsUnanswered(stack);
+    // Its recall goes unanswered: the refused requests wait for the bound, then are refused. (On a
+    // starved machine the burst may come after the dead lease's grace: its refusals are final at
+    // once, no recall.)
+    const [recallsBefore, unansweredBefore] = [await leaseRecalls(stack), await recallsUnanswered(stack)];
     const answers = await burst(key.key, headers, 400, [0, 1]);
-    expect(admitted(warmed) + admitted(answers)).toBe(300 - held);
-    expect(await recallsUnanswered(stack)).toBeGreaterThan(unansweredBefore);
+    expect(admitted(warmed) + admitted(answers), outcomes(answers)).toBe(300 - held);
+    if ((await leaseRecalls(stack)) > recallsBefore) expect(await recallsUnanswered(stack)).toBeGreaterThan(unansweredBefore);
   });
 });

@@ -91,13 +91,16 @@ export class MemoryQuotaStore implements QuotaStore {
     const previous = this.read(keyId, nowMs);
     const takeSlot = slot && (() => this.slots.takeNow(keyId, slot));
     const { state, outcome } = decide(previous, nowMs, quota, ban, cost, takeSlot);
-    // gcra: the number a settlement of it finds the moves since by (quota-state.ts TatMoves).
-    const moveNo = this.moves.get(keyId)?.lastNo;
+    // gcra: the number a settlement of it finds the moves since by (quota-state.ts TatMoves); a
+    // state's first step numbers from its time in µs, as QUOTA_STEP does.
+    const moves = this.moves.get(keyId);
+    const moveNo = moves?.lastNo || (quota.algorithm === 'gcra' ? nowMs * 1000 : 0);
     if (moveNo) outcome.moveNo = moveNo;
     if (this.usageRows) this.keepUsage(keyId, outcome, quota);
     // A decision that changed nothing (a ban in force, a balance that cannot pay) stores nothing,
     // as the script writes nothing: its expiry stays the one computed when it was written.
     if (state === previous) return outcome;
+    if (moveNo && !moves?.lastNo) this.moves.set(keyId, { lastNo: moveNo, kept: moves?.kept ?? [] });
     this.store(keyId, state, ban);
     return outcome;
   }
@@ -107,7 +110,7 @@ export class MemoryQuotaStore implements QuotaStore {
     this.sweep(nowMs);
     if (this.settled.has(settlement.id)) return { applied: false, shortfall: 0, creditBalance: this.balances.get(keyId) ?? 0 };
     this.settled.set(settlement.id, nowMs + SETTLED_ID_MS);
-    const moves = this.moves.get(keyId) ?? { lastNo: 0, kept: [] };
+    const moves = this.moves.get(keyId) ?? { lastNo: nowMs * 1000, kept: [] };
     const { state, shortfall, move } = settle(this.read(keyId, nowMs), nowMs, quota, settlement, moves);
     if (move) {
       moves.lastNo += 1;

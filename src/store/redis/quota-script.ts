@@ -91,11 +91,11 @@ local function current(now, e)
           rs = num(h[5]) or 0, rc = num(h[6]) or 0, bu = num(h[7]) or 0,
           mt = num(h[9]) or 0, ys = num(h[12]) or 0, yc = num(h[13]) or 0, rolled = false,
           de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
-          unitsOut = false, changed = false, admitted = false, newMinute = false, mn = num(h[15]) or 0 }
+          unitsOut = false, changed = false, admitted = false, newMinute = false, mn = num(h[15]) or 0, mnNew = false }
   else
     s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0, ys = 0, yc = 0, rolled = true,
           de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
-          unitsOut = false, changed = false, admitted = false, newMinute = false, mn = num(h[15]) or 0 }
+          unitsOut = false, changed = false, admitted = false, newMinute = false, mn = num(h[15]) or 0, mnNew = false }
   end
   local minuteStart = now - (now % MINUTE_MS)
   local dayStart, monthStart
@@ -344,6 +344,10 @@ end
 -- request the windows admit takes a slot too, or is answered 5 and charged nothing.
 local function quotaStep(P, now, costs, from, to, slotsKey, out)
   local s = current(now, P.edges)
+  -- gcra: a state with no move number yet takes the time in µs as its first (TAT_MOVES), so that
+  -- the numbers of a state lost since (FLUSHDB, a failover to a replica that lacked the writes) are
+  -- never this one's: a settlement of an admission made there finds the moves between missing.
+  if P.gcra and s.mn == 0 then s.mn, s.mnNew = now * 1000, true end
   -- A lease may still admit (its holders hear of every change), or its units may still come back
   -- (a refusal is a recall: decide).
   local leased = s.le > now
@@ -422,6 +426,7 @@ local function quotaStep(P, now, costs, from, to, slotsKey, out)
       if ex ~= s.exAt and not s.keep then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS)) end
     end
     if s.spent then redis.call('HSET', KEYS[1], 'cb', s.cb) end
+    if s.mnNew then redis.call('HSET', KEYS[1], 'mn', string.format('%.0f', s.mn)) end
     return out
   end
   local fields = stateFields(s, ex)
@@ -434,6 +439,10 @@ local function quotaStep(P, now, costs, from, to, slotsKey, out)
   if s.recalled then
     fields[#fields + 1] = 'rq'
     fields[#fields + 1] = string.format('%.0f', recallWant(s.le, now))
+  end
+  if s.mnNew then
+    fields[#fields + 1] = 'mn'
+    fields[#fields + 1] = string.format('%.0f', s.mn)
   end
   write(s, now, ex, fields)
   if s.recalled then notify(seq, s, now, 1) else notify(seq, s, now, 0) end
@@ -470,15 +479,16 @@ return 0
 `;
 
 // gcra: the TAT's moves down (quota-state.ts TatMove: a settled reservation's refund, a lease
-// block given back), numbered one after another in the quota hash's 'mn' (each decision replies
-// it: a reservation's settlement carries the number it was admitted at), kept in a sorted set by
+// block given back), numbered one after another in the quota hash's 'mn' from the time in µs at
+// the state's first step (QUOTA_STEP; each decision replies it: a reservation's settlement carries
+// the number it was admitted at, and one from a state since lost is below it), kept in a sorted set by
 // number (tatMovesKey), each member '<number> <pos µs> <amount µs>': the last TAT_MOVES_KEPT, for
 // τ. SETTLE_SCRIPT reads those after a reservation's number to find where its cells are now
 // (movedEnd, quota-state.ts movedEndUs); when any of them is missing (more were made, the set
 // expired) where they are is unknown, and nothing comes off.
 const TAT_MOVES = `
 local function logTatMove(movesKey, now, posUs, amountUs, toleranceUs)
-  local n = (tonumber(redis.call('HGET', KEYS[1], 'mn')) or 0) + 1
+  local n = (tonumber(redis.call('HGET', KEYS[1], 'mn')) or now * 1000) + 1
   redis.call('HSET', KEYS[1], 'mn', string.format('%.0f', n))
   redis.call('ZADD', movesKey, string.format('%.0f', n), string.format('%.0f %.0f %.0f', n, posUs, amountUs))
   redis.call('ZREMRANGEBYRANK', movesKey, 0, -${TAT_MOVES_KEPT + 1})
