@@ -727,11 +727,15 @@ export class QuotaLeases {
 
   /** Gives back the blocks that have ended; true when none is left (the lease is gone). */
   private expire(subject: string, lease: Lease, nowMs: number): boolean {
-    // Blocks end in the order they were granted: the ended ones come first. The last one's
-    // give-back ends the lease in Redis (rule 10); an empty one sends nothing, its end passing anyway.
+    // Blocks end in the order they were granted: the ended ones come first. An empty one sends
+    // nothing, its end passing anyway, unless it is the last: that give-back ends the lease in
+    // Redis (rule 10), or Redis would keep this replica among the holders for the grace, and a
+    // refusal meanwhile would wait for units nobody holds (a request that took the last block's
+    // every unit was counted in an earlier block: `take`).
     while (lease.blocks.length > 0 && nowMs >= lease.blocks[0]!.expiresAtMs) {
       const block = lease.blocks.shift()!;
-      if (block.left > 0 || block.requests > 0) void this.giveBack(subject, lease, block, lease.blocks.length === 0);
+      const last = lease.blocks.length === 0;
+      if (block.left > 0 || block.requests > 0 || last) void this.giveBack(subject, lease, block, last);
     }
     if (lease.blocks.length > 0) return false;
     if (this.leases.get(subject) === lease) this.leases.delete(subject);

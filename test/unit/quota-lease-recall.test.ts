@@ -9,6 +9,9 @@ import { MINUTE, NO_BANS, notice, QUOTA, scriptedStore, SETTINGS } from '../help
 
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
+// A cell of 10 ms, and a burst leases may take blocks of (quota-leases.ts, gcra plans).
+const GCRA = { perMinute: 6000, perDay: 1_000_000, algorithm: 'gcra', burst: 1000 } as const;
+
 /** A replica holding a lease of 'k' of 10 units (granted at seq 4). */
 async function holding() {
   const { store, asks, hooks } = scriptedStore();
@@ -39,6 +42,39 @@ describe('lease recall', () => {
     hooks.apply!(notice(6, 600, { recall: true, leasedUntilMs: MINUTE + 6_000 }));
     await settle();
     expect(asks.some(({ request }) => request.ends && request.giveBack === 0)).toBe(true);
+  });
+
+  it('gcra: a lease whose last block is empty still leaves the holders when it lapses', async () => {
+    const { store, asks } = scriptedStore();
+    const clock = { nowMs: 5_000 };
+    const leases = new QuotaLeases(store, SETTINGS, () => clock.nowMs);
+    for (let i = 0; i < 3; i++) expect(leases.admit('k', GCRA, NO_BANS, 1)).toBeUndefined();
+    asks[0]!.answer({ granted: 10, seq: 4, minuteTatUs: (MINUTE + 5_000) * 1000 + 10 * 10_000 });
+    await settle();
+    // 9 of the first block: the renewal's block of 10 comes (gcra keeps blocks apart, rule 9).
+    expect(leases.admit('k', GCRA, NO_BANS, 9)).toMatchObject({ verdict: 'allowed' });
+    asks[1]!.answer({ granted: 10, seq: 5, minuteTatUs: (MINUTE + 5_000) * 1000 + 20 * 10_000 });
+    await settle();
+    // One request of 11 takes the first block's last unit and all of the second: the first block
+    // counts it, and the second is left with no unit and no request.
+    expect(leases.admit('k', GCRA, NO_BANS, 11)).toMatchObject({ verdict: 'allowed' });
+    asks[2]?.answer({ granted: 0, seq: 6 });
+    await settle();
+    const before = asks.length;
+    // Past both blocks' ends: the next request finds the lease lapsed.
+    clock.nowMs += 60_000;
+    expect(leases.admit('k', GCRA, NO_BANS, 1)).toBeUndefined();
+    // (A key's give-backs go one after the other: each waits for the answer to the one before.)
+    await settle();
+    for (let i = before; i < asks.length; i++) {
+      asks[i]!.answer({ granted: 0, seq: 7 + i });
+      await settle();
+    }
+    // Both blocks lapsed: the holder ends its lease in Redis (rule 10), or a refusal there would
+    // wait out the grace for units nobody holds.
+    const giveBacks = asks.slice(before).map(({ request }) => request);
+    expect(giveBacks.filter((r) => r.ends)).toHaveLength(1);
+    expect(giveBacks.reduce((sum, r) => sum + r.giveBack, 0)).toBe(0);
   });
 
   it('a recalled request waits for a newer notice that no lease is left', async () => {
