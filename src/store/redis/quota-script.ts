@@ -91,11 +91,11 @@ local function current(now, e)
           rs = num(h[5]) or 0, rc = num(h[6]) or 0, bu = num(h[7]) or 0,
           mt = num(h[9]) or 0, ys = num(h[12]) or 0, yc = num(h[13]) or 0, rolled = false,
           de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
-          unitsOut = false, changed = false, admitted = false, newMinute = false, mn = num(h[15]) or 0, mnNew = false }
+          unitsOut = false, changed = false, admitted = false, newMinute = false, mn = h[15] or '0', mnNew = false }
   else
     s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0, ys = 0, yc = 0, rolled = true,
           de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
-          unitsOut = false, changed = false, admitted = false, newMinute = false, mn = num(h[15]) or 0, mnNew = false }
+          unitsOut = false, changed = false, admitted = false, newMinute = false, mn = h[15] or '0', mnNew = false }
   end
   local minuteStart = now - (now % MINUTE_MS)
   local dayStart, monthStart
@@ -347,7 +347,9 @@ local function quotaStep(P, now, costs, from, to, slotsKey, out)
   -- gcra: a state with no move number yet takes the time in µs as its first (TAT_MOVES), so that
   -- the numbers of a state lost since (FLUSHDB, a failover to a replica that lacked the writes) are
   -- never this one's: a settlement of an admission made there finds the moves between missing.
-  if P.gcra and s.mn == 0 then s.mn, s.mnNew = now * 1000, true end
+  -- ('mn' stays the text HMGET read: only a settlement needs it as a number, and strtod of its 16
+  -- digits was most of what it cost a warm gcra key's step; the reply carries the text.)
+  if P.gcra and s.mn == '0' then s.mn, s.mnNew = string.format('%.0f', now * 1000), true end
   -- A lease may still admit (its holders hear of every change), or its units may still come back
   -- (a refusal is a recall: decide).
   local leased = s.le > now
@@ -426,7 +428,7 @@ local function quotaStep(P, now, costs, from, to, slotsKey, out)
       if ex ~= s.exAt and not s.keep then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', ex - now + MINUTE_MS)) end
     end
     if s.spent then redis.call('HSET', KEYS[1], 'cb', s.cb) end
-    if s.mnNew then redis.call('HSET', KEYS[1], 'mn', string.format('%.0f', s.mn)) end
+    if s.mnNew then redis.call('HSET', KEYS[1], 'mn', s.mn) end
     return out
   end
   local fields = stateFields(s, ex)
@@ -442,7 +444,7 @@ local function quotaStep(P, now, costs, from, to, slotsKey, out)
   end
   if s.mnNew then
     fields[#fields + 1] = 'mn'
-    fields[#fields + 1] = string.format('%.0f', s.mn)
+    fields[#fields + 1] = s.mn
   end
   write(s, now, ex, fields)
   if s.recalled then notify(seq, s, now, 1) else notify(seq, s, now, 0) end
@@ -850,7 +852,7 @@ else
   local endUs, admittedAt, admittedNo = tonumber(ARGV[22]) or 0, tonumber(ARGV[23]) or 0, tonumber(ARGV[25]) or 0
   local toleranceUs = (tonumber(ARGV[24]) or 0) * intervalUs
   if gcra and s.mt > nowUs and s.le <= now and endUs > 0 and nowUs - admittedAt * 1000 <= toleranceUs and not blockOut(nowUs) then
-    endUs = movedEnd(KEYS[4], endUs, admittedNo, s.mn)
+    endUs = movedEnd(KEYS[4], endUs, admittedNo, num(s.mn) or 0)
     if endUs and s.mt >= endUs then
       local cells = back
       if s.mt ~= endUs then cells = math.min(back, math.max(0, math.floor((endUs - nowUs) / intervalUs))) end
