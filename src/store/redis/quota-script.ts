@@ -345,8 +345,10 @@ end
 local function quotaStep(P, now, costs, from, to, slotsKey, out)
   local s = current(now, P.edges)
   -- gcra: a state with no move number yet takes the time in µs as its first (TAT_MOVES), so that
-  -- the numbers of a state lost since (FLUSHDB, a failover to a replica that lacked the writes) are
-  -- never this one's: a settlement of an admission made there finds the moves between missing.
+  -- the numbers of a state lost since (a Redis restarted empty, FLUSHDB) lie below this one's: a
+  -- settlement of an admission made there finds the moves between missing. Not when this master's
+  -- clock is behind the lost one's by more than the moves since, nor for a replica promoted without
+  -- the hash's last writes (its numbers go on from its own): gcra-move-numbers-attacks.test.ts.
   -- ('mn' stays the text HMGET read: only a settlement needs it as a number, and strtod of its 16
   -- digits was most of what it cost a warm gcra key's step; the reply carries the text.)
   if P.gcra and s.mn == '0' then s.mn, s.mnNew = string.format('%.0f', now * 1000), true end
