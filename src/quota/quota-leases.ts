@@ -29,6 +29,9 @@ import { MINUTE_MS } from './windows.js';
  *    minute replaces it. Units not used are given back when it ends (expiry, window end, the key's
  *    plan or record changed, shutdown): credited only to the windows they were taken from — a
  *    window that rolled over since is not credited, its counters being the new window's.
+ *    A replica's asks of a key go one at a time. An ask whose answer never came (a connection
+ *    cut, a timeout: the block, if Redis granted it, is never used here) is named by the key's
+ *    next ask, and Redis gives that block back in the same step (LEASE_SCRIPT's cancelFrom).
  * 6. Headers: remaining = Redis's remaining as last heard (every lease counted as used) plus this
  *    lease's unused units. Units out on leases are counted but not yet admitted, so it never
  *    exceeds what is truly left once every notice (rule 10) has arrived; it under-reports by the
@@ -198,6 +201,12 @@ interface Rate {
 }
 
 /**
+ * How long an unanswered ask is named by the key's next asks (rule 5): Redis keeps a grant's
+ * record with the key's lease holders, a minute past the last grant's lease.
+ */
+const LOST_ASK_MS = 2 * MINUTE_MS;
+
+/**
  * A recalled request waits at most until the recall's 'le' plus this (rule 11): a holder that
  * cannot answer (killed, or its subscription cut) has stopped admitting by then; units it gives
  * back after that miss that burst, not the window. It is the time a live holder has to hear the
@@ -250,6 +259,14 @@ export class QuotaLeases {
   private readonly holder = randomBytes(6).toString('hex');
   /** The asks made so far: each names the block it may get by its number (rule 9). */
   private asks = 0;
+  /** Per subject: a renewal on its way (asks of a key go one at a time, rule 5). */
+  private readonly renewing = new Set<string>();
+  /**
+   * Per subject: the first of its asks whose answer never came, and when (rule 5): the next ask
+   * names it, and Redis gives back what it granted. Forgotten once an ask is answered, or after
+   * LOST_ASK_MS (Redis keeps the grant's record no longer than the key's holders).
+   */
+  private readonly lost = new Map<string, { from: number; atMs: number }>();
   private closed = false;
   /** The second in which sweep() last forgot quiet keys' rates. */
   private ratesSweptIn = 0;
@@ -346,7 +363,7 @@ export class QuotaLeases {
     }
     const ask = this.asking.get(subject);
     if (ask && cost <= this.settings.maxBlock) return this.afterAsk(ask.answered, subject, quota, ban, cost, waiter);
-    if (this.hot(rate, cost, nowMs)) this.open(subject, quota, ban, rate, nowMs);
+    if (this.hot(rate, cost, nowMs) && !this.renewing.has(subject)) this.open(subject, quota, ban, rate, nowMs);
     return undefined;
   }
 
@@ -362,7 +379,7 @@ export class QuotaLeases {
     const rate = this.count(subject, cost, nowMs);
     const lease = this.current(subject, quota, ban, nowMs);
     if (!lease) {
-      if (!this.asking.has(subject) && this.hot(rate, cost, nowMs)) this.open(subject, quota, ban, rate, nowMs);
+      if (!this.asking.has(subject) && !this.renewing.has(subject) && this.hot(rate, cost, nowMs)) this.open(subject, quota, ban, rate, nowMs);
       return false;
     }
     if (unused(lease) >= cost) return true;
@@ -584,10 +601,17 @@ export class QuotaLeases {
     return Math.min(maxBlock, Math.max(minBlock, Math.ceil((perSecond(rate) * leaseMs) / 1000)));
   }
 
-  /** Asks for a block this replica numbers `no` (gcra; rule 9). */
+  /** An ask of `subject` numbered `no` whose answer never came: the next ask names the first such (rule 5). */
+  private unanswered(subject: string, no: number): void {
+    if (!this.lost.has(subject)) this.lost.set(subject, { from: no, atMs: this.now() });
+  }
+
+  /** Asks for a block this replica numbers `no` (gcra; rule 9), giving back one an unanswered ask was granted (rule 5). */
   private ask(subject: string, quota: Quota, ban: BanPolicy, rate: Rate, no: number): Promise<LeaseGrant> {
     const { spread, replicas, minBlock, leaseMs } = this.settings;
+    const lost = this.lost.get(subject);
     return this.store.reserve(subject, quota, ban, {
+      ...(lost && { cancelFrom: lost.from }),
       want: this.wanted(rate),
       divisor: spread * replicas,
       minBlock,
@@ -610,6 +634,7 @@ export class QuotaLeases {
     const asked = this.ask(subject, quota, ban, rate, no).then(
       (grant) => {
         this.asking.delete(subject);
+        this.lost.delete(subject);
         if (grant.granted === 0) return this.quiet(rate, quota, grant, askedAtMs);
         const lease = this.leaseOf(quota, ban, grant, askedAtMs, no);
         // The key changed (or shutdown began) while the block was on its way: it goes straight back.
@@ -620,6 +645,7 @@ export class QuotaLeases {
       },
       (err: unknown) => {
         this.asking.delete(subject);
+        this.unanswered(subject, no);
         return new AskFailed(err);
       },
     );
@@ -630,9 +656,12 @@ export class QuotaLeases {
   private renew(subject: string, lease: Lease, rate: Rate, askedAtMs: number): void {
     if (askedAtMs < rate.quietUntilMs) return;
     const no = ++this.asks;
+    this.renewing.add(subject);
     const asked = this.ask(subject, lease.quota, lease.ban, rate, no).then(
       (grant) => {
         lease.renewal = undefined;
+        this.renewing.delete(subject);
+        this.lost.delete(subject);
         if (grant.granted === 0) return this.quiet(rate, lease.quota, grant, askedAtMs);
         const next = this.leaseOf(lease.quota, lease.ban, grant, askedAtMs, no);
         if (this.leases.get(subject) !== lease) return this.end(subject, next);
@@ -663,6 +692,8 @@ export class QuotaLeases {
       },
       (err: unknown) => {
         lease.renewal = undefined;
+        this.renewing.delete(subject);
+        this.unanswered(subject, no);
         return new AskFailed(err);
       },
     );
@@ -811,6 +842,7 @@ export class QuotaLeases {
     for (const [subject, rate] of this.rates) {
       if (rate.second < second - 2 && nowMs >= rate.quietUntilMs && !this.leases.has(subject)) this.rates.delete(subject);
     }
+    for (const [subject, { atMs }] of this.lost) if (nowMs - atMs >= LOST_ASK_MS) this.lost.delete(subject);
   }
 }
 

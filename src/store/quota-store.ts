@@ -138,6 +138,12 @@ export interface LeaseRequest {
   block?: number;
   /** gcra plans: the given-back block, by the number its ask gave it (absent or 0: none). */
   giveBackBlock?: number;
+  /**
+   * The first of this replica's asks of the key whose answer never came (quota-leases.ts, rule 5),
+   * by the number its `block` gave it: a block the store granted that ask or a later one of this
+   * replica (all unanswered) goes back as unused in this step. Absent or 0: none.
+   */
+  cancelFrom?: number;
   /** This replica (random per process): Redis keeps the lease holders of a key, so it knows when none is left. */
   holder: string;
   /** This step ends the replica's lease of the key: it leaves the holders, unless a newer grant made it hold again. */

@@ -533,7 +533,9 @@ end
 //          credits (1: the quota requires credits: a block also takes its units from 'cb'),
 //          returnCredits (the returned block's unused credits), returnEpoch (the 'ce' its grant
 //          replied; below), returnHashEpoch (the 'he' its grant replied; 0: unknown; below),
-//          returnBlock (gcra: the returned block's number, as its ask gave it; 0: none; below)
+//          returnBlock (gcra: the returned block's number, as its ask gave it; 0: none; below),
+//          cancelFrom (0: none; else the first of this replica's asks of the key whose answer it
+//          never heard: a grant of one of them goes back, below)
 // Reply    { granted, minuteStartMs, dayStartMs, nowMs, minuteCount, dayCount, minuteTatUs, seq,
 //          monthStartMs, monthCount, creditBalance, creditEpoch, hashEpoch } (after the step; seq: the notice
 //          sequence number of this state, rule 10; creditBalance: 'cb', blocks out not in it)
@@ -584,7 +586,27 @@ local credits, backCredits, backEpoch = ARGV[32] == '1', tonumber(ARGV[33]) or 0
 -- hold a new lease's units. A give-back that carries none (0: granted before 'he' existed) is
 -- credited as before. (The requests it admitted still count in usage.)
 local he = tonumber(redis.call('HGET', KEYS[1], 'he')) or 0
-local backHashEpoch = tonumber(ARGV[35]) or 0
+local backHashEpoch, backBlock = tonumber(ARGV[35]) or 0, tonumber(ARGV[36]) or 0
+-- An ask whose answer was lost (a connection cut, a timeout: quota-leases.ts, rule 5): its holder
+-- never uses a block it may have been granted, so that block goes back as an unused one. Each grant
+-- leaves 'g:<holder>' in KEYS[2], '<ask's number> <units> <minute> <day> <month> <he> <ce> <end>',
+-- and a replica's asks of a key go one at a time, so when the ask named cancelFrom or a later
+-- one (all unanswered) was granted, it is that record. Consumed here: once only, whatever comes
+-- after. (This step carries no give-back of its own: an ask, or a lease's end.)
+local cancelFrom = tonumber(ARGV[37]) or 0
+if cancelFrom > 0 then
+  local lost = redis.call('HGET', KEYS[2], 'g:' .. holder)
+  local no, units, minute, day, month, grantHe, grantCe, grantEnd
+  if lost then no, units, minute, day, month, grantHe, grantCe, grantEnd = string.match(lost, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$') end
+  if no and tonumber(no) >= cancelFrom then
+    redis.call('HDEL', KEYS[2], 'g:' .. holder)
+    back, backMinute, backDay, backMonth = tonumber(units), tonumber(minute), tonumber(day), tonumber(month)
+    backHashEpoch, backEpoch, backCredits = tonumber(grantHe), tonumber(grantCe), 0
+    if credits then backCredits = back end
+    if gcra then backBlock = tonumber(no) end
+    if ends then heldUntil = tonumber(grantEnd) end
+  end
+end
 if backHashEpoch ~= 0 and backHashEpoch ~= he then back, backCredits = 0, 0 end
 if (back > 0 or backRequests > 0) and backNo > 0 then
   local mark = 'gb:' .. holder
@@ -626,7 +648,6 @@ local lc, ce = tonumber(raw[8]) or 0, tonumber(raw[9]) or 0
 local nowUs = now * 1000
 local function blockField(no) return 'b:' .. holder .. ':' .. string.format('%.0f', no) end
 local backEnd, backSeq = nil, nil
-local backBlock = tonumber(ARGV[36]) or 0
 if gcra and backBlock > 0 then
   local entry = redis.call('HGET', KEYS[2], blockField(backBlock))
   if entry then
@@ -673,12 +694,13 @@ end
 local leasedBefore = s.le
 -- A lease that ends leaves the holders; 'le' becomes the latest end of those still in force.
 if ends and tonumber(redis.call('HGET', KEYS[2], holder)) == heldUntil then
-  redis.call('HDEL', KEYS[2], holder)
+  redis.call('HDEL', KEYS[2], holder, 'g:' .. holder)
   local latest = 0
   local held = redis.call('HGETALL', KEYS[2])
   for i = 2, #held, 2 do
-    -- (Blocks' fields, 'b:<seq>', are no holders.)
-    if string.sub(held[i - 1], 1, 2) ~= 'b:' then
+    -- (Blocks' fields, 'b:<holder>:<number>', and grants' records, 'g:<holder>', are no holders.)
+    local field = string.sub(held[i - 1], 1, 2)
+    if field ~= 'b:' and field ~= 'g:' then
       local untilMs = tonumber(held[i]) or 0
       if unitsOut(untilMs, now) then latest = math.max(latest, untilMs) else redis.call('HDEL', KEYS[2], held[i - 1]) end
     end
@@ -715,7 +737,8 @@ if want > 0 and s.bu <= now and recallUntil <= now then
     -- A block admits no later than leaseMs after this moment (quota-leases.ts, rules 4 and 8).
     local untilMs = now + leaseUs / 1000
     s.le = math.max(s.le, untilMs)
-    redis.call('HSET', KEYS[2], holder, string.format('%.0f', untilMs))
+    local record = string.format('%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f', askBlock, granted, s.ms, s.ds, s.ys, he, ce, untilMs)
+    redis.call('HSET', KEYS[2], holder, string.format('%.0f', untilMs), 'g:' .. holder, record)
     redis.call('PEXPIRE', KEYS[2], string.format('%.0f', leaseUs / 1000 + MINUTE_MS))
   end
 end

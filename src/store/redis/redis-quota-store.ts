@@ -520,6 +520,7 @@ export class RedisQuotaStore implements QuotaStore {
       request.giveBackCreditEpoch ?? 0,
       request.giveBackHashEpoch ?? 0,
       request.giveBackBlock ?? 0,
+      request.cancelFrom ?? 0,
     ];
     if (!wait || !this.single)
       return named(
