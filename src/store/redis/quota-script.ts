@@ -91,11 +91,11 @@ local function current(now, e)
           rs = num(h[5]) or 0, rc = num(h[6]) or 0, bu = num(h[7]) or 0,
           mt = num(h[9]) or 0, ys = num(h[12]) or 0, yc = num(h[13]) or 0, rolled = false,
           de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
-          unitsOut = false, changed = false, admitted = false, newMinute = false, mn = h[15] or '0', mnNew = false }
+          unitsOut = false, changed = false, admitted = false, newMinute = false, mn = h[15] or 0, mnNew = false }
   else
     s = { ms = 0, mc = 0, ds = 0, dc = 0, rs = 0, rc = 0, bu = 0, mt = 0, ys = 0, yc = 0, rolled = true,
           de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
-          unitsOut = false, changed = false, admitted = false, newMinute = false, mn = h[15] or '0', mnNew = false }
+          unitsOut = false, changed = false, admitted = false, newMinute = false, mn = h[15] or 0, mnNew = false }
   end
   local minuteStart = now - (now % MINUTE_MS)
   local dayStart, monthStart
@@ -351,7 +351,7 @@ local function quotaStep(P, now, costs, from, to, slotsKey, out)
   -- the hash's last writes (its numbers go on from its own): gcra-move-numbers-attacks.test.ts.
   -- ('mn' stays the text HMGET read: only a settlement needs it as a number, and strtod of its 16
   -- digits was most of what it cost a warm gcra key's step; the reply carries the text.)
-  if P.gcra and s.mn == '0' then s.mn, s.mnNew = string.format('%.0f', now * 1000), true end
+  if P.gcra and s.mn == 0 then s.mn, s.mnNew = string.format('%.0f', now * 1000), true end
   -- A lease may still admit (its holders hear of every change), or its units may still come back
   -- (a refusal is a recall: decide).
   local leased = s.le > now
