@@ -4,6 +4,7 @@ import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { leaseHoldersKey } from '../../src/store/redis/redis-keys.js';
 import type { LeaseRequest } from '../../src/store/quota-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
+import { ruleCharge } from '../helpers/rule-charges.js';
 
 // A lease ask whose answer a replica never heard (a connection cut, a timeout) may still have been
 // granted: its units are counted (and, for a credits key, its credits taken) and never admitted or
@@ -133,6 +134,33 @@ describe('a lease ask whose answer was never heard', () => {
     r.clock.nowMs += 1;
     await r.ask(3, 0, 2); // names it, asks for nothing
     expect((await r.counts()).tatUs).toBe(afterFirst);
+  });
+
+  it("a limit rule's counter: the lost block goes back to the window it was counted in", async () => {
+    const clock = { nowMs: T0 };
+    const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
+    const rule = ruleCharge('lost', 1000, 60_000, false, 1, `lost-rule-${++run}`);
+    const ask = (block: number, want: number, cancelFrom = 0): LeaseRequest => ({
+      want,
+      divisor: 1,
+      minBlock: 1,
+      giveBack: 0,
+      giveBackMinuteStartMs: 0,
+      giveBackDayStartMs: 0,
+      leaseMs: LEASE_MS,
+      block,
+      holder: 'h1',
+      ends: false,
+      heldUntilMs: 0,
+      ...(cancelFrom > 0 && { cancelFrom }),
+    });
+    await store.reserveRule!(rule, ask(1, 10)); // answered
+    await store.reserveRule!(rule, ask(2, 20)); // lost
+    await store.reserveRule!(rule, ask(3, 30, 2)); // lost as well
+    const last = await store.reserveRule!(rule, ask(4, 5, 2));
+    expect(last.minuteCount).toBe(15);
+    // Never the answered block: a name from after it finds nothing.
+    expect((await store.reserveRule!(rule, ask(6, 5, 5))).minuteCount).toBe(20);
   });
 
   it('a Redis restarted empty: the name finds no grant and gives nothing back', async () => {

@@ -165,6 +165,8 @@ export async function reserveRuleLease(
       request.giveBackNo ?? 0,
       // The counter's epoch at the grant rides where a credit balance's does (quota-leases.ts keeps it per block).
       request.giveBackCreditEpoch ?? 0,
+      request.block ?? 0,
+      request.cancelFrom ?? 0,
     )
   ).map(Number) as [number, number, number, number, number, number, number];
   return {

@@ -18,10 +18,13 @@ import { RULE_ARGS, RULE_PIECES } from './limit-rules-script.js';
 //   'ep'         the counter's epoch: set (Redis's clock in µs) by its first grant; a give-back
 //                carries its grant's and is credited only to that counter, never to one made anew
 //                (Redis restarted empty, FLUSHDB) while the lease was out
+//   'g:<holder>' that replica's last grant, '<its ask's number> <units> <window start> <epoch>':
+//                an ask naming an earlier unanswered one (cancelFrom) gives it back, as LEASE_SCRIPT
 // KEYS[1] the counter; ARGV nowMs ('' = Redis TIME), the rule's RULE_ARGS numbers, then want,
 // divisor, minBlock, leaseMs, giveBack, giveBackMinuteStartMs (the start of the window the units
 // came from), holder, ends (1: this replica's lease ends), heldUntilMs (that lease's last grant's
-// end: a newer grant keeps the holder), giveBackNo, giveBackEpoch (its grant's 'ep').
+// end: a newer grant keeps the holder), giveBackNo, giveBackEpoch (its grant's 'ep'), the ask's
+// number (0: none), cancelFrom (0: none; else the first of this replica's unanswered asks).
 // Reply { granted, windowStartMs, dayStartMs, nowMs, count, seq, epoch }: the counter after the step.
 const AT = 2 + RULE_ARGS;
 export const RULE_LEASE_SCRIPT = `${CLOCK}${RULE_PIECES}
@@ -31,7 +34,18 @@ local want, divisor, minBlock, leaseMs = tonumber(ARGV[${AT}]), tonumber(ARGV[${
 local giveBack, giveBackFrom, holder = tonumber(ARGV[${AT + 4}]), tonumber(ARGV[${AT + 5}]), ARGV[${AT + 6}]
 local ends, heldUntil, giveBackNo = ARGV[${AT + 7}] == '1', tonumber(ARGV[${AT + 8}]), tonumber(ARGV[${AT + 9}])
 local giveBackEpoch = ARGV[${AT + 10}]
-local h = redis.call('HMGET', KEYS[1], 's', 'c', 't', 'lu', 'ls', 'le', 'sq', 'rq', 'gb:' .. holder, 'h:' .. holder, 'ep')
+local askNo, cancelFrom = tonumber(ARGV[${AT + 11}]) or 0, tonumber(ARGV[${AT + 12}]) or 0
+local h = redis.call('HMGET', KEYS[1], 's', 'c', 't', 'lu', 'ls', 'le', 'sq', 'rq', 'gb:' .. holder, 'h:' .. holder, 'ep', 'g:' .. holder)
+-- An unanswered ask's grant (quota-leases.ts, rule 5): given back as an unused block, once (the
+-- record is consumed). (An ask carries no give-back of its own.)
+local cancelled = false
+if cancelFrom > 0 and h[12] then
+  local no, units, from, epoch = string.match(h[12], '^(%S+) (%S+) (%S+) (%S+)$')
+  if no and tonumber(no) >= cancelFrom then
+    redis.call('HDEL', KEYS[1], 'g:' .. holder)
+    giveBack, giveBackFrom, giveBackEpoch, cancelled = tonumber(units), tonumber(from), epoch, true
+  end
+end
 local st = ruleState(h, r, now)
 -- A give-back alone (no block wanted) leaves a counter of another window as it is stored: the
 -- rule's window may have changed since its grant (a reload: the counter is the new rule's now),
@@ -47,9 +61,11 @@ local le, sq, rq = tonumber(h[6]) or 0, tonumber(h[7]) or 0, tonumber(h[8]) or 0
 local changed = false
 local fields = {}
 -- Give-back: once per number, to the counter and window it came from only, never more than leases hold there.
-if giveBackNo > 0 and giveBackNo > (tonumber(h[9]) or 0) then
-  fields[#fields + 1] = 'gb:' .. holder
-  fields[#fields + 1] = giveBackNo
+if (giveBackNo > 0 and giveBackNo > (tonumber(h[9]) or 0)) or cancelled then
+  if giveBackNo > 0 then
+    fields[#fields + 1] = 'gb:' .. holder
+    fields[#fields + 1] = giveBackNo
+  end
   if not kept and h[11] == giveBackEpoch and giveBackFrom - (giveBackFrom % r.windowMs) == st.s then
     local credit = math.min(giveBack, lu)
     if credit > 0 then st.c, lu, changed = st.c - credit, lu - credit, true end
@@ -57,7 +73,7 @@ if giveBackNo > 0 and giveBackNo > (tonumber(h[9]) or 0) then
 end
 -- This replica's lease ended (unless a newer grant of it is later): 'le' falls to the others' latest end.
 if ends and (tonumber(h[10]) or 0) <= heldUntil then
-  redis.call('HDEL', KEYS[1], 'h:' .. holder)
+  redis.call('HDEL', KEYS[1], 'h:' .. holder, 'g:' .. holder)
   le = 0
   local all = redis.call('HGETALL', KEYS[1])
   for i = 1, #all, 2 do
@@ -82,6 +98,10 @@ if want > 0 and rq <= now and not r.gcra then
     fields[#fields + 1] = 'h:' .. holder
     fields[#fields + 1] = now + leaseMs
     le = math.max(le, now + leaseMs)
+    if askNo > 0 then
+      fields[#fields + 1] = 'g:' .. holder
+      fields[#fields + 1] = string.format('%.0f %.0f %.0f %s', askNo, n, st.s, h[11])
+    end
   end
 end
 -- The counter's fields are written with any other (a fresh window's expiry with them: a hash
