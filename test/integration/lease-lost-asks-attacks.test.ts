@@ -73,14 +73,15 @@ function keyOf() {
 }
 
 describe('attacks on lost lease asks (5234e5b)', () => {
-  // NEW, over-admission of prepaid credits. The cancel reads "did the block take credits" from
+  // NEW, over-admission of prepaid credits (fixed on rev-lost by the commit after the attacks:
+  // the record carries the credits its grant spent; it.fails before it). The cancel reads "did the block take credits" from
   // the *naming* ask's quota (ARGV[32]), not from the grant's record. A key whose lost ask was
   // granted on a plan without credits and that moves to a `credits: required` plan (keys.onChange:
   // QuotaLeases.forget ends leases but keeps `lost`) has its next ask credit the lost block's
   // units to 'cb' as credits, though that block took none, taken out of 'lc' (another replica's
   // block). Measured: cb 80 after the cancel, where 50 is right (100 added, 50 on h2's block):
   // h2 then admits its 50 from memory and Redis admits 80 more from 'cb': 130 credits spent of 100.
-  it.fails("credits: a lost block granted under a plan without credits gives back no credits when named under a credits plan", async () => {
+  it("credits: a lost block granted under a plan without credits gives back no credits when named under a credits plan", async () => {
     const k = keyOf();
     await k.store.changeCredits(k.subject, { add: 100 });
     await k.ask(FIXED, 1, 30); // h1, old plan (no credits): its answer lost
@@ -94,10 +95,10 @@ describe('attacks on lost lease asks (5234e5b)', () => {
     expect(named.creditBalance).toBe(50); // measured 80
   });
 
-  // NEW, the reverse (the original bug left in place): a lost block that took credits under a
+  // NEW (fixed with the one above), the reverse (the original bug left in place): a lost block that took credits under a
   // credits plan, named after the key moved to a plan without them, gives its units back but not
   // its credits. Measured: cb 70 (the lost 30 credits stay spent; 'lc' keeps 30 no block holds).
-  it.fails('credits: a lost block that took credits gives them back when named under a plan without credits', async () => {
+  it('credits: a lost block that took credits gives them back when named under a plan without credits', async () => {
     const k = keyOf();
     await k.store.changeCredits(k.subject, { add: 100 });
     await k.ask(CREDITS, 1, 30); // lost: 30 credits taken
@@ -105,13 +106,13 @@ describe('attacks on lost lease asks (5234e5b)', () => {
     expect((await k.store.changeCredits(k.subject, {})).after).toBe(100); // measured 70
   });
 
-  // NEW, gcra over-admission. The cancel takes `units × intervalUs` off the TAT with the naming
+  // NEW, gcra over-admission (fixed on rev-lost: the record carries its grant's interval; it.fails before). The cancel takes `units × intervalUs` off the TAT with the naming
   // ask's interval (ARGV[12]), not the one the lost block's cells were charged at. A key moved to a
   // plan with a longer interval (a lower perMinute) between the lost ask and its name gets its TAT
   // moved below where it stood before the lost grant. Measured: 20 cells charged at 11 998 µs
   // (239 960 µs) taken off as 20 × 29 986 µs = 599 720 µs: the TAT ends 359 760 µs below
   // the first block's end, 12 cells of the slow plan admitted past its limit.
-  it.fails("gcra: a named lost block comes off the TAT by the cells it was charged, whatever the key's plan is now", async () => {
+  it("gcra: a named lost block comes off the TAT by the cells it was charged, whatever the key's plan is now", async () => {
     const k = keyOf();
     await k.ask(GCRA_FAST, 1, 10); // answered, in use
     const afterFirst = (await k.counts(GCRA_FAST)).tatUs;

@@ -589,22 +589,26 @@ local he = tonumber(redis.call('HGET', KEYS[1], 'he')) or 0
 local backHashEpoch, backBlock = tonumber(ARGV[35]) or 0, tonumber(ARGV[36]) or 0
 -- An ask whose answer was lost (a connection cut, a timeout: quota-leases.ts, rule 5): its holder
 -- never uses a block it may have been granted, so that block goes back as an unused one. Each grant
--- leaves 'g:<holder>' in KEYS[2], '<ask's number> <units> <minute> <day> <month> <he> <ce> <end>',
+-- leaves 'g:<holder>' in KEYS[2], '<ask's number> <units> <minute> <day> <month> <he> <ce> <end>
+-- <credits spent> <gcra interval µs, 0: fixed>': what the grant took, read from the record, not
+-- from this step's quota (the key may have moved to another plan since: credits, or a gcra
+-- interval, of its own),
 -- and a replica's asks of a key go one at a time, so when the ask named cancelFrom or a later
 -- one (all unanswered) was granted, it is that record. Consumed here: once only, whatever comes
 -- after. (This step carries no give-back of its own: an ask, or a lease's end.)
 local cancelFrom = tonumber(ARGV[37]) or 0
+-- The interval the given-back cells were charged at (a cancelled grant's own, below).
+local backIntervalUs = intervalUs
 if cancelFrom > 0 then
   local lost = redis.call('HGET', KEYS[2], 'g:' .. holder)
-  local no, units, minute, day, month, grantHe, grantCe, grantEnd
-  if lost then no, units, minute, day, month, grantHe, grantCe, grantEnd = string.match(lost, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$') end
-  if no and tonumber(no) >= cancelFrom then
+  local r = {}
+  if lost then for field in string.gmatch(lost, '%S+') do r[#r + 1] = tonumber(field) end end
+  if #r >= 10 and r[1] >= cancelFrom then
     redis.call('HDEL', KEYS[2], 'g:' .. holder)
-    back, backMinute, backDay, backMonth = tonumber(units), tonumber(minute), tonumber(day), tonumber(month)
-    backHashEpoch, backEpoch, backCredits = tonumber(grantHe), tonumber(grantCe), 0
-    if credits then backCredits = back end
-    if gcra then backBlock = tonumber(no) end
-    if ends then heldUntil = tonumber(grantEnd) end
+    back, backMinute, backDay, backMonth = r[2], r[3], r[4], r[5]
+    backHashEpoch, backEpoch, backCredits = r[6], r[7], r[9]
+    if r[10] > 0 then backBlock, backIntervalUs = r[1], r[10] end
+    if ends then heldUntil = r[8] end
   end
 end
 if backHashEpoch ~= 0 and backHashEpoch ~= he then back, backCredits = 0, 0 end
@@ -678,15 +682,15 @@ if back > 0 then
   -- TAT is E), or the freed slots all lie after now + leaseMs and after 'le', the end of every
   -- lease out (a replica whose leaseMs is longer, in a rolling change of it, uses its blocks later).
   local usedBy = math.max(nowUs + leaseUs, s.le * 1000)
-  if backEnd and s.mt > nowUs and s.mt >= backEnd and (s.mt == backEnd or backEnd - back * intervalUs >= usedBy) then
-    s.mt = s.mt - back * intervalUs; changed = true
-    logTatMove(KEYS[3], now, backEnd, back * intervalUs, burst * intervalUs)
+  if backEnd and s.mt > nowUs and s.mt >= backEnd and (s.mt == backEnd or backEnd - back * backIntervalUs >= usedBy) then
+    s.mt = s.mt - back * backIntervalUs; changed = true
+    logTatMove(KEYS[3], now, backEnd, back * backIntervalUs, burst * intervalUs)
     -- The blocks granted after it lie above it: they move down with it.
     local blocks = redis.call('HGETALL', KEYS[2])
     for i = 1, #blocks, 2 do
       if string.sub(blocks[i], 1, 2) == 'b:' then
         local e, q = blockAt(blocks[i + 1])
-        if q > backSeq then redis.call('HSET', KEYS[2], blocks[i], string.format('%.0f %.0f', e - back * intervalUs, q)) end
+        if q > backSeq then redis.call('HSET', KEYS[2], blocks[i], string.format('%.0f %.0f', e - back * backIntervalUs, q)) end
       end
     end
   end
@@ -737,7 +741,8 @@ if want > 0 and s.bu <= now and recallUntil <= now then
     -- A block admits no later than leaseMs after this moment (quota-leases.ts, rules 4 and 8).
     local untilMs = now + leaseUs / 1000
     s.le = math.max(s.le, untilMs)
-    local record = string.format('%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f', askBlock, granted, s.ms, s.ds, s.ys, he, ce, untilMs)
+    local record = string.format('%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f', askBlock, granted, s.ms, s.ds, s.ys, he, ce, untilMs,
+      spent, gcra and intervalUs or 0)
     redis.call('HSET', KEYS[2], holder, string.format('%.0f', untilMs), 'g:' .. holder, record)
     redis.call('PEXPIRE', KEYS[2], string.format('%.0f', leaseUs / 1000 + MINUTE_MS))
   end
