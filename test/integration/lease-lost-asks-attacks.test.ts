@@ -124,13 +124,13 @@ describe('attacks on lost lease asks (5234e5b)', () => {
     expect(afterFirst - tatUs).toBe(0); // measured 359 760
   });
 
-  // Hole in the fix (older behaviour kept): a lease's ending step deletes 'g:<holder>' whenever the
-  // holder's end equals the lease's heldUntilMs. A renewal granted in the same Redis millisecond
-  // as the lease's grant (a tiny block near the limit, renewed after one request) has the same end,
-  // so when its answer is lost and the lease then ends, the end step deletes the lost grant's
-  // record and the holder: the name finds nothing, and the lost block stays counted (credits: spent).
-  // Measured: minute 40 (the used 10, the lost renewal's 20, the naming ask's 10); right: 20.
-  it.fails("a lease ending in the same millisecond's end as a lost renewal's grant leaves that grant's record to its name", async () => {
+  // Was a hole (mended: an ending step leaves the records): a lease's ending step deleted
+  // 'g:<holder>' whenever the holder's end equalled the lease's heldUntilMs. A renewal granted in
+  // the same Redis millisecond as the lease's grant (a tiny block near the limit, renewed after one
+  // request) has the same end, so when its answer was lost and the lease then ended, the end step
+  // deleted the lost grant's record: the name found nothing, and the lost block stayed counted.
+  // Measured before: minute 40 (the used 10, the lost renewal's 20, the naming ask's 10); right: 20.
+  it("a lease ending in the same millisecond's end as a lost renewal's grant leaves that grant's record to its name", async () => {
     const k = keyOf();
     const first = await k.ask(FIXED, 1, 10); // answered: the lease
     await k.ask(FIXED, 2, 20); // its renewal, same ms: answer lost
@@ -140,10 +140,10 @@ describe('attacks on lost lease asks (5234e5b)', () => {
     expect(await k.counts(FIXED)).toMatchObject({ minute: 20, day: 20 }); // 10 used + 10 new; measured 40
   });
 
-  // Stuck-ish (older behaviour, not made worse): the name gives the lost block back but leaves the
-  // lost grant's holder entry and 'le', so a request at the limit is recalled and waits for a lease
-  // nobody holds (up to le + RECALL_GRACE_MS). Shown as the state after the naming step.
-  it('after the name: the lost grant still holds the key (holder entry and le), no lease being out', async () => {
+  // Was stuck-ish (mended: the record keeps the holder's end before the grant): the name gave the
+  // lost block back but left the lost grant's holder entry and 'le' (T0 + leaseMs), so a request
+  // at the limit was recalled and waited for a lease nobody held (up to le + RECALL_GRACE_MS).
+  it('after the name: the lost grant holds the key no more (holder entry and le), no lease being out', async () => {
     const k = keyOf();
     await k.ask(FIXED, 1, 20); // lost (an open: the replica holds no lease of the key)
     k.clock.nowMs += 1;
@@ -151,21 +151,34 @@ describe('attacks on lost lease asks (5234e5b)', () => {
     expect((await k.ask(FIXED, 2, 0, { cancelFrom: 1 })).granted).toBe(0);
     expect(await k.counts(FIXED)).toMatchObject({ minute: 0, day: 0 });
     const holders = await redis.client().hgetall(leaseHoldersKey(k.subject));
-    expect(Object.keys(holders)).toEqual(['h1']);
+    expect(Object.keys(holders)).toEqual([]);
     const le = Number(await redis.client().hget(quotaKey(k.subject), 'le'));
-    expect(le).toBe(T0 + LEASE_MS);
+    expect(le).toBe(0);
   });
 
-  // The record is one field per holder: a holder that never ends its lease (killed, or its ending
-  // step mismatched) leaves 'g:<holder>' for as long as any replica keeps granting (the holders'
-  // sweep drops the holder's field once its units cannot be out, never its record).
-  it("a killed holder's grant record outlives its holder entry while the key stays hot", async () => {
+  it("a lost renewal named while its lease is still out: the holder keeps that lease's end", async () => {
+    const k = keyOf();
+    await k.ask(FIXED, 1, 10); // answered: the lease, to T0 + leaseMs
+    k.clock.nowMs += 300;
+    await k.ask(FIXED, 2, 20); // the renewal, to T0 + 300 + leaseMs: answer lost
+    k.clock.nowMs += 1;
+    await k.ask(FIXED, 3, 0, { cancelFrom: 2 }); // the next renewal names it, granted nothing
+    expect(await k.counts(FIXED)).toMatchObject({ minute: 10, day: 10 });
+    expect(await redis.client().hget(leaseHoldersKey(k.subject), 'h1')).toBe(String(T0 + LEASE_MS));
+    expect(Number(await redis.client().hget(quotaKey(k.subject), 'le'))).toBe(T0 + LEASE_MS);
+  });
+
+  // The record is one field per holder, kept for as long as any replica keeps granting (the
+  // holders' sweep drops a holder's field once its units cannot be out, never its record, which a
+  // lost ask's name may still need after that: a failover's outage is longer than the grace). One
+  // field per process that held the key.
+  it("a grant's record outlives its holder entry while the key stays hot, one per holder", async () => {
     const k = keyOf();
     await k.ask(FIXED, 1, 10, { holder: 'dead' });
     k.clock.nowMs += LEASE_MS + 1000; // past its end and the grace
     const live = await k.ask(FIXED, 1, 10, { holder: 'live' });
     await k.end(FIXED, live, 1, 10, 1, 'live'); // the live one's end sweeps the holders
     const holders = await redis.client().hgetall(leaseHoldersKey(k.subject));
-    expect(Object.keys(holders).sort()).toEqual(['g:dead']);
+    expect(Object.keys(holders).sort()).toEqual(['g:dead', 'g:live']);
   });
 });

@@ -590,13 +590,15 @@ local backHashEpoch, backBlock = tonumber(ARGV[35]) or 0, tonumber(ARGV[36]) or 
 -- An ask whose answer was lost (a connection cut, a timeout: quota-leases.ts, rule 5): its holder
 -- never uses a block it may have been granted, so that block goes back as an unused one. Each grant
 -- leaves 'g:<holder>' in KEYS[2], '<ask's number> <units> <minute> <day> <month> <he> <ce> <end>
--- <credits spent> <gcra interval µs, 0: fixed>': what the grant took, read from the record, not
+-- <credits spent> <gcra interval µs, 0: fixed> <the holder's end before it>': what the grant took, read from the record, not
 -- from this step's quota (the key may have moved to another plan since: credits, or a gcra
 -- interval, of its own),
 -- and a replica's asks of a key go one at a time, so when the ask named cancelFrom or a later
 -- one (all unanswered) was granted, it is that record. Consumed here: once only, whatever comes
 -- after. (This step carries no give-back of its own: an ask, or a lease's end.)
 local cancelFrom = tonumber(ARGV[37]) or 0
+-- A cancelled grant's end, and its holder's end before it (the record's last field; 0: none).
+local lostEnd, endBefore = nil, 0
 -- The interval the given-back cells were charged at (a cancelled grant's own, below).
 local backIntervalUs = intervalUs
 if cancelFrom > 0 then
@@ -608,7 +610,7 @@ if cancelFrom > 0 then
     back, backMinute, backDay, backMonth = r[2], r[3], r[4], r[5]
     backHashEpoch, backEpoch, backCredits = r[6], r[7], r[9]
     if r[10] > 0 then backBlock, backIntervalUs = r[1], r[10] end
-    if ends then heldUntil = r[8] end
+    if #r >= 11 then lostEnd, endBefore = r[8], r[11] end
   end
 end
 if backHashEpoch ~= 0 and backHashEpoch ~= he then back, backCredits = 0, 0 end
@@ -697,8 +699,9 @@ if back > 0 then
 end
 local leasedBefore = s.le
 -- A lease that ends leaves the holders; 'le' becomes the latest end of those still in force.
-if ends and tonumber(redis.call('HGET', KEYS[2], holder)) == heldUntil then
-  redis.call('HDEL', KEYS[2], holder, 'g:' .. holder)
+-- (A grant's record stays: it may be a lost renewal's, granted in the ending lease's millisecond,
+-- still to be named.)
+local function latestHeld()
   local latest = 0
   local held = redis.call('HGETALL', KEYS[2])
   for i = 2, #held, 2 do
@@ -709,6 +712,18 @@ if ends and tonumber(redis.call('HGET', KEYS[2], holder)) == heldUntil then
       if unitsOut(untilMs, now) then latest = math.max(latest, untilMs) else redis.call('HDEL', KEYS[2], held[i - 1]) end
     end
   end
+  return latest
+end
+if ends and tonumber(redis.call('HGET', KEYS[2], holder)) == heldUntil then
+  redis.call('HDEL', KEYS[2], holder)
+  local latest = latestHeld()
+  if latest < s.le then s.le = latest; changed = true end
+end
+-- A cancelled grant holds nothing: its holder's end goes back to what it was before it (none: it
+-- leaves the holders), so that a refusal waits for no units that are not out.
+if lostEnd and tonumber(redis.call('HGET', KEYS[2], holder)) == lostEnd then
+  if endBefore > 0 then redis.call('HSET', KEYS[2], holder, string.format('%.0f', endBefore)) else redis.call('HDEL', KEYS[2], holder) end
+  local latest = latestHeld()
   if latest < s.le then s.le = latest; changed = true end
 end
 local granted = 0
@@ -741,8 +756,8 @@ if want > 0 and s.bu <= now and recallUntil <= now then
     -- A block admits no later than leaseMs after this moment (quota-leases.ts, rules 4 and 8).
     local untilMs = now + leaseUs / 1000
     s.le = math.max(s.le, untilMs)
-    local record = string.format('%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f', askBlock, granted, s.ms, s.ds, s.ys, he, ce, untilMs,
-      spent, gcra and intervalUs or 0)
+    local record = string.format('%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f', askBlock, granted, s.ms, s.ds, s.ys, he, ce, untilMs,
+      spent, gcra and intervalUs or 0, tonumber(redis.call('HGET', KEYS[2], holder)) or 0)
     redis.call('HSET', KEYS[2], holder, string.format('%.0f', untilMs), 'g:' .. holder, record)
     redis.call('PEXPIRE', KEYS[2], string.format('%.0f', leaseUs / 1000 + MINUTE_MS))
   end

@@ -73,7 +73,8 @@ if (giveBackNo > 0 and giveBackNo > (tonumber(h[9]) or 0)) or cancelled then
 end
 -- This replica's lease ended (unless a newer grant of it is later): 'le' falls to the others' latest end.
 if ends and (tonumber(h[10]) or 0) <= heldUntil then
-  redis.call('HDEL', KEYS[1], 'h:' .. holder, 'g:' .. holder)
+  -- (Its grant's record stays: it may be a lost renewal's, granted in this lease's millisecond.)
+  redis.call('HDEL', KEYS[1], 'h:' .. holder)
   le = 0
   local all = redis.call('HGETALL', KEYS[1])
   for i = 1, #all, 2 do
