@@ -201,8 +201,9 @@ interface Rate {
 }
 
 /**
- * How long an unanswered ask is named by the key's next asks (rule 5): Redis keeps a grant's
- * record with the key's lease holders, a minute past the last grant's lease.
+ * How long an unanswered ask is named by the key's next asks (rule 5). Redis keeps a grant's
+ * record as long as the key's lease holders (a minute past the last grant of any replica); a name
+ * forgotten sooner only leaves that block counted, never admitted.
  */
 const LOST_ASK_MS = 2 * MINUTE_MS;
 
@@ -263,8 +264,8 @@ export class QuotaLeases {
   private readonly renewing = new Set<string>();
   /**
    * Per subject: the first of its asks whose answer never came, and when (rule 5): the next ask
-   * names it, and Redis gives back what it granted. Forgotten once an ask is answered, or after
-   * LOST_ASK_MS (Redis keeps the grant's record no longer than the key's holders).
+   * names it, and Redis gives back what it granted. Forgotten once an ask is answered (that ask's
+   * step did), or after LOST_ASK_MS.
    */
   private readonly lost = new Map<string, { from: number; atMs: number }>();
   private closed = false;
