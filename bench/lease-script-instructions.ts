@@ -29,23 +29,27 @@ for (const algorithm of values.algorithms.split(','))
   }
 
 async function count(dist: string, gcra: boolean): Promise<number> {
-  const { RedisQuotaStore } = (await import(`${dist}/store/redis/redis-quota-store.js`)) as typeof import('../src/store/redis/redis-quota-store.js');
+  const { RedisQuotaStore } = (await import(
+    `${dist}/store/redis/redis-quota-store.js`
+  )) as typeof import('../src/store/redis/redis-quota-store.js');
   const { connectRedis } = (await import(`${dist}/store/redis/connect.js`)) as typeof import('../src/store/redis/connect.js');
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-callgrind-'));
   const port = await freePort();
-  const server = spawn('valgrind', ['--tool=callgrind', `--callgrind-out-file=${dir}/out`, 'redis-server', '--port', String(port), '--save', '', '--appendonly', 'no'], {
-    stdio: 'ignore',
-    cwd: dir,
-  });
+  const server = spawn(
+    'valgrind',
+    ['--tool=callgrind', `--callgrind-out-file=${dir}/out`, 'redis-server', '--port', String(port), '--save', '', '--appendonly', 'no'],
+    {
+      stdio: 'ignore',
+      cwd: dir,
+    },
+  );
   try {
     const url = `redis://127.0.0.1:${port}`;
     await waitForRedis(url);
     const redis = connectRedis(url, 'gateway', 60_000);
     await new Promise((ready) => redis.once('ready', ready));
     const store = new RedisQuotaStore(redis);
-    const quota = gcra
-      ? { perMinute: 1e9, perDay: 1e12, algorithm: 'gcra' as const, burst: 1e8 }
-      : { perMinute: 1e9, perDay: 1e12 };
+    const quota = gcra ? { perMinute: 1e9, perDay: 1e12, algorithm: 'gcra' as const, burst: 1e8 } : { perMinute: 1e9, perDay: 1e12 };
     const ban = { afterRejections: 3, window: 60, duration: 120 };
     let no = 0;
     let steps = 0;
@@ -55,7 +59,17 @@ async function count(dist: string, gcra: boolean): Promise<number> {
         Array.from({ length: keys }, async (_, k) => {
           const id = `${prefix}${k}`;
           for (const holder of holders) {
-            const base = { divisor: 1, minBlock: 1, leaseMs: 1000, giveBack: 0, giveBackMinuteStartMs: 0, giveBackDayStartMs: 0, holder, ends: false, heldUntilMs: 0 };
+            const base = {
+              divisor: 1,
+              minBlock: 1,
+              leaseMs: 1000,
+              giveBack: 0,
+              giveBackMinuteStartMs: 0,
+              giveBackDayStartMs: 0,
+              holder,
+              ends: false,
+              heldUntilMs: 0,
+            };
             const b1 = ++no;
             await store.reserve(id, quota, ban, { ...base, want: 100, block: b1 });
             const b2 = ++no;

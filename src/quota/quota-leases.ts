@@ -380,7 +380,8 @@ export class QuotaLeases {
     const rate = this.count(subject, cost, nowMs);
     const lease = this.current(subject, quota, ban, nowMs);
     if (!lease) {
-      if (!this.asking.has(subject) && !this.renewing.has(subject) && this.hot(rate, cost, nowMs)) this.open(subject, quota, ban, rate, nowMs);
+      if (!this.asking.has(subject) && !this.renewing.has(subject) && this.hot(rate, cost, nowMs))
+        this.open(subject, quota, ban, rate, nowMs);
       return false;
     }
     if (unused(lease) >= cost) return true;

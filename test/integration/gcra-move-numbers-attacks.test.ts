@@ -325,8 +325,7 @@ describe('stores side by side: settlement effects, clock steps and plan reloads'
             } else if (op.op === 'fill') {
               const [a, b] = [await m.fill(op.most), await r.fill(op.most)];
               if (!reloaded) expect(b, ctx).toBe(a);
-            }
-            else if (op.op === 'wait') m.clock.nowMs = r.clock.nowMs += op.ms;
+            } else if (op.op === 'wait') m.clock.nowMs = r.clock.nowMs += op.ms;
             else if (op.op === 'back') m.clock.nowMs = r.clock.nowMs -= op.ms;
             else if (op.op === 'reload') {
               m.plan.quota = r.plan.quota = m.plan.quota === GCRA ? FIXED : GCRA;

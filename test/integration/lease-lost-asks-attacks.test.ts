@@ -81,7 +81,7 @@ describe('attacks on lost lease asks (5234e5b)', () => {
   // units to 'cb' as credits, though that block took none, taken out of 'lc' (another replica's
   // block). Measured: cb 80 after the cancel, where 50 is right (100 added, 50 on h2's block):
   // h2 then admits its 50 from memory and Redis admits 80 more from 'cb': 130 credits spent of 100.
-  it("credits: a lost block granted under a plan without credits gives back no credits when named under a credits plan", async () => {
+  it('credits: a lost block granted under a plan without credits gives back no credits when named under a credits plan', async () => {
     const k = keyOf();
     await k.store.changeCredits(k.subject, { add: 100 });
     await k.ask(FIXED, 1, 30); // h1, old plan (no credits): its answer lost

@@ -15,7 +15,16 @@ function replica() {
   const store = {
     reserve: (_id: string, quota: Quota, _ban: BanPolicy, request: LeaseRequest) =>
       new Promise<LeaseGrant>((resolve, reject) => {
-        const grant = { granted: 0, minuteStartMs: MINUTE, dayStartMs: DAY, nowMs: MINUTE + 5_000, minuteCount: 0, dayCount: 0, minuteTatUs: 0, seq: 0 };
+        const grant = {
+          granted: 0,
+          minuteStartMs: MINUTE,
+          dayStartMs: DAY,
+          nowMs: MINUTE + 5_000,
+          minuteCount: 0,
+          dayCount: 0,
+          minuteTatUs: 0,
+          seq: 0,
+        };
         asks.push({ quota, request, answer: (g) => resolve({ ...grant, ...g }), fail: reject });
       }),
   };
