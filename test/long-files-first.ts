@@ -8,6 +8,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 const LONGEST = [
   'quota-loaded-exact',
   'quota-leases',
+  'rule-leases',
   'keys-cli',
   'ws-key-expiry',
   'kubernetes-lifecycle',
