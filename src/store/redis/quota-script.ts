@@ -714,10 +714,21 @@ local function latestHeld()
   end
   return latest
 end
-if ends and tonumber(redis.call('HGET', KEYS[2], holder)) == heldUntil then
+local heldEnd = tonumber(redis.call('HGET', KEYS[2], holder))
+if ends and heldEnd == heldUntil then
   redis.call('HDEL', KEYS[2], holder)
   local latest = latestHeld()
   if latest < s.le then s.le = latest; changed = true end
+elseif ends and heldEnd then
+  -- A later grant of this holder (a lost renewal's, still to be named) keeps it among the holders;
+  -- the lease ending here was that grant's "end before": its cancel puts back none (nothing is out).
+  local rec = redis.call('HGET', KEYS[2], 'g:' .. holder)
+  local r = {}
+  if rec then for field in string.gmatch(rec, '%S+') do r[#r + 1] = field end end
+  if #r >= 11 and tonumber(r[8]) == heldEnd and tonumber(r[11]) == heldUntil then
+    r[11] = '0'
+    redis.call('HSET', KEYS[2], 'g:' .. holder, table.concat(r, ' '))
+  end
 end
 -- A cancelled grant holds nothing: its holder's end goes back to what it was before it (none: it
 -- leaves the holders), so that a refusal waits for no units that are not out.
