@@ -148,11 +148,11 @@ describe('attacks on the holder-end restore and the records kept past ends (09da
     expect(await k.le()).toBe(T0 + 1400);
   });
 
-  // RULE_LEASE_SCRIPT got (a) but not (b): a rule counter's lost open, named, leaves 'h:<holder>'
-  // and 'le' at the lost grant's end, nobody holding a lease: a request at the rule's limit is a
-  // recall (RULES_QUOTA_SCRIPT) and waits up to le + RECALL_GRACE_MS for units nobody holds.
-  // Measured: 'h:h1' = T0 + 1000, le = T0 + 1000 after the name; right (as LEASE_SCRIPT): gone, 0.
-  it.fails("a rule counter's named lost open leaves the holders as LEASE_SCRIPT does", async () => {
+  // RULE_LEASE_SCRIPT got (a) but not (b) at first (mended since): a rule counter's lost open,
+  // named, left 'h:<holder>' and 'le' at the lost grant's end, nobody holding a lease: a request at
+  // the rule's limit was a recall (RULES_QUOTA_SCRIPT) and waited up to le + RECALL_GRACE_MS for
+  // units nobody held. Measured: 'h:h1' = T0 + 1000, le = T0 + 1000 after the name; right: gone, 0.
+  it("a rule counter's named lost open leaves the holders as LEASE_SCRIPT does", async () => {
     const clock = { nowMs: T0 };
     const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
     const rule = ruleCharge('restore', 1000, 60_000, false, 1, `restore-rule-${++run}`);
@@ -177,5 +177,43 @@ describe('attacks on the holder-end restore and the records kept past ends (09da
     const fields = await redis.client().hgetall(ruleKeys([rule])[0]!);
     expect(fields['h:h1']).toBeUndefined(); // measured T0 + 1000
     expect(Number(fields.le ?? 0)).toBe(0); // measured T0 + 1000
+  });
+
+  it("a rule counter's lost renewal named after its lease ended: the ended lease's end is not put back", async () => {
+    const clock = { nowMs: T0 };
+    const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
+    const rule = ruleCharge('restore-end', 1000, 60_000, false, 1, `restore-end-${++run}`);
+    const ask = (block: number, want: number, more: Partial<LeaseRequest> = {}): LeaseRequest => ({
+      want,
+      divisor: 1,
+      minBlock: 1,
+      giveBack: 0,
+      giveBackMinuteStartMs: 0,
+      giveBackDayStartMs: 0,
+      leaseMs: LEASE_MS,
+      block,
+      holder: 'h1',
+      ends: false,
+      heldUntilMs: 0,
+      ...more,
+    });
+    const lease = await store.reserveRule!(rule, ask(1, 10)); // answered: to T0 + 1000
+    clock.nowMs = T0 + 300;
+    await store.reserveRule!(rule, ask(2, 20)); // the renewal, to T0 + 1300: answer lost
+    clock.nowMs = T0 + 990;
+    // The lease lapses, its 10 used: its ending step (the holder stays, the renewal's end is later).
+    await store.reserveRule!(rule, {
+      ...ask(0, 0),
+      giveBackMinuteStartMs: lease.minuteStartMs,
+      ends: true,
+      heldUntilMs: T0 + LEASE_MS,
+      giveBackNo: 1,
+      giveBackCreditEpoch: lease.creditEpoch,
+    });
+    clock.nowMs = T0 + 995;
+    expect((await store.reserveRule!(rule, ask(3, 0, { cancelFrom: 2 }))).minuteCount).toBe(10);
+    const fields = await redis.client().hgetall(ruleKeys([rule])[0]!);
+    expect(fields['h:h1']).toBeUndefined();
+    expect(Number(fields.le ?? 0)).toBe(0);
   });
 });

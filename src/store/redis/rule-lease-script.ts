@@ -18,8 +18,9 @@ import { RULE_ARGS, RULE_PIECES } from './limit-rules-script.js';
 //   'ep'         the counter's epoch: set (Redis's clock in µs) by its first grant; a give-back
 //                carries its grant's and is credited only to that counter, never to one made anew
 //                (Redis restarted empty, FLUSHDB) while the lease was out
-//   'g:<holder>' that replica's last grant, '<its ask's number> <units> <window start> <epoch>':
-//                an ask naming an earlier unanswered one (cancelFrom) gives it back, as LEASE_SCRIPT
+//   'g:<holder>' that replica's last grant, '<its ask's number> <units> <window start> <epoch>
+//                <end> <the holder's end before it>': an ask naming an earlier unanswered one
+//                (cancelFrom) gives it back and puts the holder's end back, as LEASE_SCRIPT
 // KEYS[1] the counter; ARGV nowMs ('' = Redis TIME), the rule's RULE_ARGS numbers, then want,
 // divisor, minBlock, leaseMs, giveBack, giveBackMinuteStartMs (the start of the window the units
 // came from), holder, ends (1: this replica's lease ends), heldUntilMs (that lease's last grant's
@@ -38,14 +39,23 @@ local askNo, cancelFrom = tonumber(ARGV[${AT + 11}]) or 0, tonumber(ARGV[${AT + 
 local h = redis.call('HMGET', KEYS[1], 's', 'c', 't', 'lu', 'ls', 'le', 'sq', 'rq', 'gb:' .. holder, 'h:' .. holder, 'ep', 'g:' .. holder)
 -- An unanswered ask's grant (quota-leases.ts, rule 5): given back as an unused block, once (the
 -- record is consumed). (An ask carries no give-back of its own.)
-local cancelled = false
+-- Its holder's end goes back to the one before it, as LEASE_SCRIPT's (lostEnd, endBefore).
+local function fieldsOf(record)
+  local list = {}
+  for field in string.gmatch(record, '%S+') do list[#list + 1] = field end
+  return list
+end
+local cancelled, lostEnd, endBefore = false, nil, 0
 if cancelFrom > 0 and h[12] then
-  local no, units, from, epoch = string.match(h[12], '^(%S+) (%S+) (%S+) (%S+)$')
-  if no and tonumber(no) >= cancelFrom then
+  local rec = fieldsOf(h[12])
+  if #rec >= 4 and tonumber(rec[1]) >= cancelFrom then
     redis.call('HDEL', KEYS[1], 'g:' .. holder)
-    giveBack, giveBackFrom, giveBackEpoch, cancelled = tonumber(units), tonumber(from), epoch, true
+    giveBack, giveBackFrom, giveBackEpoch, cancelled = tonumber(rec[2]), tonumber(rec[3]), rec[4], true
+    if #rec >= 6 then lostEnd, endBefore = tonumber(rec[5]), tonumber(rec[6]) end
   end
 end
+-- This replica's end among the holders as the step goes.
+local heldEnd = tonumber(h[10]) or 0
 local st = ruleState(h, r, now)
 -- A give-back alone (no block wanted) leaves a counter of another window as it is stored: the
 -- rule's window may have changed since its grant (a reload: the counter is the new rule's now),
@@ -72,17 +82,37 @@ if (giveBackNo > 0 and giveBackNo > (tonumber(h[9]) or 0)) or cancelled then
   end
 end
 -- This replica's lease ended (unless a newer grant of it is later): 'le' falls to the others' latest end.
-if ends and (tonumber(h[10]) or 0) <= heldUntil then
-  -- (Its grant's record stays: it may be a lost renewal's, granted in this lease's millisecond.)
-  redis.call('HDEL', KEYS[1], 'h:' .. holder)
-  le = 0
+local function latestHeld()
+  local latest = 0
   local all = redis.call('HGETALL', KEYS[1])
   for i = 1, #all, 2 do
     if string.sub(all[i], 1, 2) == 'h:' then
       local untilMs = tonumber(all[i + 1])
-      if unitsOut(untilMs, now) then le = math.max(le, untilMs) else redis.call('HDEL', KEYS[1], all[i]) end
+      if unitsOut(untilMs, now) then latest = math.max(latest, untilMs) else redis.call('HDEL', KEYS[1], all[i]) end
     end
   end
+  return latest
+end
+if ends and heldEnd <= heldUntil then
+  -- (Its grant's record stays: it may be a lost renewal's, granted in this lease's millisecond.)
+  redis.call('HDEL', KEYS[1], 'h:' .. holder)
+  heldEnd = 0
+  le = latestHeld()
+  changed = true
+elseif ends and h[12] then
+  -- A later grant of this holder (a lost renewal's, still to be named) keeps it among the holders:
+  -- the lease ending here was that grant's end before it, so its name puts back none.
+  local rec = fieldsOf(h[12])
+  if #rec >= 6 and tonumber(rec[5]) == heldEnd and tonumber(rec[6]) == heldUntil then
+    rec[6] = '0'
+    redis.call('HSET', KEYS[1], 'g:' .. holder, table.concat(rec, ' '))
+  end
+end
+-- A cancelled grant holds nothing: its holder's end goes back to what it was before it.
+if lostEnd and heldEnd == lostEnd then
+  if endBefore > 0 then redis.call('HSET', KEYS[1], 'h:' .. holder, string.format('%.0f', endBefore)) else redis.call('HDEL', KEYS[1], 'h:' .. holder) end
+  heldEnd = endBefore
+  le = latestHeld()
   changed = true
 end
 -- A block: at most what is left / divisor, none below minBlock, none while a recall waits.
@@ -101,7 +131,7 @@ if want > 0 and rq <= now and not r.gcra then
     le = math.max(le, now + leaseMs)
     if askNo > 0 then
       fields[#fields + 1] = 'g:' .. holder
-      fields[#fields + 1] = string.format('%.0f %.0f %.0f %s', askNo, n, st.s, h[11])
+      fields[#fields + 1] = string.format('%.0f %.0f %.0f %s %.0f %.0f', askNo, n, st.s, h[11], now + leaseMs, heldEnd)
     end
   end
 end
