@@ -12,10 +12,10 @@ export const MINUTE = Date.UTC(2030, 0, 10, 12, 0);
 export const DAY = Date.UTC(2030, 0, 10);
 
 export function scriptedStore() {
-  const asks: Array<{ request: LeaseRequest; answer: (grant: Partial<LeaseGrant>) => void; fail: (err: Error) => void }> = [];
+  const asks: Array<{ quota: Quota; request: LeaseRequest; answer: (grant: Partial<LeaseGrant>) => void; fail: (err: Error) => void }> = [];
   const hooks: { apply?: (notice: QuotaNotice) => void; gap?: () => void } = {};
   const store = {
-    reserve: (_id: string, _quota: Quota, _ban: BanPolicy, request: LeaseRequest) =>
+    reserve: (_id: string, quota: Quota, _ban: BanPolicy, request: LeaseRequest) =>
       new Promise<LeaseGrant>((resolve, reject) => {
         const grant = {
           granted: 0,
@@ -27,7 +27,7 @@ export function scriptedStore() {
           minuteTatUs: 0,
           seq: 0,
         };
-        asks.push({ request, answer: (g) => resolve({ ...grant, ...g }), fail: reject });
+        asks.push({ quota, request, answer: (g) => resolve({ ...grant, ...g }), fail: reject });
       }),
     notices: (apply: (notice: QuotaNotice) => void, gap: () => void) => Object.assign(hooks, { apply, gap }),
   };

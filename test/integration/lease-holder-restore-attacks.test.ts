@@ -3,9 +3,10 @@ import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { leaseHoldersKey, quotaKey } from '../../src/store/redis/redis-keys.js';
 import { ruleKeys } from '../../src/store/redis/redis-limit-rules.js';
-import type { LeaseGrant, LeaseRequest } from '../../src/store/quota-store.js';
+import type { LeaseGrant } from '../../src/store/quota-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
 import { ruleCharge } from '../helpers/rule-charges.js';
+import { leaseAsk, leaseEnd, leaseRequest } from '../helpers/lease-requests.js';
 
 // Reviewer's attacks on 09da4ad: (a) an ending step keeps 'g:<holder>'; (b) a cancel whose record's
 // end is the holder's end restores the holder's end before that grant. Each case is a sequence of
@@ -25,37 +26,10 @@ function keyOf() {
   const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
   const subject = `restore-${++run}`;
   const ask = (block: number, want: number, cancelFrom = 0, holder = 'h1') =>
-    store.reserve(subject, FIXED, ban, {
-      want,
-      divisor: 1,
-      minBlock: 1,
-      giveBack: 0,
-      giveBackMinuteStartMs: 0,
-      giveBackDayStartMs: 0,
-      leaseMs: LEASE_MS,
-      block,
-      holder,
-      ends: false,
-      heldUntilMs: 0,
-      ...(cancelFrom > 0 && { cancelFrom }),
-    });
+    store.reserve(subject, FIXED, ban, leaseAsk(block, want, cancelFrom, holder));
   /** The give-back a lease's end sends (quota-leases.ts giveBack, ends: its last block). */
   const end = (grant: LeaseGrant, left: number, giveBackNo: number, holder = 'h1') =>
-    store.reserve(subject, FIXED, ban, {
-      want: 0,
-      divisor: 1,
-      minBlock: 1,
-      leaseMs: LEASE_MS,
-      giveBack: left,
-      giveBackMinuteStartMs: grant.minuteStartMs,
-      giveBackDayStartMs: grant.dayStartMs,
-      giveBackMonthStartMs: grant.monthStartMs ?? 0,
-      holder,
-      ends: true,
-      heldUntilMs: grant.nowMs + LEASE_MS,
-      ...(left > 0 && { giveBackNo }),
-      giveBackHashEpoch: grant.hashEpoch ?? 0,
-    });
+    store.reserve(subject, FIXED, ban, leaseEnd(FIXED, grant, 0, left, giveBackNo, holder));
   const counts = async () => {
     const now = await store.usage(subject, FIXED);
     return { minute: now.minuteCount, day: now.dayCount };
@@ -156,20 +130,7 @@ describe('attacks on the holder-end restore and the records kept past ends (09da
     const clock = { nowMs: T0 };
     const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
     const rule = ruleCharge('restore', 1000, 60_000, false, 1, `restore-rule-${++run}`);
-    const ask = (block: number, want: number, cancelFrom = 0): LeaseRequest => ({
-      want,
-      divisor: 1,
-      minBlock: 1,
-      giveBack: 0,
-      giveBackMinuteStartMs: 0,
-      giveBackDayStartMs: 0,
-      leaseMs: LEASE_MS,
-      block,
-      holder: 'h1',
-      ends: false,
-      heldUntilMs: 0,
-      ...(cancelFrom > 0 && { cancelFrom }),
-    });
+    const ask = leaseAsk;
     await store.reserveRule!(rule, ask(1, 20)); // lost
     clock.nowMs += 1;
     const named = await store.reserveRule!(rule, ask(2, 0, 1));
@@ -183,27 +144,14 @@ describe('attacks on the holder-end restore and the records kept past ends (09da
     const clock = { nowMs: T0 };
     const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
     const rule = ruleCharge('restore-end', 1000, 60_000, false, 1, `restore-end-${++run}`);
-    const ask = (block: number, want: number, more: Partial<LeaseRequest> = {}): LeaseRequest => ({
-      want,
-      divisor: 1,
-      minBlock: 1,
-      giveBack: 0,
-      giveBackMinuteStartMs: 0,
-      giveBackDayStartMs: 0,
-      leaseMs: LEASE_MS,
-      block,
-      holder: 'h1',
-      ends: false,
-      heldUntilMs: 0,
-      ...more,
-    });
+    const ask = leaseAsk;
     const lease = await store.reserveRule!(rule, ask(1, 10)); // answered: to T0 + 1000
     clock.nowMs = T0 + 300;
     await store.reserveRule!(rule, ask(2, 20)); // the renewal, to T0 + 1300: answer lost
     clock.nowMs = T0 + 990;
     // The lease lapses, its 10 used: its ending step (the holder stays, the renewal's end is later).
     await store.reserveRule!(rule, {
-      ...ask(0, 0),
+      ...leaseRequest({ holder: 'h1' }),
       giveBackMinuteStartMs: lease.minuteStartMs,
       ends: true,
       heldUntilMs: T0 + LEASE_MS,
@@ -211,7 +159,7 @@ describe('attacks on the holder-end restore and the records kept past ends (09da
       giveBackCreditEpoch: lease.creditEpoch,
     });
     clock.nowMs = T0 + 995;
-    expect((await store.reserveRule!(rule, ask(3, 0, { cancelFrom: 2 }))).minuteCount).toBe(10);
+    expect((await store.reserveRule!(rule, ask(3, 0, 2))).minuteCount).toBe(10);
     const fields = await redis.client().hgetall(ruleKeys([rule])[0]!);
     expect(fields['h:h1']).toBeUndefined();
     expect(Number(fields.le ?? 0)).toBe(0);

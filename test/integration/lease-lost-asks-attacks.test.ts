@@ -2,8 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { leaseHoldersKey, quotaKey } from '../../src/store/redis/redis-keys.js';
-import type { LeaseGrant, LeaseRequest } from '../../src/store/quota-store.js';
+import type { LeaseGrant } from '../../src/store/quota-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
+import { leaseAsk, leaseEnd } from '../helpers/lease-requests.js';
 
 // Reviewer's attacks on 5234e5b (lost lease asks named by the key's next ask, `cancelFrom`).
 // One real redis-server, one injected store clock; each case is a sequence of LEASE_SCRIPT steps
@@ -28,43 +29,11 @@ function keyOf() {
   const clock = { nowMs: T0 };
   const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
   const subject = `attack-${++run}`;
-  const ask = (quota: Quota, block: number, want: number, opts: { cancelFrom?: number; holder?: string } = {}) => {
-    const request: LeaseRequest = {
-      want,
-      divisor: 1,
-      minBlock: 1,
-      giveBack: 0,
-      giveBackMinuteStartMs: 0,
-      giveBackDayStartMs: 0,
-      leaseMs: LEASE_MS,
-      block,
-      holder: opts.holder ?? 'h1',
-      ends: false,
-      heldUntilMs: 0,
-      ...(opts.cancelFrom && { cancelFrom: opts.cancelFrom }),
-    };
-    return store.reserve(subject, quota, ban, request);
-  };
+  const ask = (quota: Quota, block: number, want: number, opts: { cancelFrom?: number; holder?: string } = {}) =>
+    store.reserve(subject, quota, ban, leaseAsk(block, want, opts.cancelFrom, opts.holder));
   /** The give-back a lease's end sends (quota-leases.ts giveBack with ends). */
   const end = (quota: Quota, grant: LeaseGrant, block: number, left: number, giveBackNo: number, holder = 'h1') =>
-    store.reserve(subject, quota, ban, {
-      want: 0,
-      divisor: 1,
-      minBlock: 1,
-      leaseMs: LEASE_MS,
-      giveBack: left,
-      giveBackMinuteStartMs: grant.minuteStartMs,
-      giveBackDayStartMs: grant.dayStartMs,
-      giveBackMonthStartMs: grant.monthStartMs ?? 0,
-      giveBackBlock: quota.algorithm === 'gcra' ? block : 0,
-      holder,
-      ends: true,
-      heldUntilMs: grant.nowMs + LEASE_MS,
-      ...(left > 0 && { giveBackNo }),
-      giveBackCredits: quota.credits === 'required' ? left : 0,
-      giveBackCreditEpoch: grant.creditEpoch ?? 0,
-      giveBackHashEpoch: grant.hashEpoch ?? 0,
-    });
+    store.reserve(subject, quota, ban, leaseEnd(quota, grant, block, left, giveBackNo, holder));
   const counts = async (quota: Quota) => {
     const now = await store.usage(subject, quota);
     return { minute: now.minuteCount, day: now.dayCount, tatUs: now.minuteTatUs };

@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { leaseHoldersKey } from '../../src/store/redis/redis-keys.js';
-import type { LeaseRequest } from '../../src/store/quota-store.js';
 import { redisForFile } from '../helpers/redis-for-file.js';
 import { ruleCharge } from '../helpers/rule-charges.js';
+import { leaseAsk, leaseRequest } from '../helpers/lease-requests.js';
 
 // A lease ask whose answer a replica never heard (a connection cut, a timeout) may still have been
 // granted: its units are counted (and, for a credits key, its credits taken) and never admitted or
@@ -29,23 +29,8 @@ function replicaOf(quota: Quota) {
   const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
   const subject = `lost-${++run}`;
   /** Ask `block` of `want` units as holder `holder`, naming the unanswered asks from `cancelFrom`. */
-  const ask = (block: number, want: number, cancelFrom = 0, holder = 'h1') => {
-    const request: LeaseRequest = {
-      want,
-      divisor: 1,
-      minBlock: 1,
-      giveBack: 0,
-      giveBackMinuteStartMs: 0,
-      giveBackDayStartMs: 0,
-      leaseMs: LEASE_MS,
-      block,
-      holder,
-      ends: false,
-      heldUntilMs: 0,
-      ...(cancelFrom > 0 && { cancelFrom }),
-    };
-    return store.reserve(subject, quota, ban, request);
-  };
+  const ask = (block: number, want: number, cancelFrom = 0, holder = 'h1') =>
+    store.reserve(subject, quota, ban, leaseAsk(block, want, cancelFrom, holder));
   const counts = async () => {
     const now = await store.usage(subject, quota);
     return { minute: now.minuteCount, day: now.dayCount, tatUs: now.minuteTatUs };
@@ -95,20 +80,21 @@ describe('a lease ask whose answer was never heard', () => {
     const other = await r.ask(2, 10, 0, 'h2');
     // h2 ends its lease, giving back its 10: h1 is still a holder, its record kept (and h2's: it
     // may be a lost renewal's, lease-lost-asks-attacks.test.ts).
-    await r.store.reserve(r.subject, FIXED, ban, {
-      want: 0,
-      divisor: 1,
-      minBlock: 1,
-      giveBack: 10,
-      giveBackMinuteStartMs: other.minuteStartMs,
-      giveBackDayStartMs: other.dayStartMs,
-      leaseMs: LEASE_MS,
-      holder: 'h2',
-      ends: true,
-      heldUntilMs: other.nowMs + LEASE_MS,
-      giveBackNo: 1,
-      giveBackHashEpoch: other.hashEpoch,
-    });
+    await r.store.reserve(
+      r.subject,
+      FIXED,
+      ban,
+      leaseRequest({
+        giveBack: 10,
+        giveBackMinuteStartMs: other.minuteStartMs,
+        giveBackDayStartMs: other.dayStartMs,
+        holder: 'h2',
+        ends: true,
+        heldUntilMs: other.nowMs + LEASE_MS,
+        giveBackNo: 1,
+        giveBackHashEpoch: other.hashEpoch,
+      }),
+    );
     const holders = await redis.client().hgetall(leaseHoldersKey(r.subject));
     expect(Object.keys(holders).sort()).toEqual(['g:h1', 'g:h2', 'h1']);
     // h2 naming its own unanswered ask 3 (which never ran): its record is of ask 2, answered and
@@ -142,20 +128,7 @@ describe('a lease ask whose answer was never heard', () => {
     const clock = { nowMs: T0 };
     const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
     const rule = ruleCharge('lost', 1000, 60_000, false, 1, `lost-rule-${++run}`);
-    const ask = (block: number, want: number, cancelFrom = 0): LeaseRequest => ({
-      want,
-      divisor: 1,
-      minBlock: 1,
-      giveBack: 0,
-      giveBackMinuteStartMs: 0,
-      giveBackDayStartMs: 0,
-      leaseMs: LEASE_MS,
-      block,
-      holder: 'h1',
-      ends: false,
-      heldUntilMs: 0,
-      ...(cancelFrom > 0 && { cancelFrom }),
-    });
+    const ask = leaseAsk;
     await store.reserveRule!(rule, ask(1, 10)); // answered
     await store.reserveRule!(rule, ask(2, 20)); // lost
     await store.reserveRule!(rule, ask(3, 30, 2)); // lost as well

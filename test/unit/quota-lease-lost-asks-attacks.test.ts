@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
+import type { Quota } from '../../src/config/plans-schema.js';
 import { QuotaLeases } from '../../src/quota/quota-leases.js';
-import type { LeaseGrant, LeaseRequest } from '../../src/store/quota-store.js';
-import { DAY, MINUTE, NO_BANS, QUOTA, SETTINGS } from '../helpers/scripted-lease-store.js';
+import { NO_BANS, QUOTA, scriptedStore, SETTINGS } from '../helpers/scripted-lease-store.js';
 
 // Reviewer's attacks on 5234e5b, the replica side: what a QuotaLeases replica sends after an ask
 // whose answer never came. (test/integration/lease-lost-asks-attacks.test.ts: what Redis does with it.)
@@ -11,23 +10,7 @@ const settle = () => new Promise((resolve) => setImmediate(resolve));
 const CREDITS: Quota = { perMinute: 1000, perDay: 1_000_000, credits: 'required' };
 
 function replica() {
-  const asks: Array<{ quota: Quota; request: LeaseRequest; answer: (g: Partial<LeaseGrant>) => void; fail: (e: Error) => void }> = [];
-  const store = {
-    reserve: (_id: string, quota: Quota, _ban: BanPolicy, request: LeaseRequest) =>
-      new Promise<LeaseGrant>((resolve, reject) => {
-        const grant = {
-          granted: 0,
-          minuteStartMs: MINUTE,
-          dayStartMs: DAY,
-          nowMs: MINUTE + 5_000,
-          minuteCount: 0,
-          dayCount: 0,
-          minuteTatUs: 0,
-          seq: 0,
-        };
-        asks.push({ quota, request, answer: (g) => resolve({ ...grant, ...g }), fail: reject });
-      }),
-  };
+  const { store, asks } = scriptedStore();
   const clock = { nowMs: 5_000 };
   const leases = new QuotaLeases(store, SETTINGS, () => clock.nowMs);
   const send = (quota: Quota, n: number) => {

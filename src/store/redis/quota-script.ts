@@ -512,6 +512,15 @@ local function movedEnd(movesKey, endUs, sinceNo, lastNo)
 end
 `;
 
+// A lease grant's record ('g:<holder>': LEASE_SCRIPT, RULE_LEASE_SCRIPT), its fields as text.
+export const GRANT_RECORD = `
+local function fieldsOf(record)
+  local list = {}
+  for field in string.gmatch(record, '%S+') do list[#list + 1] = field end
+  return list
+end
+`;
+
 // Quota leases (src/quota/quota-leases.ts: the rule). One atomic step that first gives back what
 // an ended lease did not use, then reserves a new block, from the minute and the day together.
 // KEYS[1]  tg:quota:{id}
@@ -553,7 +562,7 @@ end
 // its end down: Redis keeps each gcra block's end as it moves (KEYS[2]'s 'b:' fields, named by
 // holder and the replica's number for the block, so a block a failed-over master lacks is never
 // taken for another). quota-leases.ts has the reasoning.
-export const LEASE_SCRIPT = `${CLOCK}${TAT_MOVES}
+export const LEASE_SCRIPT = `${CLOCK}${TAT_MOVES}${GRANT_RECORD}
 local now = clock(ARGV[4])
 local perMinute, perDay, banWindowMs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local want, divisor, minBlock = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -604,7 +613,7 @@ local backIntervalUs = intervalUs
 if cancelFrom > 0 then
   local lost = redis.call('HGET', KEYS[2], 'g:' .. holder)
   local r = {}
-  if lost then for field in string.gmatch(lost, '%S+') do r[#r + 1] = tonumber(field) end end
+  if lost then for i, field in ipairs(fieldsOf(lost)) do r[i] = tonumber(field) end end
   if #r >= 10 and r[1] >= cancelFrom then
     redis.call('HDEL', KEYS[2], 'g:' .. holder)
     back, backMinute, backDay, backMonth = r[2], r[3], r[4], r[5]
@@ -714,9 +723,11 @@ local function latestHeld()
   end
   return latest
 end
+-- This replica's end among the holders as the step goes (nil: none).
 local heldEnd = tonumber(redis.call('HGET', KEYS[2], holder))
 if ends and heldEnd == heldUntil then
   redis.call('HDEL', KEYS[2], holder)
+  heldEnd = nil
   local latest = latestHeld()
   if latest < s.le then s.le = latest; changed = true end
 elseif ends and heldEnd then
@@ -724,7 +735,7 @@ elseif ends and heldEnd then
   -- the lease ending here was that grant's "end before": its cancel puts back none (nothing is out).
   local rec = redis.call('HGET', KEYS[2], 'g:' .. holder)
   local r = {}
-  if rec then for field in string.gmatch(rec, '%S+') do r[#r + 1] = field end end
+  if rec then r = fieldsOf(rec) end
   if #r >= 11 and tonumber(r[8]) == heldEnd and tonumber(r[11]) == heldUntil then
     r[11] = '0'
     redis.call('HSET', KEYS[2], 'g:' .. holder, table.concat(r, ' '))
@@ -732,8 +743,11 @@ elseif ends and heldEnd then
 end
 -- A cancelled grant holds nothing: its holder's end goes back to what it was before it (none: it
 -- leaves the holders), so that a refusal waits for no units that are not out.
-if lostEnd and tonumber(redis.call('HGET', KEYS[2], holder)) == lostEnd then
+if lostEnd and heldEnd == lostEnd then
   if endBefore > 0 then redis.call('HSET', KEYS[2], holder, string.format('%.0f', endBefore)) else redis.call('HDEL', KEYS[2], holder) end
+  -- (latestHeld drops an end that can hold no units any more, the one put back too.)
+  heldEnd = nil
+  if endBefore > 0 and unitsOut(endBefore, now) then heldEnd = endBefore end
   local latest = latestHeld()
   if latest < s.le then s.le = latest; changed = true end
 end
@@ -768,7 +782,7 @@ if want > 0 and s.bu <= now and recallUntil <= now then
     local untilMs = now + leaseUs / 1000
     s.le = math.max(s.le, untilMs)
     local record = string.format('%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f', askBlock, granted, s.ms, s.ds, s.ys, he, ce, untilMs,
-      spent, gcra and intervalUs or 0, tonumber(redis.call('HGET', KEYS[2], holder)) or 0)
+      spent, gcra and intervalUs or 0, heldEnd or 0)
     redis.call('HSET', KEYS[2], holder, string.format('%.0f', untilMs), 'g:' .. holder, record)
     redis.call('PEXPIRE', KEYS[2], string.format('%.0f', leaseUs / 1000 + MINUTE_MS))
   end

@@ -1,4 +1,4 @@
-import { CLOCK } from './quota-script.js';
+import { CLOCK, GRANT_RECORD } from './quota-script.js';
 import { RULE_ARGS, RULE_PIECES } from './limit-rules-script.js';
 
 // Leases of a limit rule's counter (src/quota/rule-leases.ts; the rule of docs/quota-leases.md):
@@ -28,7 +28,7 @@ import { RULE_ARGS, RULE_PIECES } from './limit-rules-script.js';
 // number (0: none), cancelFrom (0: none; else the first of this replica's unanswered asks).
 // Reply { granted, windowStartMs, dayStartMs, nowMs, count, seq, epoch }: the counter after the step.
 const AT = 2 + RULE_ARGS;
-export const RULE_LEASE_SCRIPT = `${CLOCK}${RULE_PIECES}
+export const RULE_LEASE_SCRIPT = `${CLOCK}${RULE_PIECES}${GRANT_RECORD}
 local now = clock(ARGV[1])
 local r = ruleArgs(2)
 local want, divisor, minBlock, leaseMs = tonumber(ARGV[${AT}]), tonumber(ARGV[${AT + 1}]), tonumber(ARGV[${AT + 2}]), tonumber(ARGV[${AT + 3}])
@@ -40,11 +40,6 @@ local h = redis.call('HMGET', KEYS[1], 's', 'c', 't', 'lu', 'ls', 'le', 'sq', 'r
 -- An unanswered ask's grant (quota-leases.ts, rule 5): given back as an unused block, once (the
 -- record is consumed). (An ask carries no give-back of its own.)
 -- Its holder's end goes back to the one before it, as LEASE_SCRIPT's (lostEnd, endBefore).
-local function fieldsOf(record)
-  local list = {}
-  for field in string.gmatch(record, '%S+') do list[#list + 1] = field end
-  return list
-end
 local cancelled, lostEnd, endBefore = false, nil, 0
 if cancelFrom > 0 and h[12] then
   local rec = fieldsOf(h[12])
@@ -111,7 +106,9 @@ end
 -- A cancelled grant holds nothing: its holder's end goes back to what it was before it.
 if lostEnd and heldEnd == lostEnd then
   if endBefore > 0 then redis.call('HSET', KEYS[1], 'h:' .. holder, string.format('%.0f', endBefore)) else redis.call('HDEL', KEYS[1], 'h:' .. holder) end
-  heldEnd = endBefore
+  -- (latestHeld drops an end that can hold no units any more, the one put back too.)
+  heldEnd = 0
+  if endBefore > 0 and unitsOut(endBefore, now) then heldEnd = endBefore end
   le = latestHeld()
   changed = true
 end
