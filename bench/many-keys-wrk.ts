@@ -2,8 +2,10 @@
  * `tollgate-2000-keys`: the shipped config (leases on) in the throughput phase, called by wrk with
  * another key on every request, round robin over --wrk-keys keys (2,000 by default; records
  * written straight into Redis, ./keys.ts, with quotas no load reaches). The realistic mix of an API
- * with many customers who each call now and then: no key is hot enough for a lease, so each
- * request is a quota script call of its own. Beside `tollgate` (one key) in the same rounds, it
+ * with many customers who each call now and then: no key is hot, each takes a warm key's lease
+ * until its minute's end (docs/quota-leases.md) once the gateway has seen it steadily for a
+ * second, and before that its requests are quota script calls, batched per turn. Beside
+ * `tollgate` (one key) in the same rounds, it
  * shows what many warm keys cost: requests per second, p99, Redis commands and Redis CPU per
  * request. Its run: npm run bench -- --phases throughput --targets bare,tollgate,tollgate-2000-keys --upstreams plain
  */

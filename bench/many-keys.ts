@@ -7,7 +7,8 @@ import { PATH, type Stack, type Target } from './stack.js';
  * The latency phase's many-keys rows: `tollgate` and `tollgate-leases` called at
  * the same fixed rate as every other row, but with a different key on each request, round robin
  * over --many-keys keys (10,000 by default; records written straight into Redis, ./keys.ts): a few
- * requests a minute per key, never hot enough for a lease. Beside the one-key rows of the same
+ * requests a minute per key, never hot: a warm key's lease for those that fill a block before their
+ * minute ends (docs/quota-leases.md), Redis decisions for the rest. Beside the one-key rows of the same
  * targets in the same rounds, they show what many warm keys cost: latency percentiles and Redis
  * commands per request. Warm: an API's customers who call every few seconds keep their key
  * records cached (refreshed ahead of their ttlSeconds), so each round of a many-keys row begins

@@ -51,7 +51,7 @@ export const HELP = `npm run bench -- [options]
                         npm run bench -- --phases latency --targets bare,tollgate,tollgate-leases
   --wrk-keys N          keys the throughput phase's tollgate-2000-keys target sends in turn, one per
                         request (default 2000; bench/many-keys-wrk.ts): many warm keys, none hot
-                        enough for a lease, beside tollgate's one key in the same rounds. Its run:
+                        (warm keys' leases), beside tollgate's one key in the same rounds. Its run:
                         npm run bench -- --phases throughput --targets bare,tollgate,tollgate-2000-keys --upstreams plain
   --keys N              key records written to Redis for the memory and soak runs (default 120000)
   --distinct N          distinct keys the memory run sends, one request each, in 4 steps (default:

@@ -62,7 +62,7 @@ export async function profilePhase(stack: Stack, options: Options): Promise<Prof
       listening: 'gateway',
     })),
     // With tollgate-2000-keys in --targets: the shipped gateway called with another key on every
-    // request, round robin (no key hot enough for a lease): what many warm keys add, read beside
+    // request, round robin (none hot; warm keys' leases): what many warm keys add, read beside
     // tollgate-no-leases (one key, no lease) when that is profiled too.
     ...(options.targets.includes(MANY_KEYS_WRK_TARGET)
       ? [

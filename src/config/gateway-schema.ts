@@ -209,6 +209,12 @@ export const gatewayFileSchema = z
             maxBlock: z.number().int().min(1).max(1_000_000).default(2000),
             /** A block is at most the units left / (spread × replicas). */
             spread: z.number().int().min(1).max(1000).default(4),
+            /**
+             * Keys below hotPerSecond that call steadily (many warm keys, the common case) take
+             * fixed-window leases that live until their minute's end: two background commands a
+             * minute instead of a decision per request (docs/quota-leases.md, warm keys).
+             */
+            warmKeys: z.boolean().default(true),
           })
           .refine((l) => l.minBlock <= l.maxBlock, { message: 'minBlock cannot exceed maxBlock', path: ['minBlock'] })
           .prefault({}),

@@ -225,7 +225,8 @@ export async function startGateway(
     leases && quotas.reserveRule
       ? new RuleLeases(
           { reserveRule: (rule, request) => answered(quotas.reserveRule!(rule, request)), notices: hearing },
-          { ...leaseSettings, replicas },
+          // A rule's window may be a day long, its lease bound to leaseMs (rule-lease-script.ts): hot counters only.
+          { ...leaseSettings, replicas, warmKeys: false },
         )
       : undefined;
   // A changed key (plan, record, ban, unban) ends its leases at once; a plans reload ends them on next use.

@@ -124,6 +124,21 @@ import { MINUTE_MS } from './windows.js';
  *    window's refusal is (rule 11), then decided again: 402 only if it still cannot. Headers: the
  *    balance as last heard (grant or notice; blocks out not in it) plus this lease's unused units:
  *    never more than the balance and every block's unused credits together.
+ *
+ * 15. Warm keys (`warmKeys`): a key below `hotPerSecond` that calls steadily (10,000 customers each
+ *    calling now and then) would cost a grant and a give-back per leaseMs for a few requests, more
+ *    than the decisions they replace. Under a fixed-window plan it instead takes a lease living
+ *    until its minute's end: once this replica has seen it for a second at least, at its rate over
+ *    the last 5 to 10 s, a block of that rate times the minute's time left (by this replica's wall
+ *    clock, at least 5 s and 2 × leaseMs; between minBlock and maxBlock and ≤ left / (spread ×
+ *    replicas), rule 3). Redis's 'le' is then the grant's time plus that life (rule 10), rule 4
+ *    keeps it inside its minute, and a renewal asks for the minute's rest again: a grant, a
+ *    give-back and a renewal or two a minute per key and replica, whatever its rate. Everything
+ *    else is a hot lease's. One bound is not: a recalled request (rule 11) waits for a holder that
+ *    cannot answer (killed, or its subscription cut) at most leaseMs + RECALL_GRACE_MS, not until
+ *    the minute's end; units such a holder keeps miss the burst, as after the bound of a hot one.
+ *    gcra plans and limit rules' counters take no warm lease: gcra's slots bound a lease's life to
+ *    τ − T (rule 7), a rule's window may be a day.
  */
 export interface LeaseSettings {
   leaseMs: number;
@@ -133,6 +148,8 @@ export interface LeaseSettings {
   spread: number;
   /** Replicas sharing the Redis (gateway.yaml quota.replicas). */
   replicas: number;
+  /** Warm keys (below hotPerSecond) take leases that live until their minute's end (rule 15); off when absent. */
+  warmKeys?: boolean;
 }
 
 /** A request that may wait for an ask's answer, and may stop waiting before it (gateway/redis-wait.ts). */
@@ -188,6 +205,8 @@ interface Lease {
   askedAtMs: number;
   /** The renewal on its way: requests the lease cannot cover wait for it (rule 11). */
   renewal?: Promise<unknown>;
+  /** How long its last grant may admit (Redis's 'le' is that grant's time plus this): leaseMs, or a warm lease's life (rule 15). */
+  lifeMs: number;
   /** The end of its last grant on the store's clock: what Redis keeps for this holder (rule 10). */
   heldUntilMs: number;
 }
@@ -198,6 +217,11 @@ interface Rate {
   previous: number;
   /** After a refused reservation (near the limit): no new ask before this. */
   quietUntilMs: number;
+  /** Rule 15: when this replica first saw the key, and its units in the WARM_SPAN_MS span numbered `span` and the one before. */
+  firstMs: number;
+  span: number;
+  spanUnits: number;
+  previousSpanUnits: number;
 }
 
 /**
@@ -220,6 +244,16 @@ const LOST_ASK_MS = 2 * MINUTE_MS;
  * requests past the limit while a lease's units are out ever wait it.
  */
 export const RECALL_GRACE_MS = 500;
+
+/**
+ * Rule 15: a warm key's rate is its units over the current span and the one before (so over 5 to
+ * 10 s), once this replica has seen it for WARM_HISTORY_MS at least; its lease lives until the
+ * minute's end, and none is asked with less than WARM_MIN_LIFE_MS of the minute left (two commands,
+ * grant and give-back, for a few seconds of a slow key's requests are not worth it).
+ */
+const WARM_SPAN_MS = 5000;
+const WARM_HISTORY_MS = 1000;
+const WARM_MIN_LIFE_MS = 5000;
 
 /** Margin before the window's end on this clock: covers clock rate drift over a minute (0.1 %) and more. */
 const EDGE_MARGIN_MS = 10;
@@ -279,6 +313,8 @@ export class QuotaLeases {
     private readonly settings: LeaseSettings,
     /** A monotonic clock in ms (performance.now); injected by tests. */
     private readonly now: () => number = () => performance.now(),
+    /** The wall clock (Date.now): where in its minute a warm key's lease is asked (rule 15); injected by tests. */
+    private readonly wallNow: () => number = Date.now,
   ) {
     // Often: a lapsed lease's units are given back within a tenth of leaseMs of its end, well
     // within the grace Redis gives them (RECALL_GRACE_MS), so a refusal meanwhile waits for them.
@@ -364,7 +400,12 @@ export class QuotaLeases {
     }
     const ask = this.asking.get(subject);
     if (ask && cost <= this.settings.maxBlock) return this.afterAsk(ask.answered, subject, quota, ban, cost, waiter);
-    if (this.hot(rate, cost, nowMs) && !this.renewing.has(subject)) this.open(subject, quota, ban, rate, nowMs);
+    if (this.renewing.has(subject)) return undefined;
+    if (this.hot(rate, cost, nowMs)) this.open(subject, quota, ban, this.hotAsk(rate), nowMs);
+    else if (gcra === null) {
+      const warm = this.warm(rate, cost, nowMs);
+      if (warm) this.open(subject, quota, ban, warm, nowMs);
+    }
     return undefined;
   }
 
@@ -381,7 +422,7 @@ export class QuotaLeases {
     const lease = this.current(subject, quota, ban, nowMs);
     if (!lease) {
       if (!this.asking.has(subject) && !this.renewing.has(subject) && this.hot(rate, cost, nowMs))
-        this.open(subject, quota, ban, rate, nowMs);
+        this.open(subject, quota, ban, this.hotAsk(rate), nowMs);
       return false;
     }
     if (unused(lease) >= cost) return true;
@@ -413,6 +454,34 @@ export class QuotaLeases {
   /** A key without a lease here asks for one: hot enough, a block may hold its cost, and not refused one lately. */
   private hot(rate: Rate, cost: number, nowMs: number): boolean {
     return cost <= this.settings.maxBlock && perSecond(rate) >= this.settings.hotPerSecond && nowMs >= rate.quietUntilMs;
+  }
+
+  /**
+   * Rule 15: a key below hotPerSecond that this replica has seen long enough, whose rate fills a
+   * block of at least minBlock before its minute ends (by this replica's wall clock): a lease
+   * until then, sized for that rate. A key this replica has not seen for a while starts again.
+   */
+  private warm(rate: Rate, cost: number, nowMs: number): LeaseAsk | undefined {
+    if (!this.settings.warmKeys || cost > this.settings.maxBlock || nowMs < rate.quietUntilMs) return undefined;
+    const perMs = warmPerMs(rate, nowMs);
+    if (perMs === 0) return undefined;
+    const wallMs = this.wallNow();
+    const lifeMs = MINUTE_MS - (wallMs % MINUTE_MS);
+    if (lifeMs < Math.max(WARM_MIN_LIFE_MS, 2 * this.settings.leaseMs)) return undefined;
+    const want = Math.min(this.settings.maxBlock, Math.floor(perMs * lifeMs));
+    return want >= this.settings.minBlock ? { want, lifeMs } : undefined;
+  }
+
+  /** A hot key's ask: a block for its rate over leaseMs (rule 3). */
+  private hotAsk(rate: Rate): LeaseAsk {
+    return { want: this.wanted(rate), lifeMs: this.settings.leaseMs };
+  }
+
+  /** A renewal's ask: a hot key's, or a warm lease's again while the key is not hot (rule 15); a block of minBlock at least. */
+  private renewalAsk(lease: Lease, rate: Rate, nowMs: number): LeaseAsk {
+    // A warm lease's life is longer than leaseMs (warm() asks for none shorter than 2 × leaseMs).
+    if (lease.lifeMs <= this.settings.leaseMs || perSecond(rate) >= this.settings.hotPerSecond) return this.hotAsk(rate);
+    return this.warm(rate, 1, nowMs) ?? this.hotAsk(rate);
   }
 
   /** This replica's lease of `subject` in force for these limits, if any (an outdated one ends). */
@@ -460,7 +529,9 @@ export class QuotaLeases {
     new Promise<boolean>((resolve) => {
       const waiters = this.recalls.get(subject) ?? [];
       this.recalls.set(subject, waiters);
-      const boundMs = Math.max(0, recall.leasedUntilMs - recall.nowMs) + RECALL_GRACE_MS;
+      // A warm lease (rule 15) may admit until its minute's end: a holder that cannot answer is
+      // waited for no longer than a hot lease's life, leaseMs.
+      const boundMs = Math.min(Math.max(0, recall.leasedUntilMs - recall.nowMs), this.settings.leaseMs) + RECALL_GRACE_MS;
       let endsAtMs = this.now() + boundMs;
       const waiter: RecallWaiter = {
         seq: recall.seq,
@@ -585,16 +656,23 @@ export class QuotaLeases {
 
   private count(subject: string, cost: number, nowMs: number): Rate {
     const second = Math.floor(nowMs / 1000);
+    const span = Math.floor(nowMs / WARM_SPAN_MS);
     let rate = this.rates.get(subject);
     if (!rate) {
-      rate = { second, units: 0, previous: 0, quietUntilMs: 0 };
+      rate = { second, units: 0, previous: 0, quietUntilMs: 0, firstMs: nowMs, span, spanUnits: 0, previousSpanUnits: 0 };
       this.rates.set(subject, rate);
     } else if (rate.second !== second) {
       rate.previous = rate.second === second - 1 ? rate.units : 0;
       rate.units = 0;
       rate.second = second;
+      if (rate.span !== span) {
+        rate.previousSpanUnits = rate.span === span - 1 ? rate.spanUnits : 0;
+        rate.spanUnits = 0;
+        rate.span = span;
+      }
     }
     rate.units += cost;
+    rate.spanUnits += cost;
     return rate;
   }
 
@@ -609,15 +687,15 @@ export class QuotaLeases {
   }
 
   /** Asks for a block this replica numbers `no` (gcra; rule 9), giving back one an unanswered ask was granted (rule 5). */
-  private ask(subject: string, quota: Quota, ban: BanPolicy, rate: Rate, no: number): Promise<LeaseGrant> {
-    const { spread, replicas, minBlock, leaseMs } = this.settings;
+  private ask(subject: string, quota: Quota, ban: BanPolicy, { want, lifeMs }: LeaseAsk, no: number): Promise<LeaseGrant> {
+    const { spread, replicas, minBlock } = this.settings;
     const lost = this.lost.get(subject);
     return this.store.reserve(subject, quota, ban, {
       ...(lost && { cancelFrom: lost.from }),
-      want: this.wanted(rate),
+      want,
       divisor: spread * replicas,
       minBlock,
-      leaseMs,
+      leaseMs: lifeMs,
       giveBack: 0,
       giveBackMinuteStartMs: 0,
       giveBackDayStartMs: 0,
@@ -629,16 +707,17 @@ export class QuotaLeases {
     });
   }
 
-  private open(subject: string, quota: Quota, ban: BanPolicy, rate: Rate, askedAtMs: number): void {
+  private open(subject: string, quota: Quota, ban: BanPolicy, wanted: LeaseAsk, askedAtMs: number): void {
     const ask: Asking = { cancelled: false, answered: Promise.resolve() };
     this.asking.set(subject, ask);
     const no = ++this.asks;
-    const asked = this.ask(subject, quota, ban, rate, no).then(
+    const rate = this.rates.get(subject)!;
+    const asked = this.ask(subject, quota, ban, wanted, no).then(
       (grant) => {
         this.asking.delete(subject);
         this.lost.delete(subject);
         if (grant.granted === 0) return this.quiet(rate, quota, grant, askedAtMs);
-        const lease = this.leaseOf(quota, ban, grant, askedAtMs, no);
+        const lease = this.leaseOf(quota, ban, grant, askedAtMs, no, wanted.lifeMs);
         // The key changed (or shutdown began) while the block was on its way: it goes straight back.
         if (ask.cancelled || this.closed || this.leases.has(subject)) return this.end(subject, lease);
         this.leases.set(subject, lease);
@@ -659,13 +738,14 @@ export class QuotaLeases {
     if (askedAtMs < rate.quietUntilMs) return;
     const no = ++this.asks;
     this.renewing.add(subject);
-    const asked = this.ask(subject, lease.quota, lease.ban, rate, no).then(
+    const wanted = this.renewalAsk(lease, rate, askedAtMs);
+    const asked = this.ask(subject, lease.quota, lease.ban, wanted, no).then(
       (grant) => {
         lease.renewal = undefined;
         this.renewing.delete(subject);
         this.lost.delete(subject);
         if (grant.granted === 0) return this.quiet(rate, lease.quota, grant, askedAtMs);
-        const next = this.leaseOf(lease.quota, lease.ban, grant, askedAtMs, no);
+        const next = this.leaseOf(lease.quota, lease.ban, grant, askedAtMs, no, wanted.lifeMs);
         if (this.leases.get(subject) !== lease) return this.end(subject, next);
         const gcra = lease.quota.algorithm === 'gcra';
         // gcra: only the UTC day is a window (rule 8); fixed: the minute too. A balance `set` since the
@@ -717,14 +797,14 @@ export class QuotaLeases {
     rate.quietUntilMs = beforeHere(askedAtMs, waitMs) + EDGE_MARGIN_MS;
   }
 
-  private leaseOf(quota: Quota, ban: BanPolicy, grant: LeaseGrant, askedAtMs: number, no: number): Lease {
+  private leaseOf(quota: Quota, ban: BanPolicy, grant: LeaseGrant, askedAtMs: number, no: number, lifeMs: number): Lease {
     // Before the end of its window (fixed: the minute; gcra: the day; either: the day and month of
     // the quota's calendar, rule 12), and before Redis's grant time + leaseMs: gcra's slots need it
     // (rule 8), and Redis publishes notices until then (rule 10).
     const periods = periodsAt(grant.nowMs, quota.calendar);
     const dayEndMs = Math.min(pick(periods.day, grant.nowMs)[1], pick(periods.month, grant.nowMs)[1]);
     const windowEndMs = quota.algorithm === 'gcra' ? dayEndMs : Math.min(grant.minuteStartMs + (grant.windowMs ?? MINUTE_MS), dayEndMs);
-    const expiresAtMs = beforeHere(askedAtMs, Math.min(windowEndMs - grant.nowMs, this.settings.leaseMs));
+    const expiresAtMs = beforeHere(askedAtMs, Math.min(windowEndMs - grant.nowMs, lifeMs));
     const { granted: left, minuteStartMs, dayStartMs, monthStartMs = 0, minuteTatUs: tatUs } = grant;
     return {
       quota,
@@ -754,7 +834,8 @@ export class QuotaLeases {
       creditBalance: grant.creditBalance ?? 0,
       storeNowMs: grant.nowMs,
       askedAtMs,
-      heldUntilMs: grant.nowMs + this.settings.leaseMs,
+      heldUntilMs: grant.nowMs + lifeMs,
+      lifeMs,
     };
   }
 
@@ -809,7 +890,7 @@ export class QuotaLeases {
       want: 0,
       divisor: 1,
       minBlock: 1,
-      leaseMs: this.settings.leaseMs,
+      leaseMs: lease.lifeMs,
       giveBack: block.left,
       giveBackRequests: block.requests,
       giveBackMinuteStartMs: block.minuteStartMs,
@@ -842,7 +923,9 @@ export class QuotaLeases {
     if (second === this.ratesSweptIn) return;
     this.ratesSweptIn = second;
     for (const [subject, rate] of this.rates) {
-      if (rate.second < second - 2 && nowMs >= rate.quietUntilMs && !this.leases.has(subject)) this.rates.delete(subject);
+      // A warm key's (rule 15) is kept over its span and the next: it may call every few seconds.
+      const quietFor = this.settings.warmKeys ? (2 * WARM_SPAN_MS) / 1000 : 2;
+      if (rate.second < second - quietFor && nowMs >= rate.quietUntilMs && !this.leases.has(subject)) this.rates.delete(subject);
     }
     for (const [subject, { atMs }] of this.lost) if (nowMs - atMs >= LOST_ASK_MS) this.lost.delete(subject);
   }
@@ -858,6 +941,20 @@ function heardOf({
   creditBalance,
 }: Lease): Pick<Lease, 'seq' | 'minuteCount' | 'dayCount' | 'monthCount' | 'tatUs' | 'creditBalance'> {
   return { seq, minuteCount, dayCount, monthCount, tatUs, creditBalance };
+}
+
+/** What an ask wants: units, and how long from its grant they may be admitted (Redis's 'le'). */
+interface LeaseAsk {
+  want: number;
+  lifeMs: number;
+}
+
+/** Rule 15: units per ms over this span and the one before, since this replica first saw the key; 0 with too little history. */
+function warmPerMs(rate: Rate, nowMs: number): number {
+  const spanStartMs = rate.span * WARM_SPAN_MS;
+  const sinceMs = Math.max(rate.previousSpanUnits > 0 ? spanStartMs - WARM_SPAN_MS : spanStartMs, rate.firstMs);
+  const elapsedMs = nowMs - sinceMs;
+  return elapsedMs < WARM_HISTORY_MS ? 0 : (rate.previousSpanUnits + rate.spanUnits) / elapsedMs;
 }
 
 /** Units per second: the last whole second's, or this one's so far when it is more. */

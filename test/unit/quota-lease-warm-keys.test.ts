@@ -1,0 +1,119 @@
+import { describe, expect, it } from 'vitest';
+import type { Quota } from '../../src/config/plans-schema.js';
+import { QuotaLeases, RECALL_GRACE_MS, type LeaseSettings } from '../../src/quota/quota-leases.js';
+import { MINUTE, NO_BANS, QUOTA, scriptedStore, SETTINGS } from '../helpers/scripted-lease-store.js';
+
+// Warm keys (rule 15 of src/quota/quota-leases.ts): a key below hotPerSecond that calls steadily
+// takes a fixed-window lease living until its minute's end, sized for its rate, on a replica whose
+// store is a script of replies and whose two clocks (monotonic and wall) the test moves.
+
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+const WARM: LeaseSettings = { ...SETTINGS, hotPerSecond: 50, maxBlock: 2000, warmKeys: true };
+const GCRA: Quota = { perMinute: 6000, perDay: 1_000_000, algorithm: 'gcra', burst: 1000 };
+
+/** A replica whose monotonic clock starts at 100 s and whose wall clock is then `wallAtStart`. */
+function replica(settings: LeaseSettings = WARM, wallAtStart = MINUTE + 5_000) {
+  const { store, asks, hooks } = scriptedStore();
+  const clock = { nowMs: 100_000 };
+  const leases = new QuotaLeases(
+    store,
+    settings,
+    () => clock.nowMs,
+    () => wallAtStart + (clock.nowMs - 100_000),
+  );
+  /** `count` requests of 'k', `everyMs` apart (the first now): what admit answered to each. */
+  const calls = (count: number, everyMs: number, quota: Quota = QUOTA) => {
+    const answers: unknown[] = [];
+    for (let i = 0; i < count; i++) {
+      if (i > 0) clock.nowMs += everyMs;
+      answers.push(leases.admit('k', quota, NO_BANS, 1));
+    }
+    return answers;
+  };
+  return { leases, asks, hooks, clock, calls };
+}
+
+describe('warm keys (rule 15)', () => {
+  it('a steady key below hotPerSecond asks, after a second of history, for a lease until its minute ends, sized for its rate', async () => {
+    const { leases, asks, clock, calls } = replica();
+    // Five a second: far below hotPerSecond (50). Under a second seen: no ask yet.
+    expect(calls(5, 200)).toEqual([undefined, undefined, undefined, undefined, undefined]);
+    expect(asks).toHaveLength(0);
+    clock.nowMs += 200;
+    expect(leases.admit('k', QUOTA, NO_BANS, 1)).toBeUndefined();
+    expect(asks).toHaveLength(1);
+    // 6 units in 1 s, 54 s of the minute left on the wall clock: 324 units, 'le' 54 s after the grant.
+    expect(asks[0]!.request).toMatchObject({ want: 324, leaseMs: 54_000, divisor: 1, minBlock: 2 });
+    asks[0]!.answer({ granted: 324, minuteCount: 330, dayCount: 330, seq: 4, nowMs: MINUTE + 6_000 });
+    await settle();
+    expect(leases.held('k')).toBe(324);
+    // Far past leaseMs (1 s), still before the minute's end: admitted from the lease, no ask.
+    clock.nowMs += 50_000;
+    // Redis's count (330) less the lease's unused units (323): the 7 admitted.
+    expect(leases.admit('k', QUOTA, NO_BANS, 1)).toMatchObject({ verdict: 'allowed', minuteCount: 7 });
+    expect(asks).toHaveLength(1);
+    // The minute's end (less the margins for the two clocks) ends it: its units go back, and the
+    // give-back names the end Redis keeps for this holder, the grant's time plus its life.
+    clock.nowMs += 3_990;
+    expect(leases.held('k')).toBe(323);
+    expect(leases.admit('k', QUOTA, NO_BANS, 1)).toBeUndefined();
+    expect(leases.held('k')).toBe(0);
+    await settle();
+    const back = asks.find(({ request }) => request.giveBack > 0)!.request;
+    expect(back).toMatchObject({ giveBack: 323, ends: true, heldUntilMs: MINUTE + 60_000, leaseMs: 54_000 });
+  });
+
+  it('a hot key asks as before: a block for its rate over leaseMs', () => {
+    const { asks, calls } = replica();
+    calls(50, 10);
+    expect(asks).toHaveLength(1);
+    expect(asks[0]!.request).toMatchObject({ leaseMs: SETTINGS.leaseMs, want: 50 });
+  });
+
+  it('asks for no warm lease when off, for gcra plans, with too few units for a block, or near the minute end', () => {
+    const asked = (settings: LeaseSettings, wallAtStart: number, everyMs: number, quota: Quota = QUOTA) => {
+      const { asks, calls } = replica(settings, wallAtStart);
+      calls(20, everyMs, quota);
+      return asks.length;
+    };
+    expect(asked(WARM, MINUTE + 5_000, 200)).toBe(1);
+    expect(asked({ ...WARM, warmKeys: false }, MINUTE + 5_000, 200)).toBe(0);
+    expect(asked(WARM, MINUTE + 5_000, 200, GCRA)).toBe(0);
+    // Under 5 s of the minute left once the history is long enough: not worth a grant and a give-back.
+    expect(asked(WARM, MINUTE + 54_500, 200)).toBe(0);
+    expect(asked(WARM, MINUTE + 53_500, 200)).toBe(1);
+    // One unit every 9 s: 5 s of history hold one unit; 54 s of it fill no block of 60 (minBlock).
+    expect(asked({ ...WARM, minBlock: 60 }, MINUTE + 5_000, 9_000)).toBe(0);
+  });
+
+  it('a key calling every few seconds keeps its rate between calls, and gets a lease', () => {
+    const { asks, calls } = replica({ ...WARM, minBlock: 8 });
+    // One call every 2.5 s: 0.4 a second, 21 units in the 53 s left once 5 s of history hold 3.
+    calls(4, 2_500);
+    expect(asks).toHaveLength(1);
+    expect(asks[0]!.request.want).toBeGreaterThanOrEqual(8);
+  });
+
+  it("a warm lease's renewal asks for the rest of the minute again", async () => {
+    const { asks, clock, calls } = replica();
+    calls(6, 200);
+    asks[0]!.answer({ granted: 10, minuteCount: 16, dayCount: 16, seq: 4, nowMs: MINUTE + 6_000 });
+    await settle();
+    // Half of the block used: a renewal, with the life left on the wall clock.
+    clock.nowMs += 10_000;
+    calls(6, 200);
+    expect(asks).toHaveLength(2);
+    expect(asks[1]!.request.leaseMs).toBe(54_000 - 10_000 - 5 * 200);
+  });
+
+  it("a recalled request waits no longer than leaseMs and the grace for a warm lease's holder that cannot answer", async () => {
+    const { leases } = replica();
+    const startedMs = performance.now();
+    // 'le' 50 s away: a killed holder would have held the request that long.
+    await leases.recalled('k', { seq: 6, leasedUntilMs: MINUTE + 55_000, nowMs: MINUTE + 5_000 });
+    const waitedMs = performance.now() - startedMs;
+    expect(waitedMs).toBeGreaterThanOrEqual(SETTINGS.leaseMs + RECALL_GRACE_MS - 5);
+    expect(waitedMs).toBeLessThan(10_000);
+  });
+});
