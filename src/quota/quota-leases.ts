@@ -131,7 +131,10 @@ import { MINUTE_MS } from './windows.js';
  *    until its minute's end: once this replica has seen it for a second at least, at its rate over
  *    the last 5 to 10 s, a block of that rate times the minute's time left (by this replica's wall
  *    clock, at least 5 s and 2 × leaseMs; between minBlock and maxBlock and ≤ left / (spread ×
- *    replicas), rule 3). Redis's 'le' is then the grant's time plus that life (rule 10), rule 4
+ *    replicas), rule 3). So that thousands of keys do not all give back at the minute's end and
+ *    ask again at its start, each key's warm leases start up to 3 s into the minute and end up to
+ *    3 s before its end (WARM_EDGE_SPREAD_MS; its requests meanwhile are Redis's, as a cold
+ *    key's). Redis's 'le' is then the grant's time plus that life (rule 10), rule 4
  *    keeps it inside its minute, and a renewal asks for the minute's rest again: a grant, a
  *    give-back and a renewal or two a minute per key and replica, whatever its rate. Everything
  *    else is a hot lease's. One bound is not: a recalled request (rule 11) waits for a holder that
@@ -219,6 +222,8 @@ interface Rate {
   quietUntilMs: number;
   /** Rule 15: when this replica first saw the key, and its units in the WARM_SPAN_MS span numbered `span` and the one before. */
   firstMs: number;
+  /** Rule 15: where in WARM_EDGE_SPREAD_MS its warm leases start and end, 0 to 1. */
+  edge: number;
   span: number;
   spanUnits: number;
   previousSpanUnits: number;
@@ -254,6 +259,14 @@ export const RECALL_GRACE_MS = 500;
 const WARM_SPAN_MS = 5000;
 const WARM_HISTORY_MS = 1000;
 const WARM_MIN_LIFE_MS = 5000;
+/**
+ * Warm leases of many keys would all end at the minute's end and be asked for again at its start:
+ * thousands of give-backs and grants in one moment, every decision queued behind them in Redis.
+ * Each key's lease starts `spread` × this into its minute and ends (1 − `spread`) × this before its
+ * end instead (`spread` its own, drawn once): the steps are spread over these seconds, and its
+ * requests between are decided by Redis as a cold key's.
+ */
+const WARM_EDGE_SPREAD_MS = 3000;
 
 /** Margin before the window's end on this clock: covers clock rate drift over a minute (0.1 %) and more. */
 const EDGE_MARGIN_MS = 10;
@@ -465,8 +478,9 @@ export class QuotaLeases {
     if (!this.settings.warmKeys || cost > this.settings.maxBlock || nowMs < rate.quietUntilMs) return undefined;
     const perMs = warmPerMs(rate, nowMs);
     if (perMs === 0) return undefined;
-    const wallMs = this.wallNow();
-    const lifeMs = MINUTE_MS - (wallMs % MINUTE_MS);
+    const intoMs = this.wallNow() % MINUTE_MS;
+    if (intoMs < rate.edge * WARM_EDGE_SPREAD_MS) return undefined;
+    const lifeMs = Math.floor(MINUTE_MS - intoMs - (1 - rate.edge) * WARM_EDGE_SPREAD_MS);
     if (lifeMs < Math.max(WARM_MIN_LIFE_MS, 2 * this.settings.leaseMs)) return undefined;
     const want = Math.min(this.settings.maxBlock, Math.floor(perMs * lifeMs));
     return want >= this.settings.minBlock ? { want, lifeMs } : undefined;
@@ -659,7 +673,7 @@ export class QuotaLeases {
     const span = Math.floor(nowMs / WARM_SPAN_MS);
     let rate = this.rates.get(subject);
     if (!rate) {
-      rate = { second, units: 0, previous: 0, quietUntilMs: 0, firstMs: nowMs, span, spanUnits: 0, previousSpanUnits: 0 };
+      rate = { second, units: 0, previous: 0, quietUntilMs: 0, firstMs: nowMs, edge: Math.random(), span, spanUnits: 0, previousSpanUnits: 0 };
       this.rates.set(subject, rate);
     } else if (rate.second !== second) {
       rate.previous = rate.second === second - 1 ? rate.units : 0;

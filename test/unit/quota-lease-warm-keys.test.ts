@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Quota } from '../../src/config/plans-schema.js';
 import { QuotaLeases, RECALL_GRACE_MS, type LeaseSettings } from '../../src/quota/quota-leases.js';
 import { MINUTE, NO_BANS, QUOTA, scriptedStore, SETTINGS } from '../helpers/scripted-lease-store.js';
@@ -35,6 +35,11 @@ function replica(settings: LeaseSettings = WARM, wallAtStart = MINUTE + 5_000) {
 }
 
 describe('warm keys (rule 15)', () => {
+  // Each key's place in the minute's edges (WARM_EDGE_SPREAD_MS), drawn with Math.random: 0 here
+  // (its leases start at once and end 3 s before the minute's end) unless a test says otherwise.
+  beforeEach(() => vi.spyOn(Math, 'random').mockReturnValue(0));
+  afterEach(() => vi.restoreAllMocks());
+
   it('a steady key below hotPerSecond asks, after a second of history, for a lease until its minute ends, sized for its rate', async () => {
     const { leases, asks, clock, calls } = replica();
     // Five a second: far below hotPerSecond (50). Under a second seen: no ask yet.
@@ -43,25 +48,26 @@ describe('warm keys (rule 15)', () => {
     clock.nowMs += 200;
     expect(leases.admit('k', QUOTA, NO_BANS, 1)).toBeUndefined();
     expect(asks).toHaveLength(1);
-    // 6 units in 1 s, 54 s of the minute left on the wall clock: 324 units, 'le' 54 s after the grant.
-    expect(asks[0]!.request).toMatchObject({ want: 324, leaseMs: 54_000, divisor: 1, minBlock: 2 });
-    asks[0]!.answer({ granted: 324, minuteCount: 330, dayCount: 330, seq: 4, nowMs: MINUTE + 6_000 });
+    // 6 units in 1 s, 54 s of the minute left on the wall clock, less the 3 s its lease ends
+    // before the minute's: 306 units, 'le' 51 s after the grant.
+    expect(asks[0]!.request).toMatchObject({ want: 306, leaseMs: 51_000, divisor: 1, minBlock: 2 });
+    asks[0]!.answer({ granted: 306, minuteCount: 312, dayCount: 312, seq: 4, nowMs: MINUTE + 6_000 });
     await settle();
-    expect(leases.held('k')).toBe(324);
+    expect(leases.held('k')).toBe(306);
     // Far past leaseMs (1 s), still before the minute's end: admitted from the lease, no ask.
     clock.nowMs += 50_000;
-    // Redis's count (330) less the lease's unused units (323): the 7 admitted.
+    // Redis's count (312) less the lease's unused units (305): the 7 admitted.
     expect(leases.admit('k', QUOTA, NO_BANS, 1)).toMatchObject({ verdict: 'allowed', minuteCount: 7 });
     expect(asks).toHaveLength(1);
-    // The minute's end (less the margins for the two clocks) ends it: its units go back, and the
+    // Its life's end (less the margins for the two clocks) ends it: its units go back, and the
     // give-back names the end Redis keeps for this holder, the grant's time plus its life.
-    clock.nowMs += 3_990;
-    expect(leases.held('k')).toBe(323);
+    clock.nowMs += 990;
+    expect(leases.held('k')).toBe(305);
     expect(leases.admit('k', QUOTA, NO_BANS, 1)).toBeUndefined();
     expect(leases.held('k')).toBe(0);
     await settle();
     const back = asks.find(({ request }) => request.giveBack > 0)!.request;
-    expect(back).toMatchObject({ giveBack: 323, ends: true, heldUntilMs: MINUTE + 60_000, leaseMs: 54_000 });
+    expect(back).toMatchObject({ giveBack: 305, ends: true, heldUntilMs: MINUTE + 57_000, leaseMs: 51_000 });
   });
 
   it('a hot key asks as before: a block for its rate over leaseMs', () => {
@@ -80,9 +86,10 @@ describe('warm keys (rule 15)', () => {
     expect(asked(WARM, MINUTE + 5_000, 200)).toBe(1);
     expect(asked({ ...WARM, warmKeys: false }, MINUTE + 5_000, 200)).toBe(0);
     expect(asked(WARM, MINUTE + 5_000, 200, GCRA)).toBe(0);
-    // Under 5 s of the minute left once the history is long enough: not worth a grant and a give-back.
-    expect(asked(WARM, MINUTE + 54_500, 200)).toBe(0);
-    expect(asked(WARM, MINUTE + 53_500, 200)).toBe(1);
+    // Under 5 s of life left (the minute's end less 3 s) once the history is long enough: not worth a
+    // grant and a give-back.
+    expect(asked(WARM, MINUTE + 51_500, 200)).toBe(0);
+    expect(asked(WARM, MINUTE + 50_500, 200)).toBe(1);
     // One unit every 9 s: 5 s of history hold one unit; 54 s of it fill no block of 60 (minBlock).
     expect(asked({ ...WARM, minBlock: 60 }, MINUTE + 5_000, 9_000)).toBe(0);
   });
@@ -104,7 +111,20 @@ describe('warm keys (rule 15)', () => {
     clock.nowMs += 10_000;
     calls(6, 200);
     expect(asks).toHaveLength(2);
-    expect(asks[1]!.request.leaseMs).toBe(54_000 - 10_000 - 5 * 200);
+    expect(asks[1]!.request.leaseMs).toBe(54_000 - 3_000 - 10_000 - 5 * 200);
+  });
+
+  it("spreads the keys' warm leases over the minute's edges: none asked before its place, each ending its rest before the end", async () => {
+    vi.spyOn(Math, 'random').mockReturnValue(0.5);
+    // The minute began 0.2 s ago: this key's leases start 1.5 s into it and end 1.5 s before its
+    // end. A second of history at 1.2 s, still no ask at 1.4 s.
+    const { asks, clock, calls } = replica(WARM, MINUTE + 200);
+    calls(7, 200);
+    expect(asks).toHaveLength(0);
+    clock.nowMs += 200;
+    calls(1, 0);
+    expect(asks).toHaveLength(1);
+    expect(asks[0]!.request.leaseMs).toBe(60_000 - 1_600 - 1_500);
   });
 
   it("a recalled request waits no longer than leaseMs and the grace for a warm lease's holder that cannot answer", async () => {
