@@ -673,7 +673,17 @@ export class QuotaLeases {
     const span = Math.floor(nowMs / WARM_SPAN_MS);
     let rate = this.rates.get(subject);
     if (!rate) {
-      rate = { second, units: 0, previous: 0, quietUntilMs: 0, firstMs: nowMs, edge: Math.random(), span, spanUnits: 0, previousSpanUnits: 0 };
+      rate = {
+        second,
+        units: 0,
+        previous: 0,
+        quietUntilMs: 0,
+        firstMs: nowMs,
+        edge: Math.random(),
+        span,
+        spanUnits: 0,
+        previousSpanUnits: 0,
+      };
       this.rates.set(subject, rate);
     } else if (rate.second !== second) {
       rate.previous = rate.second === second - 1 ? rate.units : 0;
