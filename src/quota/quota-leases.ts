@@ -290,6 +290,12 @@ export class QuotaLeases {
   private readonly inFlight = new Set<Promise<unknown>>();
   /** Requests waiting for recalled units, per subject (rule 11). */
   private readonly recalls = new Map<string, RecallWaiter[]>();
+  /**
+   * Per subject: the 'le' of a recall its bound ended unheard (a holder killed or deaf), and until
+   * when (this replica's clock) units of it may be out. A warm lease's holder (rule 15) keeps 'le'
+   * up to its minute's end: every refusal of the key until then is a recall, which waits no more.
+   */
+  private readonly silent = new Map<string, { leasedUntilMs: number; untilMs: number }>();
   /** This replica among a key's lease holders in Redis. */
   private readonly holder = randomBytes(6).toString('hex');
   /** The asks made so far: each names the block it may get by its number (rule 9). */
@@ -527,16 +533,26 @@ export class QuotaLeases {
    */
   readonly recalled = (subject: string, recall: Recall): Promise<boolean> =>
     new Promise<boolean>((resolve) => {
+      // A recall of this key went unanswered lately, and no lease has been granted since (Redis
+      // grants none before the recall's 'le', 'rq', and any grant after it raises 'le'): the
+      // holders this one waits for are those that did not answer then. Not waited for again.
+      const silent = this.silent.get(subject);
+      if (silent && recall.leasedUntilMs <= silent.leasedUntilMs && this.now() < silent.untilMs) {
+        resolve(false);
+        return;
+      }
       const waiters = this.recalls.get(subject) ?? [];
       this.recalls.set(subject, waiters);
       // A warm lease (rule 15) may admit until its minute's end: a holder that cannot answer is
       // waited for no longer than a hot lease's life, leaseMs.
-      const boundMs = Math.min(Math.max(0, recall.leasedUntilMs - recall.nowMs), this.settings.leaseMs) + RECALL_GRACE_MS;
+      const leftMs = Math.max(0, recall.leasedUntilMs - recall.nowMs);
+      const boundMs = Math.min(leftMs, this.settings.leaseMs) + RECALL_GRACE_MS;
       let endsAtMs = this.now() + boundMs;
       const waiter: RecallWaiter = {
         seq: recall.seq,
         done: (heard = true) => {
           clearTimeout(timer);
+          if (!heard) this.silent.set(subject, { leasedUntilMs: recall.leasedUntilMs, untilMs: this.now() + leftMs + RECALL_GRACE_MS });
           const left = this.recalls.get(subject)?.filter((w) => w !== waiter) ?? [];
           if (left.length > 0) this.recalls.set(subject, left);
           else this.recalls.delete(subject);
@@ -935,6 +951,7 @@ export class QuotaLeases {
       if (rate.second < second - quietFor && nowMs >= rate.quietUntilMs && !this.leases.has(subject)) this.rates.delete(subject);
     }
     for (const [subject, { atMs }] of this.lost) if (nowMs - atMs >= LOST_ASK_MS) this.lost.delete(subject);
+    for (const [subject, { untilMs }] of this.silent) if (nowMs >= untilMs) this.silent.delete(subject);
   }
 }
 

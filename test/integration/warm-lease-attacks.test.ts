@@ -124,4 +124,43 @@ describe('attacks on warm key leases (4f5866a)', { timeout: 60_000 }, () => {
     const trulyLeft = QUOTA.perMinute - (counted - a.leases.held(subject));
     expect(minuteRemaining(told)).toBeLessThanOrEqual(trulyLeft); // measured 617 > 597
   });
+
+  // A warm lease's holder killed with `kill -9` (or deaf) keeps Redis's 'le' up to its minute's end,
+  // so every refusal of the key until then is a recall, and each waits the capped bound (leaseMs +
+  // the grace, 1.5 s) for a holder that never answers: not one burst's refusal, as after a hot
+  // holder's end (≤ leaseMs), but every 429 of the key for up to a minute, on every replica, each
+  // holding its connection and a pending decision (maxPendingDecisions) 1.5 s. No grant can come
+  // meanwhile ('rq' is that 'le'), so after one unanswered recall the same holders are all a later
+  // one could wait for: it need not wait again.
+  it('after a recall unanswered by a killed warm holder, later refusals until its end are not held the bound again', async () => {
+    const M = Date.UTC(2030, 0, 10, 12, 1);
+    const clock = { nowMs: M + 10_000 };
+    const subject = 'warm-killed-holder';
+    const quota: Quota = { perMinute: 30, perDay: 1_000_000 };
+    const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
+    // The killed replica's warm grant: 10 units, living 50 s (to the minute's end); it never answers.
+    const grant = await store.reserve(subject, quota, NO_BANS, {
+      want: 10, divisor: 1, minBlock: 1, leaseMs: 50_000, giveBack: 0, giveBackMinuteStartMs: 0,
+      giveBackDayStartMs: 0, block: 1, holder: 'killed', ends: false, heldUntilMs: 0,
+    });
+    expect(grant.granted).toBe(10);
+    for (let i = 0; i < 20; i++) expect((await store.consume(subject, quota, NO_BANS, 1)).verdict).toBe('allowed');
+    // A live replica decides the key's requests, waiting on its recalls as the gateway does.
+    const live = await replica(clock);
+    const refusal = async () => {
+      const startedMs = performance.now();
+      const outcome = await live.store.consume(subject, quota, NO_BANS, 1, undefined, live.leases.recalled);
+      expect(outcome.verdict).toBe('limited');
+      return performance.now() - startedMs;
+    };
+    // The first waits the bound: the holder might have answered.
+    expect(await refusal()).toBeGreaterThanOrEqual(SETTINGS.leaseMs + 400);
+    // Later ones, seconds later, still long before the dead lease's end: nothing new to wait for.
+    const waits: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      clock.nowMs += 5_000;
+      waits.push(await refusal());
+    }
+    expect(Math.max(...waits)).toBeLessThan(500); // measured about 1500 each
+  });
 });
