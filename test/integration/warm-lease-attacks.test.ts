@@ -51,7 +51,12 @@ async function replica(clock: { nowMs: number }, lose = { next: false }) {
     },
     notices: store.notices.bind(store),
   };
-  const leases = new QuotaLeases(reserving, SETTINGS, () => clock.nowMs, () => clock.nowMs);
+  const leases = new QuotaLeases(
+    reserving,
+    SETTINGS,
+    () => clock.nowMs,
+    () => clock.nowMs,
+  );
   opened.push({ store, leases });
   await store.noticesReady;
   return { store, leases };
@@ -140,8 +145,17 @@ describe('attacks on warm key leases (4f5866a)', { timeout: 60_000 }, () => {
     const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
     // The killed replica's warm grant: 10 units, living 50 s (to the minute's end); it never answers.
     const grant = await store.reserve(subject, quota, NO_BANS, {
-      want: 10, divisor: 1, minBlock: 1, leaseMs: 50_000, giveBack: 0, giveBackMinuteStartMs: 0,
-      giveBackDayStartMs: 0, block: 1, holder: 'killed', ends: false, heldUntilMs: 0,
+      want: 10,
+      divisor: 1,
+      minBlock: 1,
+      leaseMs: 50_000,
+      giveBack: 0,
+      giveBackMinuteStartMs: 0,
+      giveBackDayStartMs: 0,
+      block: 1,
+      holder: 'killed',
+      ends: false,
+      heldUntilMs: 0,
     });
     expect(grant.granted).toBe(10);
     for (let i = 0; i < 20; i++) expect((await store.consume(subject, quota, NO_BANS, 1)).verdict).toBe('allowed');
@@ -149,7 +163,14 @@ describe('attacks on warm key leases (4f5866a)', { timeout: 60_000 }, () => {
     const live = await replica(clock);
     const refusal = async () => {
       const startedMs = performance.now();
-      const outcome = await live.store.consume(subject, quota, NO_BANS, 1, undefined, live.leases.recalled);
+      const outcome = await live.store.consume(
+        subject,
+        quota,
+        NO_BANS,
+        1,
+        undefined,
+        async (id, recall) => void (await live.leases.recalled(id, recall)),
+      );
       expect(outcome.verdict).toBe('limited');
       return performance.now() - startedMs;
     };
