@@ -140,6 +140,9 @@ import { MINUTE_MS } from './windows.js';
  *    else is a hot lease's. One bound is not: a recalled request (rule 11) waits for a holder that
  *    cannot answer (killed, or its subscription cut) at most leaseMs + RECALL_GRACE_MS, not until
  *    the minute's end; units such a holder keeps miss the burst, as after the bound of a hot one.
+ *    Once a recall went unheard, later ones of the key with no newer 'le' (no grant can come
+ *    before it) wait no more. A renewal's ask makes Redis's end of this holder its grant's time +
+ *    the renewal's life, answered or not: from the ask on, the lease's blocks stop by then.
  *    gcra plans and limit rules' counters take no warm lease: gcra's slots bound a lease's life to
  *    τ − T (rule 7), a rule's window may be a day.
  */
@@ -303,6 +306,12 @@ export class QuotaLeases {
   private readonly inFlight = new Set<Promise<unknown>>();
   /** Requests waiting for recalled units, per subject (rule 11). */
   private readonly recalls = new Map<string, RecallWaiter[]>();
+  /**
+   * Per subject: the 'le' of a recall its bound ended unheard (a holder killed or deaf), and until
+   * when (this replica's clock) units of it may be out. A warm lease's holder (rule 15) keeps 'le'
+   * up to its minute's end: every refusal of the key until then is a recall, which waits no more.
+   */
+  private readonly silent = new Map<string, { leasedUntilMs: number; untilMs: number }>();
   /** This replica among a key's lease holders in Redis. */
   private readonly holder = randomBytes(6).toString('hex');
   /** The asks made so far: each names the block it may get by its number (rule 9). */
@@ -541,16 +550,26 @@ export class QuotaLeases {
    */
   readonly recalled = (subject: string, recall: Recall): Promise<boolean> =>
     new Promise<boolean>((resolve) => {
+      // A recall of this key went unanswered lately, and no lease has been granted since (Redis
+      // grants none before the recall's 'le', 'rq', and any grant after it raises 'le'): the
+      // holders this one waits for are those that did not answer then. Not waited for again.
+      const silent = this.silent.get(subject);
+      if (silent && recall.leasedUntilMs <= silent.leasedUntilMs && this.now() < silent.untilMs) {
+        resolve(false);
+        return;
+      }
       const waiters = this.recalls.get(subject) ?? [];
       this.recalls.set(subject, waiters);
       // A warm lease (rule 15) may admit until its minute's end: a holder that cannot answer is
       // waited for no longer than a hot lease's life, leaseMs.
-      const boundMs = Math.min(Math.max(0, recall.leasedUntilMs - recall.nowMs), this.settings.leaseMs) + RECALL_GRACE_MS;
+      const leftMs = Math.max(0, recall.leasedUntilMs - recall.nowMs);
+      const boundMs = Math.min(leftMs, this.settings.leaseMs) + RECALL_GRACE_MS;
       let endsAtMs = this.now() + boundMs;
       const waiter: RecallWaiter = {
         seq: recall.seq,
         done: (heard = true) => {
           clearTimeout(timer);
+          if (!heard) this.silent.set(subject, { leasedUntilMs: recall.leasedUntilMs, untilMs: this.now() + leftMs + RECALL_GRACE_MS });
           const left = this.recalls.get(subject)?.filter((w) => w !== waiter) ?? [];
           if (left.length > 0) this.recalls.set(subject, left);
           else this.recalls.delete(subject);
@@ -763,6 +782,13 @@ export class QuotaLeases {
     const no = ++this.asks;
     this.renewing.add(subject);
     const wanted = this.renewalAsk(lease, rate, askedAtMs);
+    // Granted, this ask makes this holder's end in Redis its grant's time + wanted.lifeMs (rule
+    // 10), whether or not its answer comes: a warm lease renewed by a hot ask (under 5 s of the
+    // minute left, or the key turned hot), or by a warm one a few ms shorter, would otherwise admit
+    // past that end when the answer is lost or late, 'le' falling under units still out. Its
+    // blocks stop by then, as the merged block would (a hot lease's already do: the same life).
+    const endsByMs = beforeHere(askedAtMs, wanted.lifeMs);
+    for (const block of lease.blocks) block.expiresAtMs = Math.min(block.expiresAtMs, endsByMs);
     const asked = this.ask(subject, lease.quota, lease.ban, wanted, no).then(
       (grant) => {
         lease.renewal = undefined;
@@ -952,6 +978,7 @@ export class QuotaLeases {
       if (rate.second < second - quietFor && nowMs >= rate.quietUntilMs && !this.leases.has(subject)) this.rates.delete(subject);
     }
     for (const [subject, { atMs }] of this.lost) if (nowMs - atMs >= LOST_ASK_MS) this.lost.delete(subject);
+    for (const [subject, { untilMs }] of this.silent) if (nowMs >= untilMs) this.silent.delete(subject);
   }
 }
 
