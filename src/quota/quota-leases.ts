@@ -553,8 +553,10 @@ export class QuotaLeases {
       // A recall of this key went unanswered lately, and no lease has been granted since (Redis
       // grants none before the recall's 'le', 'rq', and any grant after it raises 'le'): the
       // holders this one waits for are those that did not answer then. Not waited for again.
+      // The same 'le' only: a lower one is no older one but a state lost since (a Redis restarted
+      // empty or failed over, the hash evicted), 'rq' with it, and a live lease granted after.
       const silent = this.silent.get(subject);
-      if (silent && recall.leasedUntilMs <= silent.leasedUntilMs && this.now() < silent.untilMs) {
+      if (silent && recall.leasedUntilMs === silent.leasedUntilMs && this.now() < silent.untilMs) {
         resolve(false);
         return;
       }
@@ -597,6 +599,9 @@ export class QuotaLeases {
 
   /** A key changed (plan, record, ban, unban) or, with null, anything may have: its leases end now. */
   forget(subject: string | null): void {
+    // Missed notices (a lost subscription: a Redis restarted, failed over) may hide a state lost
+    // and leases granted since: no recall is taken for unheard without waiting (rule 15).
+    if (subject === null) this.silent.clear();
     for (const [held, lease] of this.leases) {
       // A key may have moved to or from an owner's shared windows: owner leases end with any change.
       if (subject === null || held === subject || held.startsWith('owner:')) void this.end(held, lease);
