@@ -140,8 +140,9 @@ import { MINUTE_MS } from './windows.js';
  *    else is a hot lease's. One bound is not: a recalled request (rule 11) waits for a holder that
  *    cannot answer (killed, or its subscription cut) at most leaseMs + RECALL_GRACE_MS, not until
  *    the minute's end; units such a holder keeps miss the burst, as after the bound of a hot one.
- *    Once a recall went unheard, later ones of the key with no newer 'le' (no grant can come
- *    before it) wait no more. A renewal's ask makes Redis's end of this holder its grant's time +
+ *    Once a recall went unheard, later ones of the key with the same 'le' (no grant can come
+ *    before it) wait no more; not one with another 'le' (a lower one: the key's state was lost
+ *    since, and a lease granted after it), nor after a lost subscription. A renewal's ask makes Redis's end of this holder its grant's time +
  *    the renewal's life, answered or not: from the ask on, the lease's blocks stop by then.
  *    gcra plans and limit rules' counters take no warm lease: gcra's slots bound a lease's life to
  *    τ − T (rule 7), a rule's window may be a day.
