@@ -48,9 +48,9 @@ describe('warm keys (rule 15)', () => {
     clock.nowMs += 200;
     expect(leases.admit('k', QUOTA, NO_BANS, 1)).toBeUndefined();
     expect(asks).toHaveLength(1);
-    // 6 units in 1 s, 54 s of the minute left on the wall clock, less the 3 s its lease ends
-    // before the minute's: 306 units, 'le' 51 s after the grant.
-    expect(asks[0]!.request).toMatchObject({ want: 306, leaseMs: 51_000, divisor: 1, minBlock: 2 });
+    // 5 a second (6 requests 1 s apart from the first), 54 s of the minute left on the wall clock,
+    // less the 3 s its lease ends before the minute's: 255 units, 'le' 51 s after the grant.
+    expect(asks[0]!.request).toMatchObject({ want: 255, leaseMs: 51_000, divisor: 1, minBlock: 2 });
     asks[0]!.answer({ granted: 306, minuteCount: 312, dayCount: 312, seq: 4, nowMs: MINUTE + 6_000 });
     await settle();
     expect(leases.held('k')).toBe(306);
@@ -80,7 +80,7 @@ describe('warm keys (rule 15)', () => {
   it('asks for no warm lease when off, for gcra plans, with too few units for a block, or near the minute end', () => {
     const asked = (settings: LeaseSettings, wallAtStart: number, everyMs: number, quota: Quota = QUOTA) => {
       const { asks, calls } = replica(settings, wallAtStart);
-      calls(20, everyMs, quota);
+      calls(40, everyMs, quota);
       return asks.length;
     };
     expect(asked(WARM, MINUTE + 5_000, 200)).toBe(1);
@@ -88,18 +88,24 @@ describe('warm keys (rule 15)', () => {
     expect(asked(WARM, MINUTE + 5_000, 200, GCRA)).toBe(0);
     // Under 5 s of life left (the minute's end less 3 s) once the history is long enough: not worth a
     // grant and a give-back.
-    expect(asked(WARM, MINUTE + 51_500, 200)).toBe(0);
-    expect(asked(WARM, MINUTE + 50_500, 200)).toBe(1);
+    expect(asked(WARM, MINUTE + 51_500, 50)).toBe(0);
+    expect(asked(WARM, MINUTE + 50_500, 50)).toBe(1);
     // One unit every 9 s: 5 s of history hold one unit; 54 s of it fill no block of 60 (minBlock).
     expect(asked({ ...WARM, minBlock: 60 }, MINUTE + 5_000, 9_000)).toBe(0);
   });
 
-  it('a key calling every few seconds keeps its rate between calls, and gets a lease', () => {
-    const { asks, calls } = replica({ ...WARM, minBlock: 8 });
-    // One call every 2.5 s: 0.4 a second, 21 units in the 53 s left once 5 s of history hold 3.
-    calls(4, 2_500);
-    expect(asks).toHaveLength(1);
-    expect(asks[0]!.request.want).toBeGreaterThanOrEqual(8);
+  it('a key calling every second or so keeps its rate between calls and gets a lease; a slower one is left to Redis', () => {
+    const slow = replica({ ...WARM, minBlock: 8 });
+    // One call every 2.5 s: 0.4 a second, about 20 units in the minute's rest: fewer than a warm
+    // lease's first block (32), which would cost more in grant and give-back than its decisions.
+    slow.calls(12, 2_500);
+    expect(slow.asks).toHaveLength(0);
+    const steady = replica({ ...WARM, minBlock: 8 });
+    // One every 1.2 s (each call past 2 s after the one before would drop the last second's rate
+    // from a hot key's count, not from the warm one): 0.83 a second, about 40 in the rest.
+    steady.calls(4, 1_200);
+    expect(steady.asks).toHaveLength(1);
+    expect(steady.asks[0]!.request.want).toBeGreaterThanOrEqual(32);
   });
 
   it("a warm lease's renewal asks for the rest of the minute again", async () => {
