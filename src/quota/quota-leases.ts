@@ -131,21 +131,22 @@ import { MINUTE_MS } from './windows.js';
  *    until its minute's end: once this replica has seen it for a second at least, at its rate over
  *    the last 5 to 10 s, a block of that rate times the minute's time left (by this replica's wall
  *    clock, at least 5 s and 2 × leaseMs; between minBlock and maxBlock and ≤ left / (spread ×
- *    replicas), rule 3), if that is WARM_MIN_BLOCK at least (a renewal: minBlock). So that thousands of keys do not all give back at the minute's end and
- *    ask again at its start, each key's warm leases start up to 3 s into the minute and end up to
- *    3 s before its end (WARM_EDGE_SPREAD_MS; its requests meanwhile are Redis's, as a cold
- *    key's). Redis's 'le' is then the grant's time plus that life (rule 10), rule 4
- *    keeps it inside its minute, and a renewal asks for the minute's rest again: a grant, a
- *    give-back and a renewal or two a minute per key and replica, whatever its rate. Everything
- *    else is a hot lease's. One bound is not: a recalled request (rule 11) waits for a holder that
- *    cannot answer (killed, or its subscription cut) at most leaseMs + RECALL_GRACE_MS, not until
- *    the minute's end; units such a holder keeps miss the burst, as after the bound of a hot one.
- *    Once a recall went unheard, later ones of the key with the same 'le' (no grant can come
- *    before it) wait no more; not one with another 'le' (a lower one: the key's state was lost
- *    since, and a lease granted after it), nor after a lost subscription. A renewal's ask makes Redis's end of this holder its grant's time +
- *    the renewal's life, answered or not: from the ask on, the lease's blocks stop by then.
- *    gcra plans and limit rules' counters take no warm lease: gcra's slots bound a lease's life to
- *    τ − T (rule 7), a rule's window may be a day.
+ *    replicas), rule 3), if that is WARM_MIN_BLOCK at least (a renewal: minBlock). So that
+ *    thousands of keys do not all give back at the minute's end and ask again at its start, each
+ *    key's warm leases start up to 3 s into the minute and end up to 3 s before its end
+ *    (WARM_EDGE_SPREAD_MS; its requests meanwhile are Redis's, as a cold key's). Redis's 'le' is
+ *    then the grant's time plus that life (rule 10), rule 4 keeps it inside its minute, and a
+ *    renewal asks for the minute's rest again: a grant, a give-back and a renewal or two a minute
+ *    per key and replica, whatever its rate. Everything else is a hot lease's. One bound is not:
+ *    a recalled request (rule 11) waits for a holder that cannot answer (killed, or its
+ *    subscription cut) at most leaseMs + RECALL_GRACE_MS, not until the minute's end; units such
+ *    a holder keeps miss the burst, as after the bound of a hot one. Once a recall went unheard,
+ *    later ones of the key with the same 'le' (no grant can come before it) wait no more; not one
+ *    with another 'le' (a lower one: the key's state was lost since, and a lease granted after
+ *    it), nor after a lost subscription. A renewal's ask makes Redis's end of this holder its
+ *    grant's time + the renewal's life, answered or not: from the ask on, the lease's blocks stop
+ *    by then. gcra plans and limit rules' counters take no warm lease: gcra's slots bound a
+ *    lease's life to τ − T (rule 7), a rule's window may be a day.
  */
 export interface LeaseSettings {
   leaseMs: number;
