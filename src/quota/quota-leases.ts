@@ -128,10 +128,10 @@ import { MINUTE_MS } from './windows.js';
  * 15. Warm keys (`warmKeys`): a key below `hotPerSecond` that calls steadily (10,000 customers each
  *    calling now and then) would cost a grant and a give-back per leaseMs for a few requests, more
  *    than the decisions they replace. Under a fixed-window plan it instead takes a lease living
- *    until its minute's end: once this replica has seen it for a second at least, at its rate over
- *    the last 5 to 10 s, a block of that rate times the minute's time left (by this replica's wall
- *    clock, at least 5 s and 2 × leaseMs; between minBlock and maxBlock and ≤ left / (spread ×
- *    replicas), rule 3), if that is WARM_MIN_BLOCK at least (a renewal: minBlock). So that
+ *    until its minute's end: once this replica has seen it for 5 s at least and 8 units in its
+ *    last 5 to 10 s, at its rate over them, a block of that rate times the minute's time left (by
+ *    this replica's wall clock, at least 5 s and 2 × leaseMs; between minBlock and maxBlock and ≤
+ *    left / (spread × replicas), rule 3), if that is WARM_MIN_BLOCK at least (renewal: minBlock). So that
  *    thousands of keys do not all give back at the minute's end and ask again at its start, each
  *    key's warm leases start up to 3 s into the minute and end up to 3 s before its end
  *    (WARM_EDGE_SPREAD_MS; its requests meanwhile are Redis's, as a cold key's). Redis's 'le' is
@@ -257,12 +257,14 @@ export const RECALL_GRACE_MS = 500;
 
 /**
  * Rule 15: a warm key's rate is its units over the current span and the one before (so over 5 to
- * 10 s), once this replica has seen it for WARM_HISTORY_MS at least; its lease lives until the
- * minute's end, and none is asked with less than WARM_MIN_LIFE_MS of the minute left (two commands,
- * grant and give-back, for a few seconds of a slow key's requests are not worth it).
+ * 10 s), once this replica has seen it for WARM_HISTORY_MS at least and WARM_MIN_UNITS units in
+ * them (steady, not a few requests in a row); its lease lives until the minute's end, and none is
+ * asked with less than WARM_MIN_LIFE_MS of the minute left (two commands, grant and give-back, for
+ * a few seconds of a slow key's requests are not worth it).
  */
 const WARM_SPAN_MS = 5000;
-const WARM_HISTORY_MS = 1000;
+const WARM_HISTORY_MS = 5000;
+const WARM_MIN_UNITS = 8;
 const WARM_MIN_LIFE_MS = 5000;
 /**
  * Warm leases of many keys would all end at the minute's end and be asked for again at its start:
@@ -1030,7 +1032,7 @@ function warmPerMs(rate: Rate, nowMs: number): number {
   const sinceMs = Math.max(rate.previousSpanUnits > 0 ? spanStartMs - WARM_SPAN_MS : spanStartMs, rate.firstMs);
   const elapsedMs = nowMs - sinceMs;
   const units = rate.previousSpanUnits + rate.spanUnits - (sinceMs === rate.firstMs ? 1 : 0);
-  return elapsedMs < WARM_HISTORY_MS ? 0 : Math.max(0, units) / elapsedMs;
+  return elapsedMs < WARM_HISTORY_MS || units < WARM_MIN_UNITS ? 0 : units / elapsedMs;
 }
 
 /** Units per second: the last whole second's, or this one's so far when it is more. */

@@ -40,34 +40,43 @@ describe('warm keys (rule 15)', () => {
   beforeEach(() => vi.spyOn(Math, 'random').mockReturnValue(0));
   afterEach(() => vi.restoreAllMocks());
 
-  it('a steady key below hotPerSecond asks, after a second of history, for a lease until its minute ends, sized for its rate', async () => {
+  it('a steady key below hotPerSecond asks, after 5 s of history, for a lease until its minute ends, sized for its rate', async () => {
     const { leases, asks, clock, calls } = replica();
-    // Five a second: far below hotPerSecond (50). Under a second seen: no ask yet.
-    expect(calls(5, 200)).toEqual([undefined, undefined, undefined, undefined, undefined]);
+    // Five a second: far below hotPerSecond (50). Under 5 s seen: no ask yet.
+    expect(calls(25, 200).every((answer) => answer === undefined)).toBe(true);
     expect(asks).toHaveLength(0);
     clock.nowMs += 200;
     expect(leases.admit('k', QUOTA, NO_BANS, 1)).toBeUndefined();
     expect(asks).toHaveLength(1);
-    // 5 a second (6 requests 1 s apart from the first), 54 s of the minute left on the wall clock,
-    // less the 3 s its lease ends before the minute's: 255 units, 'le' 51 s after the grant.
-    expect(asks[0]!.request).toMatchObject({ want: 255, leaseMs: 51_000, divisor: 1, minBlock: 2 });
-    asks[0]!.answer({ granted: 306, minuteCount: 312, dayCount: 312, seq: 4, nowMs: MINUTE + 6_000 });
+    // 5 a second (26 requests 5 s apart from the first), 50 s of the minute left on the wall clock,
+    // less the 3 s its lease ends before the minute's: 235 units, 'le' 47 s after the grant.
+    expect(asks[0]!.request).toMatchObject({ want: 235, leaseMs: 47_000, divisor: 1, minBlock: 2 });
+    asks[0]!.answer({ granted: 235, minuteCount: 261, dayCount: 261, seq: 4, nowMs: MINUTE + 10_000 });
     await settle();
-    expect(leases.held('k')).toBe(306);
+    expect(leases.held('k')).toBe(235);
     // Far past leaseMs (1 s), still before the minute's end: admitted from the lease, no ask.
-    clock.nowMs += 50_000;
-    // Redis's count (312) less the lease's unused units (305): the 7 admitted.
-    expect(leases.admit('k', QUOTA, NO_BANS, 1)).toMatchObject({ verdict: 'allowed', minuteCount: 7 });
+    clock.nowMs += 40_000;
+    // Redis's count (261) less the lease's unused units (234): the 27 admitted.
+    expect(leases.admit('k', QUOTA, NO_BANS, 1)).toMatchObject({ verdict: 'allowed', minuteCount: 27 });
     expect(asks).toHaveLength(1);
     // Its life's end (less the margins for the two clocks) ends it: its units go back, and the
     // give-back names the end Redis keeps for this holder, the grant's time plus its life.
-    clock.nowMs += 990;
-    expect(leases.held('k')).toBe(305);
+    clock.nowMs += 6_990;
+    expect(leases.held('k')).toBe(234);
     expect(leases.admit('k', QUOTA, NO_BANS, 1)).toBeUndefined();
     expect(leases.held('k')).toBe(0);
     await settle();
     const back = asks.find(({ request }) => request.giveBack > 0)!.request;
-    expect(back).toMatchObject({ giveBack: 305, ends: true, heldUntilMs: MINUTE + 57_000, leaseMs: 51_000 });
+    expect(back).toMatchObject({ giveBack: 234, ends: true, heldUntilMs: MINUTE + 57_000, leaseMs: 47_000 });
+  });
+
+  it('a few requests in a row are no steady key: no warm lease', () => {
+    const { asks, clock, calls } = replica();
+    // Four at once, then a fifth 6 s later: 5 s of history but 4 units in it, fewer than 8.
+    calls(4, 10);
+    clock.nowMs += 6_000;
+    calls(1, 0);
+    expect(asks).toHaveLength(0);
   });
 
   it('a hot key asks as before: a block for its rate over leaseMs', () => {
@@ -80,7 +89,7 @@ describe('warm keys (rule 15)', () => {
   it('asks for no warm lease when off, for gcra plans, with too few units for a block, or near the minute end', () => {
     const asked = (settings: LeaseSettings, wallAtStart: number, everyMs: number, quota: Quota = QUOTA) => {
       const { asks, calls } = replica(settings, wallAtStart);
-      calls(40, everyMs, quota);
+      calls(Math.ceil(6_000 / everyMs) + 1, everyMs, quota);
       return asks.length;
     };
     expect(asked(WARM, MINUTE + 5_000, 200)).toBe(1);
@@ -88,9 +97,9 @@ describe('warm keys (rule 15)', () => {
     expect(asked(WARM, MINUTE + 5_000, 200, GCRA)).toBe(0);
     // Under 5 s of life left (the minute's end less 3 s) once the history is long enough: not worth a
     // grant and a give-back.
-    expect(asked(WARM, MINUTE + 51_500, 50)).toBe(0);
-    expect(asked(WARM, MINUTE + 50_500, 50)).toBe(1);
-    // One unit every 9 s: 5 s of history hold one unit; 54 s of it fill no block of 60 (minBlock).
+    expect(asked(WARM, MINUTE + 47_500, 50)).toBe(0);
+    expect(asked(WARM, MINUTE + 46_500, 50)).toBe(1);
+    // One unit every 9 s: never 8 units in 10 s.
     expect(asked({ ...WARM, minBlock: 60 }, MINUTE + 5_000, 9_000)).toBe(0);
   });
 
@@ -101,31 +110,31 @@ describe('warm keys (rule 15)', () => {
     slow.calls(12, 2_500);
     expect(slow.asks).toHaveLength(0);
     const steady = replica({ ...WARM, minBlock: 8 });
-    // One every 1.2 s (each call past 2 s after the one before would drop the last second's rate
-    // from a hot key's count, not from the warm one): 0.83 a second, about 40 in the rest.
-    steady.calls(4, 1_200);
+    // One every 0.6 s (each call past 2 s after the one before would drop the last second's rate
+    // from a hot key's count, not from the warm one): 1.7 a second, about 77 in the rest.
+    steady.calls(12, 600);
     expect(steady.asks).toHaveLength(1);
     expect(steady.asks[0]!.request.want).toBeGreaterThanOrEqual(32);
   });
 
   it("a warm lease's renewal asks for the rest of the minute again", async () => {
     const { asks, clock, calls } = replica();
-    calls(6, 200);
-    asks[0]!.answer({ granted: 10, minuteCount: 16, dayCount: 16, seq: 4, nowMs: MINUTE + 6_000 });
+    calls(26, 200);
+    asks[0]!.answer({ granted: 10, minuteCount: 36, dayCount: 36, seq: 4, nowMs: MINUTE + 10_000 });
     await settle();
-    // Half of the block used: a renewal, with the life left on the wall clock.
-    clock.nowMs += 10_000;
+    // Half of the block used, still calling: a renewal, with the life left on the wall clock.
+    clock.nowMs += 200;
     calls(6, 200);
     expect(asks).toHaveLength(2);
-    expect(asks[1]!.request.leaseMs).toBe(54_000 - 3_000 - 10_000 - 5 * 200);
+    expect(asks[1]!.request.leaseMs).toBe(60_000 - 11_200 - 3_000);
   });
 
   it("spreads the keys' warm leases over the minute's edges: none asked before its place, each ending its rest before the end", async () => {
     vi.spyOn(Math, 'random').mockReturnValue(0.5);
-    // The minute began 0.2 s ago: this key's leases start 1.5 s into it and end 1.5 s before its
-    // end. A second of history at 1.2 s, still no ask at 1.4 s.
-    const { asks, clock, calls } = replica(WARM, MINUTE + 200);
-    calls(7, 200);
+    // History from 6 s before the minute: this key's leases start 1.5 s into it and end 1.5 s
+    // before its end; none in the last 5 s of life of the minute before, and still no ask at 1.4 s.
+    const { asks, clock, calls } = replica(WARM, MINUTE - 6_000);
+    calls(38, 200);
     expect(asks).toHaveLength(0);
     clock.nowMs += 200;
     calls(1, 0);
