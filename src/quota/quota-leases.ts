@@ -805,10 +805,10 @@ export class QuotaLeases {
     const no = ++this.asks;
     this.renewing.add(subject);
     // Granted, this ask makes this holder's end in Redis its grant's time + wanted.lifeMs (rule
-    // 10), whether or not its answer comes: a warm lease renewed by a hot ask (under 5 s of the
-    // minute left, or the key turned hot), or by a warm one a few ms shorter, would otherwise admit
-    // past that end when the answer is lost or late, 'le' falling under units still out. Its
-    // blocks stop by then, as the merged block would (a hot lease's already do: the same life).
+    // 10), whether or not its answer comes: a warm lease renewed by a hot ask (the key turned hot),
+    // or by a warm one a few ms shorter, would otherwise admit past that end when the answer is
+    // lost or late, 'le' falling under units still out. Its blocks stop by then, as the merged
+    // block would (a hot lease's already do: the same life).
     const endsByMs = beforeHere(askedAtMs, wanted.lifeMs);
     for (const block of lease.blocks) block.expiresAtMs = Math.min(block.expiresAtMs, endsByMs);
     const asked = this.ask(subject, lease.quota, lease.ban, wanted, no).then(
