@@ -17,6 +17,15 @@ export async function pollUntil<T>(
   return answer;
 }
 
+/** Until `check` holds: what replicas do in the background (no bet on the machine's speed; 30 s at most, then an error naming `what`). */
+export async function pollFor(check: () => boolean | Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`no ${what} within 30 s`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
 /** The key cache's shipped ttlSeconds (src/config/gateway-schema.ts). */
 const KEY_CACHE_TTL_MS = 30_000;
 

@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import { pollFor } from '../helpers/poll.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import { QuotaLeases, RECALL_GRACE_MS, type LeaseSettings } from '../../src/quota/quota-leases.js';
@@ -28,15 +29,6 @@ afterEach(async () => {
   }
 });
 
-/** Until `check` holds: what the replicas do in the background (no bet on the machine's speed; 30 s at most). */
-async function poll(check: () => boolean | Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`no ${what} within 30 s`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
-
 /** A replica: its own store (and subscription, unless `deaf`) and leases, on the shared clock. */
 async function replica(clock: { nowMs: number }, deaf = false) {
   const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
@@ -59,7 +51,7 @@ async function send(r: Replica, subject: string, quota = QUOTA, ban = NO_BANS): 
 
 /** Requests until the replica holds a lease of `subject` (its reservation runs in the background). */
 async function hotUntilLeased(r: Replica, subject: string, admitted: { units: number }): Promise<void> {
-  await poll(async () => {
+  await pollFor(async () => {
     const outcome = await send(r, subject);
     if (outcome.verdict === 'allowed') admitted.units++;
     return r.leases.held(subject) > 0;
@@ -92,7 +84,7 @@ describe('lease notices', { timeout: 60_000 }, () => {
     expect(admitted.units).toBeGreaterThan(400);
     // Every notice published so far has reached A.
     const seq = await publishedSeq(subject);
-    await poll(() => (a.leases.lastHeard(subject) ?? 0) >= seq, "A's notices");
+    await pollFor(() => (a.leases.lastHeard(subject) ?? 0) >= seq, "A's notices");
 
     const outcome = await send(a, subject);
     expect(outcome.leased).toBe(true);
@@ -113,14 +105,14 @@ describe('lease notices', { timeout: 60_000 }, () => {
     const subject = 'notice-state-lost';
     const quota: Quota = { perMinute: 100_000, perDay: 1_000_000 };
     const [a, b] = [await replica(clock), await replica(clock)];
-    await poll(async () => {
+    await pollFor(async () => {
       await send(a, subject, quota);
       return a.leases.held(subject) > 0;
     }, 'a lease');
     // Many changes (each a notice A hears) before the state is lost: A's number grows.
     for (let i = 0; i < 200; i++) await b.store.consume(subject, quota, NO_BANS, 1);
     const seqBefore = await publishedSeq(subject);
-    await poll(() => (a.leases.lastHeard(subject) ?? 0) >= seqBefore, "A's notices");
+    await pollFor(() => (a.leases.lastHeard(subject) ?? 0) >= seqBefore, "A's notices");
 
     await redis.client().del(quotaKey(subject));
     clock.nowMs += 1;
@@ -132,7 +124,7 @@ describe('lease notices', { timeout: 60_000 }, () => {
       if (i % 20 === 0) await new Promise((resolve) => setImmediate(resolve));
     }
     const seq = await publishedSeq(subject);
-    await poll(() => (a.leases.lastHeard(subject) ?? 0) >= seq, "A's notices after the loss");
+    await pollFor(() => (a.leases.lastHeard(subject) ?? 0) >= seq, "A's notices after the loss");
     const outcome = await send(a, subject, quota);
     expect(outcome.leased).toBe(true);
     afterLoss.units++;
@@ -153,7 +145,7 @@ describe('lease notices', { timeout: 60_000 }, () => {
       const own = (store = new RedisQuotaStore(client, () => clock.nowMs));
       const leased = (leases = new QuotaLeases(own, SETTINGS, () => clock.nowMs));
       // The grant's step and Redis's decisions beside the lease publish: each still answers.
-      await poll(async () => {
+      await pollFor(async () => {
         const admitted = await leased.admit(subject, QUOTA, NO_BANS, 1);
         if (!admitted) expect((await own.consume(subject, QUOTA, NO_BANS, 1)).verdict).toBe('allowed');
         return leased.held(subject) > 0;
@@ -173,7 +165,7 @@ describe('lease notices', { timeout: 60_000 }, () => {
     const quota: Quota = { perMinute: 60, perDay: 1_000_000 };
     const ban: BanPolicy = { afterRejections: 3, window: 60, duration: 600 };
     const [a, b] = [await replica(clock), await replica(clock)];
-    await poll(async () => {
+    await pollFor(async () => {
       await send(a, subject, quota, ban);
       return a.leases.held(subject) > 0;
     }, 'a lease');
@@ -182,7 +174,7 @@ describe('lease notices', { timeout: 60_000 }, () => {
     for (let i = 0; i < 100 && !banned; i++) banned = (await send(b, subject, quota, ban)).verdict === 'banned';
     expect(banned).toBe(true);
     // The clock stands still: only the ban's notice can end A's lease.
-    await poll(() => a.leases.held(subject) === 0, "the end of A's lease");
+    await pollFor(() => a.leases.held(subject) === 0, "the end of A's lease");
     const next = await send(a, subject, quota, ban);
     expect(next.leased).toBe(false);
     expect(next.verdict).toBe('banned');
@@ -233,7 +225,7 @@ describe('lease notices', { timeout: 60_000 }, () => {
 
       // Every published notice has arrived once a later publication has (one connection, in order).
       await redis.client().publish(QUOTA_NOTICE_CHANNEL, 'end');
-      await poll(() => heard.some(({ key }) => key === 'end'), 'the marker');
+      await pollFor(() => heard.some(({ key }) => key === 'end'), 'the marker');
       expect(heard.filter(({ key }) => key === quotaKey('notice-cold'))).toEqual([]);
       // Each change published once, in order (one apart while the clock stands still), the last the one Redis holds.
       const lapsed = heard.filter(({ key }) => key === quotaKey('notice-lapsed')).map(({ seq }) => seq);
@@ -254,6 +246,6 @@ describe('lease notices', { timeout: 60_000 }, () => {
     await redis.server().kill();
     await redis.server().launch();
     // The clock stands still: only the subscription's gap can end the lease.
-    await poll(() => a.leases.held(subject) === 0, 'the end of the lease');
+    await pollFor(() => a.leases.held(subject) === 0, 'the end of the lease');
   });
 });

@@ -1,4 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { leaseRequest } from '../helpers/lease-requests.js';
+import { pollFor } from '../helpers/poll.js';
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import { QuotaLeases, type LeaseSettings } from '../../src/quota/quota-leases.js';
 import { leaseHoldersKey, quotaKey } from '../../src/store/redis/redis-keys.js';
@@ -23,14 +25,6 @@ afterEach(async () => {
     await store.close();
   }
 });
-
-async function poll(check: () => boolean | Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`no ${what} within 30 s`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
 
 /** A replica on the shared clock; `giveBackDelayMs`: a live holder slow to give back (a loaded machine). */
 async function replica(clock: { nowMs: number }, giveBackDelayMs = 0) {
@@ -70,19 +64,7 @@ describe('attacks on warm key leases, second review', { timeout: 60_000 }, () =>
     const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
     opened.push({ store });
     // A killed replica's warm grant: 10 units living 50 s (to the minute's end); it never answers.
-    const grant = await store.reserve(subject, quota, NO_BANS, {
-      want: 10,
-      divisor: 1,
-      minBlock: 1,
-      leaseMs: 50_000,
-      giveBack: 0,
-      giveBackMinuteStartMs: 0,
-      giveBackDayStartMs: 0,
-      block: 1,
-      holder: 'killed',
-      ends: false,
-      heldUntilMs: 0,
-    });
+    const grant = await store.reserve(subject, quota, NO_BANS, leaseRequest({ want: 10, leaseMs: 50_000, block: 1, holder: 'killed' }));
     expect(grant.granted).toBe(10);
     for (let i = 0; i < 190; i++) expect((await store.consume(subject, quota, NO_BANS, 1)).verdict).toBe('allowed');
     const live = await replica(clock);
@@ -102,7 +84,7 @@ describe('attacks on warm key leases, second review', { timeout: 60_000 }, () =>
       if (outcome.verdict === 'allowed') admitted++;
       await new Promise((resolve) => setImmediate(resolve));
     }
-    await poll(() => b.leases.held(subject) > 0, "B's lease");
+    await pollFor(() => b.leases.held(subject) > 0, "B's lease");
     expect(b.leases.held(subject)).toBeGreaterThan(10);
     // A burst at the limit on the live replica: B's units are recalled, and come back.
     for (let i = 0; i < 400; i++) {

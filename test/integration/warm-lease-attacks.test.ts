@@ -1,4 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { leaseRequest } from '../helpers/lease-requests.js';
+import { pollFor } from '../helpers/poll.js';
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
 import { QuotaLeases, type LeaseSettings } from '../../src/quota/quota-leases.js';
 import type { QuotaOutcome } from '../../src/quota/quota-state.js';
@@ -26,14 +28,6 @@ afterEach(async () => {
     await store.close();
   }
 });
-
-async function poll(check: () => boolean | Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`no ${what} within 30 s`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
 
 /**
  * A replica on the shared clock. `lose.next` true: its next lease ask runs in Redis, and its answer
@@ -92,7 +86,7 @@ describe('attacks on warm key leases (4f5866a)', { timeout: 60_000 }, () => {
       clock.nowMs += 200;
     }
     await send(a, subject);
-    await poll(() => a.leases.held(subject) > 0, 'a warm lease');
+    await pollFor(() => a.leases.held(subject) > 0, 'a warm lease');
     const block = a.leases.held(subject);
     expect(block).toBeGreaterThan(100);
     // 4 s of the minute left: A uses half its block; the renewal (hot: too little of the minute
@@ -100,7 +94,7 @@ describe('attacks on warm key leases (4f5866a)', { timeout: 60_000 }, () => {
     clock.nowMs = M + 56_000;
     lose.next = true;
     for (let used = 0; used < block / 2 + 1; used++) expect((await send(a, subject)).leased).toBe(true);
-    await poll(() => !lose.next, 'the renewal');
+    await pollFor(() => !lose.next, 'the renewal');
     await new Promise((resolve) => setTimeout(resolve, 50));
     // B takes a hot lease and ends it (any holder's end recomputes 'le' from the holders left).
     clock.nowMs = M + 57_600;
@@ -108,7 +102,7 @@ describe('attacks on warm key leases (4f5866a)', { timeout: 60_000 }, () => {
       await send(b, subject);
       await new Promise((resolve) => setImmediate(resolve));
     }
-    await poll(() => b.leases.held(subject) > 0, "B's lease");
+    await pollFor(() => b.leases.held(subject) > 0, "B's lease");
     b.leases.forget(subject);
     await new Promise((resolve) => setTimeout(resolve, 200));
 
@@ -144,19 +138,7 @@ describe('attacks on warm key leases (4f5866a)', { timeout: 60_000 }, () => {
     const quota: Quota = { perMinute: 30, perDay: 1_000_000 };
     const store = new RedisQuotaStore(redis.client(), () => clock.nowMs);
     // The killed replica's warm grant: 10 units, living 50 s (to the minute's end); it never answers.
-    const grant = await store.reserve(subject, quota, NO_BANS, {
-      want: 10,
-      divisor: 1,
-      minBlock: 1,
-      leaseMs: 50_000,
-      giveBack: 0,
-      giveBackMinuteStartMs: 0,
-      giveBackDayStartMs: 0,
-      block: 1,
-      holder: 'killed',
-      ends: false,
-      heldUntilMs: 0,
-    });
+    const grant = await store.reserve(subject, quota, NO_BANS, leaseRequest({ want: 10, leaseMs: 50_000, block: 1, holder: 'killed' }));
     expect(grant.granted).toBe(10);
     for (let i = 0; i < 20; i++) expect((await store.consume(subject, quota, NO_BANS, 1)).verdict).toBe('allowed');
     // A live replica decides the key's requests, waiting on its recalls as the gateway does.
