@@ -1,56 +1,24 @@
 // What every benchmark peer adds to a request so that the bundled backend accepts it: the
-// consumer headers and a signed gateway assertion, as tollgate's upstream-identity policy does.
-// A token is signed once per key and re-signed at half its lifetime, so the peers spend almost
-// nothing on it (tollgate caches its assertions too) and the backend does the same work behind
-// every proxy.
+// consumer headers and a signed gateway assertion, as tollgate's upstream-identity policy does,
+// with tollgate's own signer: a token is signed once per key and re-signed at half its lifetime,
+// so the peers spend almost nothing on it and the backend does the same work behind every proxy.
 import type { IncomingHttpHeaders } from 'node:http';
-import { SignJWT } from 'jose';
 import { loadSettings } from '../../src/config/settings.js';
+import { AssertionSigner } from '../../src/gateway/assertion-signer.js';
 import { CONSUMER_ID_HEADER, CONSUMER_PLAN_HEADER } from '../../src/gateway/upstream-headers.js';
-import { ASSERTION_ALG, ASSERTION_HEADER, importAssertionKey } from '../../src/identity/assertion.js';
+import { ASSERTION_HEADER } from '../../src/identity/assertion.js';
 import { assertionSecretsFromEnv } from '../../src/identity/assertion-secrets.js';
 
-const settings = loadSettings(process.env).assertion;
-const secret = assertionSecretsFromEnv(process.env).current;
-const signingKey = await importAssertionKey(secret, 'sign');
-
-interface Signed {
-  token: string;
-  renewAtMs: number;
-}
-
-const signed = new Map<string, Signed>();
-
-async function sign(keyId: string, plan: string): Promise<Signed> {
-  const nowSeconds = Math.floor(Date.now() / 1000);
-  const token = await new SignJWT({ plan })
-    .setProtectedHeader({ alg: ASSERTION_ALG, typ: 'JWT', kid: secret.kid })
-    .setIssuer(settings.issuer)
-    .setAudience(settings.audience)
-    .setSubject(keyId)
-    .setIssuedAt(nowSeconds)
-    .setExpirationTime(nowSeconds + settings.ttlSeconds)
-    .sign(signingKey);
-  const entry = { token, renewAtMs: Date.now() + (settings.ttlSeconds * 1000) / 2 };
-  signed.set(keyId, entry);
-  return entry;
-}
+const signer = new AssertionSigner(assertionSecretsFromEnv(process.env).current, loadSettings(process.env).assertion, 1_000_000);
 
 /** The assertion for a key: from the cache while fresh, else signed now. */
-export async function assertionFor(keyId: string, plan: string): Promise<string> {
-  const cached = signed.get(keyId);
-  if (cached && cached.renewAtMs > Date.now()) return cached.token;
-  return (await sign(keyId, plan)).token;
+export function assertionFor(keyId: string, plan: string): Promise<string> {
+  return Promise.resolve(signer.token(keyId, plan));
 }
 
-/**
- * For a proxy that serves one known key (the bare proxy): signed now and renewed in the
- * background, so a request reads it without waiting.
- */
-export async function keepAssertionFresh(keyId: string, plan: string): Promise<() => string> {
-  let token = (await sign(keyId, plan)).token;
-  setInterval(() => void sign(keyId, plan).then((s) => (token = s.token)), (settings.ttlSeconds * 1000) / 2).unref();
-  return () => token;
+/** For a proxy that serves one known key (the bare proxy): read per request, from the cache while fresh. */
+export function keepAssertionFresh(keyId: string, plan: string): Promise<() => string> {
+  return Promise.resolve(() => signer.token(keyId, plan));
 }
 
 /** Sets the identity headers on `headers` (three assignments, the same in every peer). */

@@ -47,7 +47,7 @@ export function assertionVerifier(opts: VerifierOptions): VerifyRequest {
   const toleranceMs = settings.clockToleranceSeconds * 1000;
   const keys = new Map<string, Promise<webcrypto.CryptoKey>>();
   for (const secret of [secrets.current, secrets.previous]) {
-    if (secret && !keys.has(secret.kid)) keys.set(secret.kid, importAssertionKey(secret, 'verify'));
+    if (secret && !keys.has(secret.kid)) keys.set(secret.kid, importAssertionKey(secret));
   }
   const keyFor: JWTVerifyGetKey = (header) => {
     const key = header.kid === undefined ? undefined : keys.get(header.kid);

@@ -16,7 +16,10 @@ export const CONSUMER_PLAN_HEADER = 'x-tollgate-plan';
 export const ANONYMOUS_HEADER = 'x-tollgate-anonymous';
 export const ASSERTION_ALG = 'HS256';
 
-/** The key as a WebCrypto key, imported once: jose re-imports a raw Uint8Array on every call. */
-export function importAssertionKey(secret: AssertionSecret, usage: 'sign' | 'verify'): Promise<webcrypto.CryptoKey> {
-  return webcrypto.subtle.importKey('raw', secret.bytes, { name: 'HMAC', hash: 'SHA-256' }, false, [usage]);
+/**
+ * The key as a WebCrypto key for jose's verification, imported once: jose re-imports a raw
+ * Uint8Array on every call. (The gateway signs with node:crypto: src/gateway/assertion-signer.ts.)
+ */
+export function importAssertionKey(secret: AssertionSecret): Promise<webcrypto.CryptoKey> {
+  return webcrypto.subtle.importKey('raw', secret.bytes, { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
 }

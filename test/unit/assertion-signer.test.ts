@@ -15,7 +15,7 @@ function signer(clock: { now: number }, maxEntries = 100) {
 describe('AssertionSigner', () => {
   it('signs an HS256 JWT with iss, aud, sub = key id, plan, iat and exp = iat + ttl', async () => {
     const clock = { now: T0 + 400 };
-    const token = await signer(clock).token('k3j9x0a7b2c1', 'pro');
+    const token = signer(clock).token('k3j9x0a7b2c1', 'pro');
     expect(decodeProtectedHeader(token)).toEqual({ alg: 'HS256', typ: 'JWT', kid: kidOf(TEST_ASSERTION_SECRET) });
     const { payload } = await jwtVerify(token, new TextEncoder().encode(TEST_ASSERTION_SECRET), {
       issuer: 'tollgate',
@@ -35,7 +35,7 @@ describe('AssertionSigner', () => {
   it('reuses one token per key id and plan for half its lifetime, then signs a fresh one', async () => {
     const clock = { now: T0 };
     const s = signer(clock);
-    const first = await s.token('key000000001', 'free');
+    const first = s.token('key000000001', 'free');
     expect(s.signed).toBe(1);
     clock.now = T0 + 29_999;
     expect(s.cached('key000000001', 'free')).toBe(first);
@@ -43,7 +43,7 @@ describe('AssertionSigner', () => {
     expect(s.signed).toBe(1);
     clock.now = T0 + 30_000;
     expect(s.cached('key000000001', 'free')).toBeUndefined();
-    const second = await s.token('key000000001', 'free');
+    const second = s.token('key000000001', 'free');
     expect(second).not.toBe(first);
     expect(decodeJwt(second).iat).toBe(T0 / 1000 + 30);
     expect(s.signed).toBe(2);
@@ -52,27 +52,40 @@ describe('AssertionSigner', () => {
   it('keeps separate tokens per key and per plan (a plan change never reuses a stale plan claim)', async () => {
     const clock = { now: T0 };
     const s = signer(clock);
-    const free = await s.token('key000000001', 'free');
-    const pro = await s.token('key000000001', 'pro');
-    const other = await s.token('key000000002', 'free');
+    const free = s.token('key000000001', 'free');
+    const pro = s.token('key000000001', 'pro');
+    const other = s.token('key000000002', 'free');
     expect(decodeJwt(free)).toMatchObject({ sub: 'key000000001', plan: 'free' });
     expect(decodeJwt(pro)).toMatchObject({ sub: 'key000000001', plan: 'pro' });
     expect(decodeJwt(other)).toMatchObject({ sub: 'key000000002', plan: 'free' });
     expect(s.signed).toBe(3);
   });
 
-  it('signs once for concurrent requests of one key', async () => {
+  it('signs synchronously (a miss is a token, not a promise), once for many requests of one key', () => {
     const s = signer({ now: T0 });
-    const tokens = await Promise.all(Array.from({ length: 20 }, async () => s.token('key000000001', 'free')));
+    const tokens = Array.from({ length: 20 }, () => s.token('key000000001', 'free'));
+    expect(typeof tokens[0]).toBe('string');
     expect(new Set(tokens).size).toBe(1);
     expect(s.signed).toBe(1);
+    expect(typeof s.anonymousToken()).toBe('string');
+  });
+
+  it('signs tokens that another secret or a changed claim do not verify', async () => {
+    const token = signer({ now: T0 }).token('key000000001', 'free');
+    const [header, payload, signature] = token.split('.') as [string, string, string];
+    const verify = (jwt: string, secretText: string) => jwtVerify(jwt, new TextEncoder().encode(secretText), { currentDate: new Date(T0) });
+    await expect(verify(token, TEST_ASSERTION_SECRET)).resolves.toBeDefined();
+    await expect(verify(token, `${TEST_ASSERTION_SECRET}x`)).rejects.toThrow(/signature/);
+    const forged = Buffer.from(JSON.stringify({ ...decodeJwt(token), plan: 'enterprise' })).toString('base64url');
+    await expect(verify(`${header}.${forged}.${signature}`, TEST_ASSERTION_SECRET)).rejects.toThrow(/signature/);
+    expect(payload).not.toMatch(/[=+/]/);
   });
 
   it('holds at most maxEntries tokens (least recently used go first)', async () => {
     const s = signer({ now: T0 }, 2);
-    await s.token('key000000001', 'free');
-    await s.token('key000000002', 'free');
-    await s.token('key000000003', 'free');
+    s.token('key000000001', 'free');
+    s.token('key000000002', 'free');
+    s.token('key000000003', 'free');
     expect(s.cached('key000000001', 'free')).toBeUndefined();
     expect(s.cached('key000000003', 'free')).toBeDefined();
   });
