@@ -6,6 +6,8 @@ import type { AssertionSecret } from '../identity/assertion-secrets.js';
 
 interface CachedToken {
   token: string;
+  /** Its `iat`: with the clock stepped back before it, a fresh one is signed (an upstream refuses an iat in the future). */
+  issuedAtMs: number;
   /** From here on a fresh one is signed: the token has used half its lifetime. */
   refreshAtMs: number;
 }
@@ -66,7 +68,9 @@ export class AssertionSigner {
 
   private hit(id: string): string | undefined {
     const entry = this.cache.get(id);
-    return entry && this.nowMs() < entry.refreshAtMs ? entry.token : undefined;
+    if (!entry) return undefined;
+    const now = this.nowMs();
+    return now < entry.refreshAtMs && now >= entry.issuedAtMs ? entry.token : undefined;
   }
 
   private cachedOrSigned(id: string, claims: Record<string, unknown>, subject?: string): string {
@@ -87,7 +91,7 @@ export class AssertionSigner {
     const signingInput = `${this.header}.${base64url(JSON.stringify(payload))}`;
     const token = `${signingInput}.${createHmac('sha256', this.key).update(signingInput).digest('base64url')}`;
     this.signed++;
-    this.cache.set(id, { token, refreshAtMs: (issuedAtSeconds + ttlSeconds / 2) * 1000 });
+    this.cache.set(id, { token, issuedAtMs: issuedAtSeconds * 1000, refreshAtMs: (issuedAtSeconds + ttlSeconds / 2) * 1000 });
     return token;
   }
 }

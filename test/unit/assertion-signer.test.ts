@@ -1,5 +1,8 @@
+import type { IncomingMessage } from 'node:http';
 import { decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose';
+import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
+import { assertionVerifier } from '../../src/backend/verify-assertion.js';
 import { AssertionSigner } from '../../src/gateway/assertion-signer.js';
 import { assertionSecretsFromEnv } from '../../src/identity/assertion-secrets.js';
 import { kidOf, TEST_ASSERTION_SECRET } from '../helpers/assertion.js';
@@ -88,5 +91,24 @@ describe('AssertionSigner', () => {
     s.token('key000000003', 'free');
     expect(s.cached('key000000001', 'free')).toBeUndefined();
     expect(s.cached('key000000003', 'free')).toBeDefined();
+  });
+
+  it("signs afresh when the clock steps back past the cached token's iat (a backend would refuse an iat in the future)", async () => {
+    const clock = { now: T0 + 20_000 };
+    const s = signer(clock);
+    const verify = assertionVerifier({
+      secrets: assertionSecretsFromEnv({ TOLLGATE_ASSERTION_SECRET: TEST_ASSERTION_SECRET }),
+      settings,
+      logger: pino({ level: 'silent' }),
+      nowMs: () => clock.now,
+    });
+    const before = s.token('key000000001', 'free');
+    clock.now = T0 + 20_000 - 60_000; // an NTP step back of a minute, well inside the old token's reuse window
+    const after = s.token('key000000001', 'free');
+    expect(after).not.toBe(before);
+    expect(decodeJwt(after).iat).toBe(Math.floor(clock.now / 1000));
+    const headers = { 'x-tollgate-consumer-id': 'key000000001', 'x-tollgate-plan': 'free', 'x-tollgate-assertion': after };
+    expect(await verify({ headers } as unknown as IncomingMessage)).toBeNull();
+    expect(s.cached('key000000001', 'free')).toBe(after);
   });
 });
