@@ -8,7 +8,7 @@ import { CONSUMER_ID_HEADER, CONSUMER_PLAN_HEADER, withoutClientHeaders } from '
  * (including a forged X-Tollgate-Assertion) are removed, and the consumer the gateway
  * authenticated is named instead, with a short-lived signed assertion the upstream can verify.
  * An anonymous caller is named by nobody: X-Tollgate-Anonymous and the signed anonymous marker.
- * The assertion is usually a cache hit (see AssertionSigner), so this stays synchronous.
+ * The assertion is a cache hit or signed on the spot (AssertionSigner): this stays synchronous.
  */
 export function upstreamIdentity(assertions: AssertionSigner): Policy {
   return (ctx) => {
@@ -28,13 +28,7 @@ export function upstreamIdentity(assertions: AssertionSigner): Policy {
   };
 }
 
-function withAssertion(headers: Record<string, unknown>, token: string | Promise<string>): Decision | Promise<Decision> {
-  if (typeof token === 'string') {
-    headers[ASSERTION_HEADER] = token;
-    return CONTINUE;
-  }
-  return token.then((signed) => {
-    headers[ASSERTION_HEADER] = signed;
-    return CONTINUE;
-  });
+function withAssertion(headers: Record<string, unknown>, token: string): Decision {
+  headers[ASSERTION_HEADER] = token;
+  return CONTINUE;
 }
