@@ -8,6 +8,13 @@ interface Pair {
   clientGone: boolean;
   /** Everything its client sends is held (`holdFrom`) until `release`. */
   holding?: boolean;
+  /** Chunks each way waiting out the latency, in their order, each with when it is due. */
+  delayed: { toUpstream: Delayed[]; toClient: Delayed[] };
+}
+
+interface Delayed {
+  atMs: number;
+  send: () => void;
 }
 
 /**
@@ -102,7 +109,7 @@ export class FaultProxy {
   }
 
   private accept(client: Socket): void {
-    const pair: Pair = { client, held: { toUpstream: [], toClient: [] }, clientGone: false };
+    const pair: Pair = { client, held: { toUpstream: [], toClient: [] }, clientGone: false, delayed: { toUpstream: [], toClient: [] } };
     this.pairs.add(pair);
     client.on('data', (chunk) => this.pass(chunk, pair, 'toUpstream'));
     const gone = () => {
@@ -139,8 +146,26 @@ export class FaultProxy {
       else if (way === 'toUpstream') pair.upstream!.write(chunk);
       else pair.client.write(chunk);
     };
-    if (this.latencyMs > 0) setTimeout(send, this.latencyMs);
-    else send();
+    // In order, as TCP delivers a stream: a chunk sent after the latency went down waits for
+    // those still delayed before it (else a reply could overtake another, and the client take
+    // each for the other's).
+    const queue = pair.delayed[way];
+    if (this.latencyMs === 0 && queue.length === 0) return send();
+    queue.push({ atMs: Math.max(Date.now() + this.latencyMs, queue.at(-1)?.atMs ?? 0), send });
+    if (queue.length === 1) this.drain(queue);
+  }
+
+  /** Delivers `queue`'s chunks as each falls due, in their order. */
+  private drain(queue: Delayed[]): void {
+    const next = queue[0];
+    if (!next) return;
+    setTimeout(
+      () => {
+        while (queue.length > 0 && queue[0]!.atMs <= Date.now()) queue.shift()!.send();
+        this.drain(queue);
+      },
+      Math.max(0, next.atMs - Date.now()),
+    );
   }
 
   private drop(pair: Pair): void {
