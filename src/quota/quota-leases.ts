@@ -31,7 +31,9 @@ import { MINUTE_MS } from './windows.js';
  *    window that rolled over since is not credited, its counters being the new window's.
  *    A replica's asks of a key go one at a time. An ask whose answer never came (a connection
  *    cut, a timeout: the block, if Redis granted it, is never used here) is named by the key's
- *    next ask, and Redis gives that block back in the same step (LEASE_SCRIPT's cancelFrom).
+ *    next ask, and Redis gives that block back in the same step (LEASE_SCRIPT's cancelFrom). A
+ *    key that asks no more within CANCEL_AFTER_MS has it named alone, by a step that asks for
+ *    nothing (`cancelLost`), counted as an ask: none other of the key goes out beside it.
  * 6. Headers: remaining = Redis's remaining as last heard (every lease counted as used) plus this
  *    lease's unused units. Units out on leases are counted but not yet admitted, so it never
  *    exceeds what is truly left once every notice (rule 10) has arrived; it under-reports by the
@@ -242,6 +244,14 @@ interface Rate {
 const LOST_ASK_MS = 2 * MINUTE_MS;
 
 /**
+ * An unanswered ask not named by the key's next ask within this long is named alone (rule 5,
+ * `cancelLost`), and tried again as often while Redis does not answer: a warm key's block is a
+ * minute's worth of its units, which a key that stopped calling would leave counted, and shown as
+ * used, until its windows end. A hot key asks again sooner and names it itself.
+ */
+export const CANCEL_AFTER_MS = 1000;
+
+/**
  * A recalled request waits at most until the recall's 'le' plus this (rule 11): a holder that
  * cannot answer (killed, or its subscription cut) has stopped admitting by then; units it gives
  * back after that miss that burst, not the window. It is the time a live holder has to hear the
@@ -336,6 +346,11 @@ export class QuotaLeases {
    * step did), or after LOST_ASK_MS.
    */
   private readonly lost = new Map<string, { from: number; atMs: number }>();
+  /**
+   * Per subject: its lost ask named alone soon ('waiting'), or that step on its way ('sending': an
+   * ask, rule 5, so no other ask of the key goes out until it is answered).
+   */
+  private readonly cancels = new Map<string, 'waiting' | 'sending'>();
   private closed = false;
   /** The second in which sweep() last forgot quiet keys' rates. */
   private ratesSweptIn = 0;
@@ -750,6 +765,50 @@ export class QuotaLeases {
     if (!this.lost.has(subject)) this.lost.set(subject, { from: no, atMs: this.now() });
   }
 
+  /**
+   * Rule 5: names `subject`'s first unanswered ask alone, CANCEL_AFTER_MS from now and as often
+   * after while Redis does not answer, unless an ask of the key is on its way then (it names it)
+   * or has been answered since (its step gave the block back). Exact as the next ask's name is:
+   * Redis gives back the grant it recorded for this holder only if that grant's ask is the named
+   * one or a later one, and no later one goes out while this step is on its way.
+   */
+  private cancelLost(subject: string, quota: Quota, ban: BanPolicy): void {
+    if (this.cancels.has(subject)) return;
+    this.cancels.set(subject, 'waiting');
+    const attempt = () => {
+      const lost = this.lost.get(subject);
+      if (!lost || this.closed || this.asking.has(subject) || this.renewing.has(subject)) {
+        this.cancels.delete(subject);
+        return;
+      }
+      this.cancels.set(subject, 'sending');
+      const sent = this.store
+        .reserve(subject, quota, ban, {
+          ...NO_GIVE_BACK,
+          // Nothing asked for: a step that only names the lost ask.
+          want: 0,
+          divisor: 1,
+          minBlock: 1,
+          cancelFrom: lost.from,
+          leaseMs: this.settings.leaseMs,
+          holder: this.holder,
+        })
+        .then(
+          () => {
+            this.cancels.delete(subject);
+            if (this.lost.get(subject) === lost) this.lost.delete(subject);
+          },
+          () => {
+            this.cancels.set(subject, 'waiting');
+            later();
+          },
+        );
+      this.track(sent);
+    };
+    const later = () => setTimeout(attempt, CANCEL_AFTER_MS).unref();
+    later();
+  }
+
   /** Asks for a block this replica numbers `no` (gcra; rule 9), giving back one an unanswered ask was granted (rule 5). */
   private ask(subject: string, quota: Quota, ban: BanPolicy, { want, lifeMs }: LeaseAsk, no: number): Promise<LeaseGrant> {
     const { spread, replicas, minBlock } = this.settings;
@@ -760,18 +819,14 @@ export class QuotaLeases {
       divisor: spread * replicas,
       minBlock,
       leaseMs: lifeMs,
-      giveBack: 0,
-      giveBackMinuteStartMs: 0,
-      giveBackDayStartMs: 0,
-      giveBackMonthStartMs: 0,
+      ...NO_GIVE_BACK,
       block: no,
       holder: this.holder,
-      ends: false,
-      heldUntilMs: 0,
     });
   }
 
   private open(subject: string, quota: Quota, ban: BanPolicy, wanted: LeaseAsk, askedAtMs: number): void {
+    if (this.cancels.get(subject) === 'sending') return;
     const ask: Asking = { cancelled: false, answered: Promise.resolve() };
     this.asking.set(subject, ask);
     const no = ++this.asks;
@@ -791,6 +846,7 @@ export class QuotaLeases {
       (err: unknown) => {
         this.asking.delete(subject);
         this.unanswered(subject, no);
+        this.cancelLost(subject, quota, ban);
         return new AskFailed(err);
       },
     );
@@ -799,7 +855,7 @@ export class QuotaLeases {
   }
 
   private renew(subject: string, lease: Lease, rate: Rate, askedAtMs: number): void {
-    if (askedAtMs < rate.quietUntilMs) return;
+    if (askedAtMs < rate.quietUntilMs || this.cancels.get(subject) === 'sending') return;
     const wanted = this.renewalAsk(lease, rate, askedAtMs);
     if (!wanted) return;
     const no = ++this.asks;
@@ -848,6 +904,7 @@ export class QuotaLeases {
         lease.renewal = undefined;
         this.renewing.delete(subject);
         this.unanswered(subject, no);
+        this.cancelLost(subject, lease.quota, lease.ban);
         return new AskFailed(err);
       },
     );
@@ -1092,7 +1149,18 @@ function outcomeOf(lease: Lease, gcra: GcraWindow | null, nowMs: number, cost: n
   };
 }
 
+/** An ask's give-back part: none (an ask gives back only what it names, `cancelFrom`). */
+const NO_GIVE_BACK = {
+  giveBack: 0,
+  giveBackMinuteStartMs: 0,
+  giveBackDayStartMs: 0,
+  giveBackMonthStartMs: 0,
+  ends: false,
+  heldUntilMs: 0,
+};
+
 /** What an ask's answer (`Asking.answered`, `Lease.renewal`) resolves to when the store failed it. */
+
 class AskFailed {
   constructor(readonly err: unknown) {}
 }

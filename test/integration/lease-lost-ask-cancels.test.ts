@@ -1,0 +1,111 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Quota } from '../../src/config/plans-schema.js';
+import { leaseHoldersKey, quotaKey } from '../../src/store/redis/redis-keys.js';
+import { FaultProxy } from '../helpers/fault-proxy.js';
+import { leaseReplicas, NO_BANS, type Replica } from '../helpers/lease-replicas.js';
+import { TestRedis } from '../helpers/redis-server.js';
+
+// A lease ask whose answer never came (here: Redis 400 ms away each way, past the replica's 250 ms
+// command timeout) may have been granted. A key that asks no more would leave that block counted,
+// never admitted, until its windows end (a warm key's block: a minute of its units). The replica
+// names it alone about a second later (quota-leases.ts rule 5, cancelLost), and Redis gives it back.
+// A replica of the quota step in the test's process (RedisQuotaStore, QuotaLeases) through a fault
+// proxy of the test's own, one real redis-server, the injected clock Redis's too.
+
+const QUOTA: Quota = { perMinute: 100_000, perDay: 1_000_000 };
+
+let redis: TestRedis;
+let proxy: FaultProxy;
+const clock = { nowMs: 0 };
+const replicas = leaseReplicas(clock);
+
+beforeAll(async () => {
+  redis = await TestRedis.start();
+  proxy = await FaultProxy.start(redis.port);
+});
+
+afterEach(async () => {
+  proxy.latency(0);
+  await replicas.closeAll();
+});
+
+afterAll(async () => {
+  await proxy?.stop();
+  await redis?.stop();
+});
+
+/** The key's counts and lease fields as Redis holds them, and its holders' fields. */
+async function stored(subject: string) {
+  const client = redis.client();
+  try {
+    const [mc, dc, ld, he] = await client.hmget(quotaKey(subject), 'mc', 'dc', 'ld', 'he');
+    const holders = await client.hkeys(leaseHoldersKey(subject));
+    return {
+      minute: Number(mc ?? 0),
+      day: Number(dc ?? 0),
+      leased: Number(ld ?? 0),
+      granted: he !== null,
+      records: holders.filter((f) => f.startsWith('g:')),
+    };
+  } finally {
+    client.disconnect();
+  }
+}
+
+/**
+ * A replica whose first lease ask of `subject` (requests 10 ms apart on the clock, admitted by
+ * nobody, until it is on its way) Redis runs but whose answer comes too late: Redis 400 ms away
+ * each way meanwhile, then near again.
+ */
+async function afterLostAsk(subject: string): Promise<Replica> {
+  const r = await replicas.open(proxy.url);
+  proxy.latency(400);
+  for (let i = 0; i < 100; i++) {
+    clock.nowMs += 10;
+    const waiting = r.leases.admit(subject, QUOTA, NO_BANS, 1);
+    if (!(waiting instanceof Promise)) continue;
+    const failure = await waiting.then(
+      () => 'answered',
+      (err: unknown) => err,
+    );
+    expect(String(failure)).toMatch(/timed out/i);
+    proxy.latency(0);
+    return r;
+  }
+  throw new Error('no lease was asked for');
+}
+
+describe('a lease ask whose answer never came, of a key that asks no more', { timeout: 60_000 }, () => {
+  it('is named alone once Redis answers again: its block goes back without another request of the key', async () => {
+    clock.nowMs = Date.UTC(2030, 0, 10, 12, 0, 5);
+    const subject = 'lost-ask-alone';
+    const a = await afterLostAsk(subject);
+    // The key asks no more. Redis ran the ask (a grant was made: 'he'), and gets the block back.
+    await expect
+      .poll(() => stored(subject), { timeout: 15_000, interval: 100 })
+      .toEqual({
+        minute: 0,
+        day: 0,
+        leased: 0,
+        granted: true,
+        records: [],
+      });
+    expect(a.leases.held(subject)).toBe(0);
+  });
+
+  it('the key asks again before that: its ask names the lost one, and its own block stays counted', async () => {
+    clock.nowMs = Date.UTC(2030, 0, 10, 12, 1, 5);
+    const subject = 'lost-ask-named';
+    const a = await afterLostAsk(subject);
+    const admitted = await replicas.untilLeased(a, subject, QUOTA);
+    const held = a.leases.held(subject);
+    expect(held).toBeGreaterThan(0);
+    // Well past the named-alone step's time: the live lease's block is still counted, the lost one is not.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    expect(a.leases.held(subject)).toBe(held);
+    const after = await stored(subject);
+    expect(after).toMatchObject({ minute: admitted + held, day: admitted + held });
+    // The live lease's grant: its record stays, to be named should its give-back be lost.
+    expect(after.records).toHaveLength(1);
+  });
+});
