@@ -33,7 +33,8 @@ import { MINUTE_MS } from './windows.js';
  *    cut, a timeout: the block, if Redis granted it, is never used here) is named by the key's
  *    next ask, and Redis gives that block back in the same step (LEASE_SCRIPT's cancelFrom). A
  *    key that asks no more within CANCEL_AFTER_MS has it named alone, by a step that asks for
- *    nothing (`cancelLost`), counted as an ask: none other of the key goes out beside it.
+ *    nothing (`cancelLost`), counted as an ask: none other of the key goes out beside it, and
+ *    under the key's quota as last seen (none once the key changed, until it is seen again).
  * 6. Headers: remaining = Redis's remaining as last heard (every lease counted as used) plus this
  *    lease's unused units. Units out on leases are counted but not yet admitted, so it never
  *    exceeds what is truly left once every notice (rule 10) has arrived; it under-reports by the
@@ -299,6 +300,13 @@ const EDGE_DRIFT = 0.001;
 
 type ReservingStore = Required<Pick<QuotaStore, 'reserve'>> & Pick<QuotaStore, 'notices'>;
 
+/** A lost ask of a key named alone (rule 5, `cancelLost`): on its way, and under which limits (none known since the key changed). */
+interface Cancel {
+  sending: boolean;
+  quota: Quota | undefined;
+  ban: BanPolicy;
+}
+
 /** A reservation on its way: `cancelled` when the key changed meanwhile; the newest notice heard meanwhile. */
 interface Asking {
   cancelled: boolean;
@@ -347,10 +355,13 @@ export class QuotaLeases {
    */
   private readonly lost = new Map<string, { from: number; atMs: number }>();
   /**
-   * Per subject: its lost ask named alone soon ('waiting'), or that step on its way ('sending': an
-   * ask, rule 5, so no other ask of the key goes out until it is answered).
+   * Per subject: its lost ask named alone soon, or that step on its way (`sending`: an ask, rule 5,
+   * so no other ask of the key goes out until it is answered), under the key's quota as last seen
+   * (none since the key changed, until it is seen again: `cancelLost`).
    */
-  private readonly cancels = new Map<string, 'waiting' | 'sending'>();
+  private readonly cancels = new Map<string, Cancel>();
+  /** Subjects whose ask or renewal on its way was sent before a change of the key (`forget`): its quota may be the key's no more. */
+  private readonly changedInFlight = new Set<string>();
   private closed = false;
   /** The second in which sweep() last forgot quiet keys' rates. */
   private ratesSweptIn = 0;
@@ -430,6 +441,7 @@ export class QuotaLeases {
     cost: number,
     waiter?: LeaseWaiter,
   ): QuotaOutcome | Promise<QuotaOutcome | undefined> | undefined {
+    if (this.cancels.size > 0) this.seen(subject, quota, ban);
     const gcra = this.kindOf(quota);
     if (gcra === undefined || this.closed) return undefined;
     const nowMs = this.now();
@@ -465,6 +477,7 @@ export class QuotaLeases {
    * the units, in the same turn as the others' (nothing can take them meanwhile).
    */
   covers(subject: string, quota: Quota, ban: BanPolicy, cost: number): boolean {
+    if (this.cancels.size > 0) this.seen(subject, quota, ban);
     if (this.kindOf(quota) === undefined || this.closed) return false;
     const nowMs = this.now();
     const rate = this.count(subject, cost, nowMs);
@@ -633,13 +646,21 @@ export class QuotaLeases {
     // Missed notices (a lost subscription: a Redis restarted, failed over) may hide a state lost
     // and leases granted since: no recall is taken for unheard without waiting (rule 15).
     if (subject === null) this.silent.clear();
+    const changed = (held: string) => subject === null || held === subject || held.startsWith('owner:');
     for (const [held, lease] of this.leases) {
       // A key may have moved to or from an owner's shared windows: owner leases end with any change.
-      if (subject === null || held === subject || held.startsWith('owner:')) void this.end(held, lease);
+      if (changed(held)) void this.end(held, lease);
     }
     for (const [held, ask] of this.asking) {
-      if (subject === null || held === subject || held.startsWith('owner:')) ask.cancelled = true;
+      if (changed(held)) {
+        ask.cancelled = true;
+        this.changedInFlight.add(held);
+      }
     }
+    // A lost ask is named alone under the key's quota only (its day and month edges decide which
+    // windows the step reads as current, and writes): not until the key is seen again (`seen`).
+    for (const held of this.renewing) if (changed(held)) this.changedInFlight.add(held);
+    for (const [held, cancel] of this.cancels) if (changed(held)) cancel.quota = undefined;
   }
 
   /** A notice (rule 10): a leased key's counts changed, or it was banned; or a recall (rule 11). */
@@ -770,20 +791,26 @@ export class QuotaLeases {
    * after while Redis does not answer, unless an ask of the key is on its way then (it names it)
    * or has been answered since (its step gave the block back). Exact as the next ask's name is:
    * Redis gives back the grant it recorded for this holder only if that grant's ask is the named
-   * one or a later one, and no later one goes out while this step is on its way.
+   * one or a later one, and no later one goes out while this step is on its way. Sent under the
+   * key's quota as last seen (`quota`, then `seen`): its day and month edges decide which windows
+   * the step reads as current, and writes back, so under a quota the key had before a change (a
+   * billing anchor, a time zone) it would write the key's month or day back at 0. None is known
+   * once the key changed (`forget`), until the key is seen again or its next ask names it.
    */
-  private cancelLost(subject: string, quota: Quota, ban: BanPolicy): void {
+  private cancelLost(subject: string, quota: Quota | undefined, ban: BanPolicy): void {
     if (this.cancels.has(subject)) return;
-    this.cancels.set(subject, 'waiting');
+    const cancel: Cancel = { sending: false, quota, ban };
+    this.cancels.set(subject, cancel);
     const attempt = () => {
       const lost = this.lost.get(subject);
       if (!lost || this.closed || this.asking.has(subject) || this.renewing.has(subject)) {
         this.cancels.delete(subject);
         return;
       }
-      this.cancels.set(subject, 'sending');
+      if (!cancel.quota) return later();
+      cancel.sending = true;
       const sent = this.store
-        .reserve(subject, quota, ban, {
+        .reserve(subject, cancel.quota, cancel.ban, {
           ...NO_GIVE_BACK,
           // Nothing asked for: a step that only names the lost ask.
           want: 0,
@@ -799,14 +826,23 @@ export class QuotaLeases {
             if (this.lost.get(subject) === lost) this.lost.delete(subject);
           },
           () => {
-            this.cancels.set(subject, 'waiting');
+            cancel.sending = false;
             later();
           },
         );
       this.track(sent);
     };
-    const later = () => setTimeout(attempt, CANCEL_AFTER_MS).unref();
+    const later = () => void setTimeout(attempt, CANCEL_AFTER_MS).unref();
     later();
+  }
+
+  /** The quota `subject` is admitted under now: a lost ask of it named alone goes under it (`cancelLost`). */
+  private seen(subject: string, quota: Quota, ban: BanPolicy): void {
+    const cancel = this.cancels.get(subject);
+    if (cancel && !cancel.sending) {
+      cancel.quota = quota;
+      cancel.ban = ban;
+    }
   }
 
   /** Asks for a block this replica numbers `no` (gcra; rule 9), giving back one an unanswered ask was granted (rule 5). */
@@ -826,7 +862,7 @@ export class QuotaLeases {
   }
 
   private open(subject: string, quota: Quota, ban: BanPolicy, wanted: LeaseAsk, askedAtMs: number): void {
-    if (this.cancels.get(subject) === 'sending') return;
+    if (this.cancels.get(subject)?.sending) return;
     const ask: Asking = { cancelled: false, answered: Promise.resolve() };
     this.asking.set(subject, ask);
     const no = ++this.asks;
@@ -834,6 +870,7 @@ export class QuotaLeases {
     const asked = this.ask(subject, quota, ban, wanted, no).then(
       (grant) => {
         this.asking.delete(subject);
+        this.changedInFlight.delete(subject);
         this.lost.delete(subject);
         if (grant.granted === 0) return this.quiet(rate, quota, grant, askedAtMs);
         const lease = this.leaseOf(quota, ban, grant, askedAtMs, no, wanted.lifeMs);
@@ -845,8 +882,9 @@ export class QuotaLeases {
       },
       (err: unknown) => {
         this.asking.delete(subject);
+        const changed = this.changedInFlight.delete(subject);
         this.unanswered(subject, no);
-        this.cancelLost(subject, quota, ban);
+        this.cancelLost(subject, changed ? undefined : quota, ban);
         return new AskFailed(err);
       },
     );
@@ -855,7 +893,7 @@ export class QuotaLeases {
   }
 
   private renew(subject: string, lease: Lease, rate: Rate, askedAtMs: number): void {
-    if (askedAtMs < rate.quietUntilMs || this.cancels.get(subject) === 'sending') return;
+    if (askedAtMs < rate.quietUntilMs || this.cancels.get(subject)?.sending) return;
     const wanted = this.renewalAsk(lease, rate, askedAtMs);
     if (!wanted) return;
     const no = ++this.asks;
@@ -871,6 +909,7 @@ export class QuotaLeases {
       (grant) => {
         lease.renewal = undefined;
         this.renewing.delete(subject);
+        this.changedInFlight.delete(subject);
         this.lost.delete(subject);
         if (grant.granted === 0) return this.quiet(rate, lease.quota, grant, askedAtMs);
         const next = this.leaseOf(lease.quota, lease.ban, grant, askedAtMs, no, wanted.lifeMs);
@@ -903,8 +942,9 @@ export class QuotaLeases {
       (err: unknown) => {
         lease.renewal = undefined;
         this.renewing.delete(subject);
+        const changed = this.changedInFlight.delete(subject);
         this.unanswered(subject, no);
-        this.cancelLost(subject, lease.quota, lease.ban);
+        this.cancelLost(subject, changed ? undefined : lease.quota, lease.ban);
         return new AskFailed(err);
       },
     );
@@ -1160,7 +1200,6 @@ const NO_GIVE_BACK = {
 };
 
 /** What an ask's answer (`Asking.answered`, `Lease.renewal`) resolves to when the store failed it. */
-
 class AskFailed {
   constructor(readonly err: unknown) {}
 }

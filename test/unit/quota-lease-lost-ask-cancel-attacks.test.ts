@@ -1,0 +1,95 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { Quota } from '../../src/config/plans-schema.js';
+import { CANCEL_AFTER_MS, QuotaLeases } from '../../src/quota/quota-leases.js';
+import { NO_BANS, QUOTA, scriptedStore, SETTINGS } from '../helpers/scripted-lease-store.js';
+
+// Review of 0e9d74a (cancelLost: a lost ask named alone CANCEL_AFTER_MS later). The step is sent
+// under a quota: its day and month edges decide which windows Redis reads as current, and a step
+// that gives units back writes the state it read. Under a quota the key no longer has (a billing
+// anchor or time zone changed since the lost ask) it reads the key's current month, or day, as
+// ended and writes it back at 0 (test/integration/lease-lost-ask-cancel-stale-quota.test.ts).
+// Before this change only the key's next ask named a lost one, under the key's quota then.
+
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+const MOVED: Quota = { ...QUOTA, calendar: { timeZone: 'UTC', anchorDay: 15 } };
+
+function replica() {
+  const { store, asks } = scriptedStore();
+  const clock = { nowMs: 5_000 };
+  const leases = new QuotaLeases(store, SETTINGS, () => clock.nowMs);
+  const send = (n: number, quota: Quota = QUOTA) =>
+    Array.from({ length: n }, () => {
+      const answer = leases.admit('k', quota, NO_BANS, 1);
+      if (!(answer instanceof Promise)) return answer;
+      answer.catch(() => undefined);
+      return 'waits';
+    });
+  return { leases, asks, clock, send };
+}
+
+describe('a lost ask named alone after its key changed', () => {
+  beforeEach(() => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] }));
+  afterEach(() => vi.useRealTimers());
+
+  it('is not named under the quota the key had before its change', async () => {
+    const { leases, asks, send } = replica();
+    send(3);
+    asks[0]!.fail(new Error('Command timed out'));
+    await settle();
+    // The key's record changed (keys.onChange): its quota is another from now on.
+    leases.forget('k');
+    vi.advanceTimersByTime(5 * CANCEL_AFTER_MS);
+    for (const ask of asks.slice(1)) expect(ask.quota).not.toBe(QUOTA);
+  });
+
+  it('an ask on its way when the key changed, lost: not named under the quota it was sent with', async () => {
+    const { leases, asks, send } = replica();
+    send(3);
+    leases.forget('k');
+    asks[0]!.fail(new Error('Command timed out'));
+    await settle();
+    vi.advanceTimersByTime(5 * CANCEL_AFTER_MS);
+    for (const ask of asks.slice(1)) expect(ask.quota).not.toBe(QUOTA);
+  });
+
+  it("a renewal on its way when the key changed, lost: not named under its lease's quota", async () => {
+    const { leases, asks, send } = replica();
+    send(3);
+    asks[0]!.answer({ granted: 10, seq: 4 });
+    await settle();
+    send(6);
+    expect(asks).toHaveLength(2);
+    leases.forget('k');
+    asks[1]!.fail(new Error('Command timed out'));
+    await settle();
+    vi.advanceTimersByTime(5 * CANCEL_AFTER_MS);
+    for (const ask of asks.slice(2)) expect(ask.request.cancelFrom === undefined || ask.quota !== QUOTA).toBe(true);
+  });
+
+  it("is named under the key's quota once the key calls again", async () => {
+    const { leases, asks, send, clock } = replica();
+    send(3);
+    asks[0]!.fail(new Error('Command timed out'));
+    await settle();
+    leases.forget('k');
+    // One request under its new quota (not hot: no ask of its own), a second later.
+    clock.nowMs += 2000;
+    send(1, MOVED);
+    vi.advanceTimersByTime(2 * CANCEL_AFTER_MS);
+    const cancel = asks.find((ask) => ask.request.cancelFrom !== undefined);
+    expect(cancel?.quota).toBe(MOVED);
+    expect(cancel?.request).toMatchObject({ want: 0, cancelFrom: asks[0]!.request.block });
+  });
+
+  it("a plans reload (the key's quota another object): named under the one the key calls with", async () => {
+    const { asks, send, clock } = replica();
+    send(3);
+    asks[0]!.fail(new Error('Command timed out'));
+    await settle();
+    clock.nowMs += 2000;
+    send(1, MOVED);
+    vi.advanceTimersByTime(CANCEL_AFTER_MS);
+    const cancel = asks.find((ask) => ask.request.cancelFrom !== undefined);
+    expect(cancel?.quota).toBe(MOVED);
+  });
+});
