@@ -305,6 +305,10 @@ interface Cancel {
   sending: boolean;
   quota: Quota | undefined;
   ban: BanPolicy;
+  /** The next try. */
+  timer?: NodeJS.Timeout;
+  /** Sends it now, once (shutdown). */
+  final?: () => void;
 }
 
 /** A reservation on its way: `cancelled` when the key changed meanwhile; the newest notice heard meanwhile. */
@@ -725,6 +729,10 @@ export class QuotaLeases {
       await Promise.all([...this.leases].map(([subject, lease]) => this.end(subject, lease)));
       await Promise.all(this.inFlight);
     }
+    // Lost asks not named yet (rule 5) are named now, once, as a failing give-back is tried once
+    // more: a replica shut down leaves no lost block counted. No ask goes out any more.
+    for (const cancel of [...this.cancels.values()]) cancel.final?.();
+    await Promise.all(this.inFlight);
   }
 
   private track<T>(step: Promise<T>): void {
@@ -801,13 +809,19 @@ export class QuotaLeases {
     if (this.cancels.has(subject)) return;
     const cancel: Cancel = { sending: false, quota, ban };
     this.cancels.set(subject, cancel);
-    const attempt = () => {
+    // `final`: shutdown's one try (close), after every ask has been answered or failed.
+    const attempt = (final = false) => {
+      clearTimeout(cancel.timer);
       const lost = this.lost.get(subject);
-      if (!lost || this.closed || this.asking.has(subject) || this.renewing.has(subject)) {
+      if (!lost || (this.closed && !final) || this.asking.has(subject) || this.renewing.has(subject)) {
         this.cancels.delete(subject);
         return;
       }
-      if (!cancel.quota) return later();
+      if (!cancel.quota) {
+        if (final) this.cancels.delete(subject);
+        else later();
+        return;
+      }
       cancel.sending = true;
       const sent = this.store
         .reserve(subject, cancel.quota, cancel.ban, {
@@ -827,12 +841,18 @@ export class QuotaLeases {
           },
           () => {
             cancel.sending = false;
-            later();
+            if (final) this.cancels.delete(subject);
+            else if (!this.closed) later();
           },
         );
       this.track(sent);
     };
-    const later = () => void setTimeout(attempt, CANCEL_AFTER_MS).unref();
+    const later = () => {
+      cancel.timer = setTimeout(attempt, CANCEL_AFTER_MS);
+      cancel.timer.unref();
+    };
+    const final = () => attempt(true);
+    cancel.final = final;
     later();
   }
 

@@ -93,3 +93,38 @@ describe('a lost ask named alone after its key changed', () => {
     expect(cancel?.quota).toBe(MOVED);
   });
 });
+
+describe('a lost ask not yet named alone when the replica shuts down', () => {
+  beforeEach(() => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] }));
+  afterEach(() => vi.useRealTimers());
+
+  // docs/quota-leases.md: "Only a killed replica's lost asks stay counted". close() waited for the
+  // steps on their way, and the pending named-alone step, seeing `closed`, sent nothing.
+  it('is named once by close(), and no timer sends it again after', async () => {
+    const { leases, asks, send } = replica();
+    send(3);
+    asks[0]!.fail(new Error('Command timed out'));
+    await settle();
+    const closed = leases.close();
+    await settle();
+    expect(asks).toHaveLength(2);
+    expect(asks[1]!.request).toMatchObject({ want: 0, giveBack: 0, cancelFrom: asks[0]!.request.block });
+    asks[1]!.fail(new Error('Connection is closed.'));
+    await closed;
+    vi.advanceTimersByTime(10 * CANCEL_AFTER_MS);
+    expect(asks).toHaveLength(2);
+  });
+
+  it('an ask on its way at shutdown that fails: named once close() has its answer', async () => {
+    const { leases, asks, send } = replica();
+    send(3);
+    const closed = leases.close();
+    asks[0]!.fail(new Error('Command timed out'));
+    await settle();
+    await settle();
+    expect(asks).toHaveLength(2);
+    expect(asks[1]!.request).toMatchObject({ want: 0, cancelFrom: asks[0]!.request.block });
+    asks[1]!.answer({ granted: 0, seq: 5 });
+    await closed;
+  });
+});
