@@ -572,6 +572,22 @@ local leaseUs, askBlock = tonumber(ARGV[14]) * 1000, tonumber(ARGV[15]) or 0
 local holder, ends, heldUntil = ARGV[16], ARGV[17] == '1', tonumber(ARGV[18])
 local perMonth, backMonth = tonumber(ARGV[19]), tonumber(ARGV[28])
 local s = current(now, 20)
+-- A step that wants no block (a give-back, a lost ask named alone) goes under the quota its lease
+-- was granted with, and the key's time zone or billing anchor may have moved since (keys.onChange):
+-- its windows are counted under the new calendar. Where this step's calendar reads the stored day
+-- or month as ended while the state lives ('ex'), they stay as stored: written back fresh, what
+-- the key's new windows counted would be forgotten, and admitted again. The give-back credits
+-- neither then (they are not the windows it came from). A day or month that really ended is
+-- rolled by the key's next decision, under its own calendar, as ever.
+if want == 0 and s.rolled then
+  local stored = redis.call('HMGET', KEYS[1], 'ds', 'dc', 'ys', 'yc', 'ex')
+  local storedEx = tonumber(stored[5])
+  if storedEx and storedEx > now then
+    local ds, ys = tonumber(stored[1]) or 0, tonumber(stored[3]) or 0
+    if ds > 0 and ds ~= s.ds then s.ds, s.dc, s.de = ds, tonumber(stored[2]) or 0, storedEx end
+    if ys > 0 and ys ~= s.ys then s.ys, s.yc, s.ye = ys, tonumber(stored[4]) or 0, storedEx end
+  end
+end
 -- Usage of a lease's block (quota-leases.ts, rule 13): its grant is counted in the grant's hour, and
 -- its give-back takes the unused units off that hour again (never more than it holds) and adds the
 -- requests the block admitted there, so the hour holds what the block really charged.
