@@ -579,10 +579,14 @@ local s = current(now, 20)
 -- the key's new windows counted would be forgotten, and admitted again. The give-back credits
 -- neither then (they are not the windows it came from). A day or month that really ended is
 -- rolled by the key's next decision, under its own calendar, as ever.
+-- (The usage of the give-back's day keeps the periods of this step's own calendar, ownPeriods: the
+-- ends kept are the stored state's expiry, not that day's or month's.)
+local ownDs, ownPeriods = s.ds, nil
 if want == 0 and s.rolled then
   local stored = redis.call('HMGET', KEYS[1], 'ds', 'dc', 'ys', 'yc', 'ex')
   local storedEx = tonumber(stored[5])
   if storedEx and storedEx > now then
+    ownPeriods = usagePeriods(s)
     local ds, ys = tonumber(stored[1]) or 0, tonumber(stored[3]) or 0
     if ds > 0 and ds ~= s.ds then s.ds, s.dc, s.de = ds, tonumber(stored[2]) or 0, storedEx end
     if ys > 0 and ys ~= s.ys then s.ys, s.yc, s.ye = ys, tonumber(stored[4]) or 0, storedEx end
@@ -657,7 +661,7 @@ if back > 0 or backRequests > 0 then
   local heldCredits = tonumber(counts[3]) or 0
   -- (Its day's hash has its 'p' from the grant; one lost meanwhile gets the ends as far as known.)
   local periods = '0 ' .. string.format('%.0f', backMonth) .. ' 0'
-  if backDay == s.ds then periods = usagePeriods(s) end
+  if backDay == ownDs then periods = ownPeriods or usagePeriods(s) end
   usageAdd(usageMs, backDay, periods, backMinute, backRequests, 0, -math.min(back, held), -math.min(backCredits, heldCredits))
 end
 -- Units out on leases in this minute and this day ('lm', 'ld', each with the window start it
