@@ -576,9 +576,11 @@ local s = current(now, 20)
 -- was granted with, and the key's time zone or billing anchor may have moved since (keys.onChange):
 -- its windows are counted under the new calendar. Where this step's calendar reads the stored day
 -- or month as ended while the state lives ('ex'), they stay as stored: written back fresh, what
--- the key's new windows counted would be forgotten, and admitted again. The give-back credits
--- neither then (they are not the windows it came from). A day or month that really ended is
--- rolled by the key's next decision, under its own calendar, as ever.
+-- the key's new windows counted would be forgotten, and admitted again. The give-back credits a
+-- kept window only where it is the one its block came from (a day or month that really ended, by
+-- no more than 'ld'/'ly' hold there: nothing reads an ended window as current), never the new
+-- calendar's. A day or month that really ended is rolled by the key's next decision, under its
+-- own calendar, as ever.
 -- (The usage of the give-back's day keeps the periods of this step's own calendar, ownPeriods: the
 -- ends kept are the stored state's expiry, not that day's or month's.)
 local ownDs, ownPeriods = s.ds, nil
