@@ -1,5 +1,5 @@
 import type { BanPolicy, Quota } from '../../src/config/plans-schema.js';
-import type { LeaseSettings } from '../../src/quota/quota-leases.js';
+import { QuotaLeases, type LeaseSettings } from '../../src/quota/quota-leases.js';
 import type { LeaseGrant, LeaseRequest, QuotaNotice } from '../../src/store/quota-store.js';
 
 // A lease store for unit tests of src/quota/quota-leases.ts: each reservation waits until the test
@@ -46,3 +46,22 @@ export const notice = (seq: number, minuteCount: number, more: Partial<QuotaNoti
   nowMs: MINUTE + 5_000,
   ...more,
 });
+
+/**
+ * A replica of key 'k' on a scripted store, its clock at 5 s: `send(n, quota)` makes n requests of
+ * one unit and tells what admit answered to each, 'waits' for one waiting for an ask (it fails
+ * with the ask, unheeded).
+ */
+export function scriptedReplica() {
+  const { store, asks } = scriptedStore();
+  const clock = { nowMs: 5_000 };
+  const leases = new QuotaLeases(store, SETTINGS, () => clock.nowMs);
+  const send = (n: number, quota: Quota = QUOTA) =>
+    Array.from({ length: n }, () => {
+      const answer = leases.admit('k', quota, NO_BANS, 1);
+      if (!(answer instanceof Promise)) return answer;
+      answer.catch(() => undefined);
+      return 'waits';
+    });
+  return { leases, asks, clock, send };
+}

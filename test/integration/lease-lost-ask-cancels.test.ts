@@ -57,12 +57,12 @@ async function stored(subject: string) {
  * nobody, until it is on its way) Redis runs but whose answer comes too late: Redis 400 ms away
  * each way meanwhile, then near again.
  */
-async function afterLostAsk(subject: string): Promise<Replica> {
+async function afterLostAsk(subject: string, quota: Quota = QUOTA): Promise<Replica> {
   const r = await replicas.open(proxy.url);
   proxy.latency(400);
   for (let i = 0; i < 100; i++) {
     clock.nowMs += 10;
-    const waiting = r.leases.admit(subject, QUOTA, NO_BANS, 1);
+    const waiting = r.leases.admit(subject, quota, NO_BANS, 1);
     if (!(waiting instanceof Promise)) continue;
     const failure = await waiting.then(
       () => 'answered',
@@ -107,5 +107,31 @@ describe('a lease ask whose answer never came, of a key that asks no more', { ti
     expect(after).toMatchObject({ minute: admitted + held, day: admitted + held });
     // The live lease's grant: its record stays, to be named should its give-back be lost.
     expect(after.records).toHaveLength(1);
+  });
+});
+
+// Found reviewing the named-alone step: it went with the quota of the ask that was lost. A key
+// changed meanwhile (keys.onChange: its billing anchor moved, so its month begins on another day)
+// is counted under its new quota by then; a step under the old one read the stored month as ended
+// (another start) and, as it gave the lost block's minute back, wrote the state with that month's
+// count at 0: the month counted under the new quota was forgotten, and would be admitted again
+// (measured: 40 → 0). Before it only the key's next ask named a lost one, under the key's quota then.
+const BEFORE: Quota = { perMinute: 100_000, perDay: 1_000_000, perMonth: 10_000_000, calendar: { timeZone: 'UTC' } };
+const AFTER: Quota = { ...BEFORE, calendar: { timeZone: 'UTC', anchorDay: 15 } };
+
+describe('a lost ask of a key that changed before it was named alone', { timeout: 60_000 }, () => {
+  it("leaves the month counted under the key's new quota as it is", async () => {
+    clock.nowMs = Date.UTC(2031, 2, 4, 10, 0, 5);
+    const subject = 'stale-quota-cancel';
+    const r = await afterLostAsk(subject, BEFORE);
+    // The key's billing anchor moves (keys.onChange); its requests are counted under the new quota
+    // (by Redis: another replica's, or this one's not yet hot again).
+    r.leases.forget(subject);
+    for (let i = 0; i < 40; i++) expect((await r.store.consume(subject, AFTER, NO_BANS, 1)).verdict).toBe('allowed');
+    const month = (await r.store.usage(subject, AFTER)).monthCount;
+    expect(month).toBeGreaterThanOrEqual(40);
+    // Well past the time the lost ask is named alone.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    expect((await r.store.usage(subject, AFTER)).monthCount).toBe(month);
   });
 });

@@ -1,38 +1,24 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Quota } from '../../src/config/plans-schema.js';
-import { CANCEL_AFTER_MS, QuotaLeases } from '../../src/quota/quota-leases.js';
-import { NO_BANS, QUOTA, scriptedStore, SETTINGS } from '../helpers/scripted-lease-store.js';
+import { CANCEL_AFTER_MS } from '../../src/quota/quota-leases.js';
+import { QUOTA, scriptedReplica } from '../helpers/scripted-lease-store.js';
 
 // Review of 0e9d74a (cancelLost: a lost ask named alone CANCEL_AFTER_MS later). The step is sent
 // under a quota: its day and month edges decide which windows Redis reads as current, and a step
 // that gives units back writes the state it read. Under a quota the key no longer has (a billing
 // anchor or time zone changed since the lost ask) it reads the key's current month, or day, as
-// ended and writes it back at 0 (test/integration/lease-lost-ask-cancel-stale-quota.test.ts).
+// ended and writes it back at 0 (test/integration/lease-lost-ask-cancels.test.ts).
 // Before this change only the key's next ask named a lost one, under the key's quota then.
 
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 const MOVED: Quota = { ...QUOTA, calendar: { timeZone: 'UTC', anchorDay: 15 } };
-
-function replica() {
-  const { store, asks } = scriptedStore();
-  const clock = { nowMs: 5_000 };
-  const leases = new QuotaLeases(store, SETTINGS, () => clock.nowMs);
-  const send = (n: number, quota: Quota = QUOTA) =>
-    Array.from({ length: n }, () => {
-      const answer = leases.admit('k', quota, NO_BANS, 1);
-      if (!(answer instanceof Promise)) return answer;
-      answer.catch(() => undefined);
-      return 'waits';
-    });
-  return { leases, asks, clock, send };
-}
 
 describe('a lost ask named alone after its key changed', () => {
   beforeEach(() => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] }));
   afterEach(() => vi.useRealTimers());
 
   it('is not named under the quota the key had before its change', async () => {
-    const { leases, asks, send } = replica();
+    const { leases, asks, send } = scriptedReplica();
     send(3);
     asks[0]!.fail(new Error('Command timed out'));
     await settle();
@@ -43,7 +29,7 @@ describe('a lost ask named alone after its key changed', () => {
   });
 
   it('an ask on its way when the key changed, lost: not named under the quota it was sent with', async () => {
-    const { leases, asks, send } = replica();
+    const { leases, asks, send } = scriptedReplica();
     send(3);
     leases.forget('k');
     asks[0]!.fail(new Error('Command timed out'));
@@ -53,7 +39,7 @@ describe('a lost ask named alone after its key changed', () => {
   });
 
   it("a renewal on its way when the key changed, lost: not named under its lease's quota", async () => {
-    const { leases, asks, send } = replica();
+    const { leases, asks, send } = scriptedReplica();
     send(3);
     asks[0]!.answer({ granted: 10, seq: 4 });
     await settle();
@@ -67,7 +53,7 @@ describe('a lost ask named alone after its key changed', () => {
   });
 
   it("is named under the key's quota once the key calls again", async () => {
-    const { leases, asks, send, clock } = replica();
+    const { leases, asks, send, clock } = scriptedReplica();
     send(3);
     asks[0]!.fail(new Error('Command timed out'));
     await settle();
@@ -82,7 +68,7 @@ describe('a lost ask named alone after its key changed', () => {
   });
 
   it("a plans reload (the key's quota another object): named under the one the key calls with", async () => {
-    const { asks, send, clock } = replica();
+    const { asks, send, clock } = scriptedReplica();
     send(3);
     asks[0]!.fail(new Error('Command timed out'));
     await settle();
@@ -101,7 +87,7 @@ describe('a lost ask not yet named alone when the replica shuts down', () => {
   // docs/quota-leases.md: "Only a killed replica's lost asks stay counted". close() waited for the
   // steps on their way, and the pending named-alone step, seeing `closed`, sent nothing.
   it('is named once by close(), and no timer sends it again after', async () => {
-    const { leases, asks, send } = replica();
+    const { leases, asks, send } = scriptedReplica();
     send(3);
     asks[0]!.fail(new Error('Command timed out'));
     await settle();
@@ -116,7 +102,7 @@ describe('a lost ask not yet named alone when the replica shuts down', () => {
   });
 
   it('an ask on its way at shutdown that fails: named once close() has its answer', async () => {
-    const { leases, asks, send } = replica();
+    const { leases, asks, send } = scriptedReplica();
     send(3);
     const closed = leases.close();
     asks[0]!.fail(new Error('Command timed out'));

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { CANCEL_AFTER_MS, QuotaLeases } from '../../src/quota/quota-leases.js';
-import { NO_BANS, QUOTA, scriptedStore, SETTINGS } from '../helpers/scripted-lease-store.js';
+import { CANCEL_AFTER_MS } from '../../src/quota/quota-leases.js';
+import { scriptedReplica } from '../helpers/scripted-lease-store.js';
 
 // An ask whose answer never came (rule 5 of src/quota/quota-leases.ts) is named by the key's next
 // ask. A key that asks no more (a warm key that stopped calling, a hot key gone quiet) has it named
@@ -11,21 +11,6 @@ import { NO_BANS, QUOTA, scriptedStore, SETTINGS } from '../helpers/scripted-lea
 
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
-function replica() {
-  const { store, asks } = scriptedStore();
-  const clock = { nowMs: 5_000 };
-  const leases = new QuotaLeases(store, SETTINGS, () => clock.nowMs);
-  /** `n` requests of one unit: what admit answered to each, 'waits' for one waiting for an ask (it fails if the ask does). */
-  const send = (n: number) =>
-    Array.from({ length: n }, () => {
-      const answer = leases.admit('k', QUOTA, NO_BANS, 1);
-      if (!(answer instanceof Promise)) return answer;
-      answer.catch(() => undefined);
-      return 'waits';
-    });
-  return { leases, asks, clock, send };
-}
-
 /** What a named-alone step must ask: nothing granted, nothing given back, the lost ask named. */
 const cancelOf = (block: number | undefined) => ({ want: 0, giveBack: 0, cancelFrom: block, ends: false });
 
@@ -34,7 +19,7 @@ describe('an unanswered ask of a key that asks no more', () => {
   afterEach(() => vi.useRealTimers());
 
   it('is named alone CANCEL_AFTER_MS later, and forgotten once that step is answered', async () => {
-    const { asks, send } = replica();
+    const { asks, send } = scriptedReplica();
     send(3);
     asks[0]!.fail(new Error('Command timed out'));
     await settle();
@@ -54,7 +39,7 @@ describe('an unanswered ask of a key that asks no more', () => {
   });
 
   it('is tried again while Redis does not answer, and while that step is on its way the key asks for nothing', async () => {
-    const { asks, send } = replica();
+    const { asks, send } = scriptedReplica();
     send(3);
     asks[0]!.fail(new Error('Connection is closed.'));
     await settle();
@@ -77,7 +62,7 @@ describe('an unanswered ask of a key that asks no more', () => {
   });
 
   it("is not named alone when the key's next ask names it, on its way or answered", async () => {
-    const { asks, send } = replica();
+    const { asks, send } = scriptedReplica();
     send(3);
     asks[0]!.fail(new Error('Command timed out'));
     await settle();
@@ -94,7 +79,7 @@ describe('an unanswered ask of a key that asks no more', () => {
   });
 
   it('a renewal whose answer never came: named alone while the lease admits on, never beside its next renewal', async () => {
-    const { leases, asks, send } = replica();
+    const { leases, asks, send } = scriptedReplica();
     send(3);
     asks[0]!.answer({ granted: 10, seq: 4 });
     await settle();

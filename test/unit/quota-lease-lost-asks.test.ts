@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { QuotaLeases } from '../../src/quota/quota-leases.js';
-import { NO_BANS, QUOTA, scriptedStore, SETTINGS } from '../helpers/scripted-lease-store.js';
+import { scriptedReplica, SETTINGS } from '../helpers/scripted-lease-store.js';
 
 // An ask whose answer never came (rule 5 of src/quota/quota-leases.ts): Redis may have granted it,
 // and the replica never uses that block, so the key's next ask names it (`cancelFrom`) and Redis
@@ -10,23 +9,9 @@ import { NO_BANS, QUOTA, scriptedStore, SETTINGS } from '../helpers/scripted-lea
 
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
-function replica() {
-  const { store, asks } = scriptedStore();
-  const clock = { nowMs: 5_000 };
-  const leases = new QuotaLeases(store, SETTINGS, () => clock.nowMs);
-  /** `n` requests of one unit (one waiting for an ask that fails fails with it: not these tests' concern). */
-  const send = (n: number) => {
-    for (let i = 0; i < n; i++) {
-      const answer = leases.admit('k', QUOTA, NO_BANS, 1);
-      if (answer instanceof Promise) answer.catch(() => undefined);
-    }
-  };
-  return { leases, asks, clock, send };
-}
-
 describe('lease asks whose answers never came', () => {
   it("are named by the key's next asks, from the first one, until an ask is answered", async () => {
-    const { asks, send } = replica();
+    const { asks, send } = scriptedReplica();
     send(3);
     expect(asks).toHaveLength(1);
     expect(asks[0]!.request.cancelFrom).toBeUndefined();
@@ -48,7 +33,7 @@ describe('lease asks whose answers never came', () => {
   });
 
   it('a renewal whose answer never came is named by the next renewal', async () => {
-    const { asks, send } = replica();
+    const { asks, send } = scriptedReplica();
     send(3);
     asks[0]!.answer({ granted: 10, seq: 4 });
     await settle();
@@ -62,7 +47,7 @@ describe('lease asks whose answers never came', () => {
   });
 
   it('no lease is asked for while a renewal is on its way: a later ask is never answered before it', async () => {
-    const { leases, asks, clock, send } = replica();
+    const { leases, asks, clock, send } = scriptedReplica();
     send(3);
     asks[0]!.answer({ granted: 10, seq: 4 });
     await settle();
