@@ -87,7 +87,7 @@ describe('replica acknowledgements on a connection of their own', () => {
     const acks = new ReplicaAcks(client, { replicas: 1, timeoutMs: 1000 }, marks);
     const connection = marks.current();
     const admin = master.client();
-    const monitor = await master.client().monitor();
+    const monitor = await monitorOf(admin);
     try {
       await client.set(marks.keyOf(connection), 1);
       // The script has run on the acknowledgements' connection.
@@ -140,7 +140,7 @@ describe('replica acknowledgements on a connection of their own', () => {
     const store = new RedisQuotaStore(connection);
     expect(store.waitForReplicas({ replicas: 1, timeoutMs: 50 }, listener)).toBe(true);
     const admin = master.client();
-    const monitor = await master.client().monitor();
+    const monitor = await monitorOf(admin);
     try {
       // The scripts are loaded on the store's connection.
       expect((await store.consume('k', quota, ban, 1)).verdict).toBe('allowed');
@@ -198,3 +198,14 @@ describe('replica acknowledgements on a connection of their own', () => {
     }
   }, 60_000);
 });
+
+/**
+ * A MONITOR connection, once `client` (which it duplicates) is ready: a command another
+ * connection sends just after MONITOR's OK, as a new client's ready check (INFO), can reach
+ * ioredis before it is in monitor mode ("Command queue state error"); no connection of the
+ * test's own is connecting then.
+ */
+async function monitorOf(client: Redis): Promise<Redis> {
+  await client.ping();
+  return client.monitor();
+}
