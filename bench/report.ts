@@ -71,6 +71,8 @@ export interface Side {
   upstreamRequestsPerRequest?: number;
   /** `tollgate-3-targets`: requests each target of its service got over the measured rounds (tries, from /metrics). */
   spreadPerTarget?: number[];
+  /** A tollgate side: the share of its quota decisions in the measured rounds that a lease answered (from /metrics). */
+  leasedShare?: number;
   redis?: RedisPerRequest;
 }
 

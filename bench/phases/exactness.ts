@@ -2,6 +2,7 @@ import { CLI } from '../../test/harness/tollgate.js';
 import type { NodeProcess } from '../../test/harness/node-process.js';
 import { editedConfig, replaceLine } from '../config-edit.js';
 import { createKeyWithCli } from '../keys.js';
+import { decisionCounts } from '../lease-share.js';
 import type { Options } from '../options.js';
 import { openLoop, rawGet } from '../raw-load.js';
 import { readRedisStats, resetRedisStats } from '../redis-stats.js';
@@ -172,11 +173,5 @@ async function redisClockOffsetMs(stack: Stack): Promise<number> {
 
 /** Requests the replicas admitted from a lease so far, from their /metrics. */
 async function leasedDecisions(replicas: Array<{ adminUrl?: string }>): Promise<number> {
-  let total = 0;
-  for (const { adminUrl } of replicas) {
-    if (!adminUrl) continue;
-    const text = await (await fetch(`${adminUrl}/metrics`)).text();
-    for (const m of text.matchAll(/^tollgate_quota_decisions_total\{[^}]*source="lease"[^}]*\} (\d+)/gm)) total += Number(m[1]);
-  }
-  return total;
+  return (await decisionCounts(replicas.map((r) => r.adminUrl))).leased;
 }

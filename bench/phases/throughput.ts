@@ -2,6 +2,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { CpuMeter } from '../cpu.js';
 import type { Options } from '../options.js';
+import { decisionCounts, type DecisionCounts } from '../lease-share.js';
 import { addCounts, NO_COUNTS, readRedisStats, resetRedisStats, type RedisCounts } from '../redis-stats.js';
 import type { Side, ThroughputResults } from '../report.js';
 import { median } from '../samples.js';
@@ -21,6 +22,8 @@ interface Round {
   upstreamRequests: number;
   /** `tollgate-3-targets`: the tries each of its service's targets got in the round. */
   spread?: number[];
+  /** A tollgate target's quota decisions in the round, and how many of them a lease answered. */
+  decisions?: DecisionCounts;
 }
 
 /** Where wrk and the proxy under test run (--pin), and how the report says so. */
@@ -137,11 +140,12 @@ export async function throughputPhase(stack: Stack, options: Options): Promise<T
           runs.get(key)!.push(measured.round);
           if (measured.redis) redisOf.set(key, addCounts(redisOf.get(key) ?? NO_COUNTS, measured.redis));
           stack.truncateLogs();
-          const { load: run, cpuMs, upstreamConnections } = measured.round;
+          const { load: run, cpuMs, upstreamConnections, decisions } = measured.round;
+          const leased = decisions?.all ? `  leased ${((100 * decisions.leased) / decisions.all).toFixed(0)}%` : '';
           say(
             `  round ${round} ${upstream.name.padEnd(7)} ${over ? `${transport.padEnd(4)} ` : ''}${target.name.padEnd(width)} ${run.requestsPerSecond.toFixed(0).padStart(6)} req/s  ` +
               `CPU ${((1000 * cpuMs.proxy!) / run.requests).toFixed(0).padStart(4)} µs/req  upstream connections ${String(upstreamConnections).padStart(6)}  ` +
-              `p50 ${run.latencyMs.p50.toFixed(2)} ms  p99 ${run.latencyMs.p99.toFixed(2)} ms  non-2xx ${run.non2xx}  errors ${run.errors}`,
+              `p50 ${run.latencyMs.p50.toFixed(2)} ms  p99 ${run.latencyMs.p99.toFixed(2)} ms  non-2xx ${run.non2xx}  errors ${run.errors}${leased}`,
           );
         }
       }
@@ -193,6 +197,8 @@ async function measure(
   const before = await stack.upstreamCounts(served);
   const spreadOf = target.spreadUrls && target.adminUrl ? () => triesPerTarget(target.adminUrl!, target.spreadUrls!) : undefined;
   const spreadBefore = await spreadOf?.();
+  const decisionsOf = target.kind === 'tollgate' && target.adminUrl ? () => decisionCounts([target.adminUrl]) : undefined;
+  const decisionsBefore = await decisionsOf?.();
   const meter = new CpuMeter({ proxy: target.process.pid, upstream: served.process.pid, redis: stack.redis.pid });
   const run = await load();
   const cpuMs = { ...meter.read(), loadgen: run.cpuMs };
@@ -201,8 +207,13 @@ async function measure(
   const upstreamRequests = after.requests - before.requests;
   const spreadAfter = await spreadOf?.();
   const spread = spreadAfter?.map((n, i) => n - spreadBefore![i]!);
+  const decisionsAfter = await decisionsOf?.();
+  const decisions = decisionsAfter && {
+    leased: decisionsAfter.leased - decisionsBefore!.leased,
+    all: decisionsAfter.all - decisionsBefore!.all,
+  };
   const redis = target.usesRedis ? await readRedisStats(stack.admin) : undefined;
-  return { round: { load: run, cpuMs, upstreamConnections, upstreamRequests, spread }, redis };
+  return { round: { load: run, cpuMs, upstreamConnections, upstreamRequests, spread, decisions }, redis };
 }
 
 function side(transport: Transport, target: Target, rounds: Round[], redis: RedisCounts | undefined): Side {
@@ -239,6 +250,7 @@ function side(transport: Transport, target: Target, rounds: Round[], redis: Redi
     // Per request sent, like Redis's below.
     upstreamRequestsPerRequest: rounds.reduce((n, r) => n + r.upstreamRequests, 0) / loads.reduce((n, r) => n + r.sent, 0),
     spreadPerTarget: rounds[0]?.spread?.map((_, i) => rounds.reduce((n, r) => n + (r.spread?.[i] ?? 0), 0)),
+    leasedShare: leasedShare(rounds.map((r) => r.decisions)),
     // Per request sent: in-flight requests at the end of a round reached Redis too.
     redis: redis
       ? perRequest(
@@ -247,6 +259,12 @@ function side(transport: Transport, target: Target, rounds: Round[], redis: Redi
         )
       : undefined,
   };
+}
+
+/** The share of the rounds' quota decisions a lease answered; undefined without any counted. */
+function leasedShare(rounds: Array<DecisionCounts | undefined>): number | undefined {
+  const all = rounds.reduce((n, d) => n + (d?.all ?? 0), 0);
+  return all > 0 ? rounds.reduce((n, d) => n + (d?.leased ?? 0), 0) / all : undefined;
 }
 
 /**
