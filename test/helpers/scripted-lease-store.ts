@@ -47,10 +47,15 @@ export const notice = (seq: number, minuteCount: number, more: Partial<QuotaNoti
   ...more,
 });
 
+/** Lets the reactions to answers given so far run. */
+export const settle = () => new Promise((resolve) => setImmediate(resolve));
+
 /**
  * A replica of key 'k' on a scripted store, its clock at 5 s: `send(n, quota)` makes n requests of
  * one unit and tells what admit answered to each, 'waits' for one waiting for an ask (it fails
- * with the ask, unheeded).
+ * with the ask, unheeded). `loseFirstAsk(message)`: three requests make the key hot, and its first
+ * ask fails (an answer that never came). `renewalOnItsWay()`: the first ask is granted 10 units,
+ * then six requests use it past half, so a renewal (the second ask) is on its way.
  */
 export function scriptedReplica() {
   const { store, asks } = scriptedStore();
@@ -63,5 +68,16 @@ export function scriptedReplica() {
       answer.catch(() => undefined);
       return 'waits';
     });
-  return { leases, asks, clock, send };
+  const loseFirstAsk = async (message = 'Command timed out') => {
+    send(3);
+    asks[0]!.fail(new Error(message));
+    await settle();
+  };
+  const renewalOnItsWay = async () => {
+    send(3);
+    asks[0]!.answer({ granted: 10, seq: 4 });
+    await settle();
+    send(6);
+  };
+  return { leases, asks, clock, send, loseFirstAsk, renewalOnItsWay };
 }

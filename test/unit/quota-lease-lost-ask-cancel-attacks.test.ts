@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Quota } from '../../src/config/plans-schema.js';
 import { CANCEL_AFTER_MS } from '../../src/quota/quota-leases.js';
-import { QUOTA, scriptedReplica } from '../helpers/scripted-lease-store.js';
+import { QUOTA, scriptedReplica, settle } from '../helpers/scripted-lease-store.js';
 
 // Review of 0e9d74a (cancelLost: a lost ask named alone CANCEL_AFTER_MS later). The step is sent
 // under a quota: its day and month edges decide which windows Redis reads as current, and a step
@@ -10,7 +10,6 @@ import { QUOTA, scriptedReplica } from '../helpers/scripted-lease-store.js';
 // ended and writes it back at 0 (test/integration/lease-lost-ask-cancels.test.ts).
 // Before this change only the key's next ask named a lost one, under the key's quota then.
 
-const settle = () => new Promise((resolve) => setImmediate(resolve));
 const MOVED: Quota = { ...QUOTA, calendar: { timeZone: 'UTC', anchorDay: 15 } };
 
 describe('a lost ask named alone after its key changed', () => {
@@ -18,10 +17,8 @@ describe('a lost ask named alone after its key changed', () => {
   afterEach(() => vi.useRealTimers());
 
   it('is not named under the quota the key had before its change', async () => {
-    const { leases, asks, send } = scriptedReplica();
-    send(3);
-    asks[0]!.fail(new Error('Command timed out'));
-    await settle();
+    const { leases, asks, loseFirstAsk } = scriptedReplica();
+    await loseFirstAsk();
     // The key's record changed (keys.onChange): its quota is another from now on.
     leases.forget('k');
     vi.advanceTimersByTime(5 * CANCEL_AFTER_MS);
@@ -39,11 +36,8 @@ describe('a lost ask named alone after its key changed', () => {
   });
 
   it("a renewal on its way when the key changed, lost: not named under its lease's quota", async () => {
-    const { leases, asks, send } = scriptedReplica();
-    send(3);
-    asks[0]!.answer({ granted: 10, seq: 4 });
-    await settle();
-    send(6);
+    const { leases, asks, renewalOnItsWay } = scriptedReplica();
+    await renewalOnItsWay();
     expect(asks).toHaveLength(2);
     leases.forget('k');
     asks[1]!.fail(new Error('Command timed out'));
@@ -53,10 +47,8 @@ describe('a lost ask named alone after its key changed', () => {
   });
 
   it("is named under the key's quota once the key calls again", async () => {
-    const { leases, asks, send, clock } = scriptedReplica();
-    send(3);
-    asks[0]!.fail(new Error('Command timed out'));
-    await settle();
+    const { leases, asks, send, clock, loseFirstAsk } = scriptedReplica();
+    await loseFirstAsk();
     leases.forget('k');
     // One request under its new quota (not hot: no ask of its own), a second later.
     clock.nowMs += 2000;
@@ -68,10 +60,8 @@ describe('a lost ask named alone after its key changed', () => {
   });
 
   it("a plans reload (the key's quota another object): named under the one the key calls with", async () => {
-    const { asks, send, clock } = scriptedReplica();
-    send(3);
-    asks[0]!.fail(new Error('Command timed out'));
-    await settle();
+    const { asks, send, clock, loseFirstAsk } = scriptedReplica();
+    await loseFirstAsk();
     clock.nowMs += 2000;
     send(1, MOVED);
     vi.advanceTimersByTime(CANCEL_AFTER_MS);
@@ -87,10 +77,8 @@ describe('a lost ask not yet named alone when the replica shuts down', () => {
   // docs/quota-leases.md: "Only a killed replica's lost asks stay counted". close() waited for the
   // steps on their way, and the pending named-alone step, seeing `closed`, sent nothing.
   it('is named once by close(), and no timer sends it again after', async () => {
-    const { leases, asks, send } = scriptedReplica();
-    send(3);
-    asks[0]!.fail(new Error('Command timed out'));
-    await settle();
+    const { leases, asks, loseFirstAsk } = scriptedReplica();
+    await loseFirstAsk();
     const closed = leases.close();
     await settle();
     expect(asks).toHaveLength(2);

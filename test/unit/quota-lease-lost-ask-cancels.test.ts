@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { CANCEL_AFTER_MS } from '../../src/quota/quota-leases.js';
-import { scriptedReplica } from '../helpers/scripted-lease-store.js';
+import { scriptedReplica, settle } from '../helpers/scripted-lease-store.js';
 
 // An ask whose answer never came (rule 5 of src/quota/quota-leases.ts) is named by the key's next
 // ask. A key that asks no more (a warm key that stopped calling, a hot key gone quiet) has it named
@@ -8,8 +8,6 @@ import { scriptedReplica } from '../helpers/scripted-lease-store.js';
 // granted is not left counted until its windows end. That step is an ask: exact only while none
 // other of the key goes out beside it. On a replica whose store is a script of replies; timers
 // faked (setTimeout only), promises real.
-
-const settle = () => new Promise((resolve) => setImmediate(resolve));
 
 /** What a named-alone step must ask: nothing granted, nothing given back, the lost ask named. */
 const cancelOf = (block: number | undefined) => ({ want: 0, giveBack: 0, cancelFrom: block, ends: false });
@@ -19,10 +17,8 @@ describe('an unanswered ask of a key that asks no more', () => {
   afterEach(() => vi.useRealTimers());
 
   it('is named alone CANCEL_AFTER_MS later, and forgotten once that step is answered', async () => {
-    const { asks, send } = scriptedReplica();
-    send(3);
-    asks[0]!.fail(new Error('Command timed out'));
-    await settle();
+    const { asks, send, loseFirstAsk } = scriptedReplica();
+    await loseFirstAsk();
     vi.advanceTimersByTime(CANCEL_AFTER_MS - 1);
     expect(asks).toHaveLength(1);
     vi.advanceTimersByTime(1);
@@ -39,10 +35,8 @@ describe('an unanswered ask of a key that asks no more', () => {
   });
 
   it('is tried again while Redis does not answer, and while that step is on its way the key asks for nothing', async () => {
-    const { asks, send } = scriptedReplica();
-    send(3);
-    asks[0]!.fail(new Error('Connection is closed.'));
-    await settle();
+    const { asks, send, loseFirstAsk } = scriptedReplica();
+    await loseFirstAsk('Connection is closed.');
     vi.advanceTimersByTime(CANCEL_AFTER_MS);
     expect(asks[1]!.request).toMatchObject(cancelOf(asks[0]!.request.block));
     // The key, hot again, asks nothing beside the step on its way: its requests go to the store.
@@ -62,10 +56,8 @@ describe('an unanswered ask of a key that asks no more', () => {
   });
 
   it("is not named alone when the key's next ask names it, on its way or answered", async () => {
-    const { asks, send } = scriptedReplica();
-    send(3);
-    asks[0]!.fail(new Error('Command timed out'));
-    await settle();
+    const { asks, send, loseFirstAsk } = scriptedReplica();
+    await loseFirstAsk();
     send(1);
     expect(asks[1]!.request).toMatchObject({ cancelFrom: asks[0]!.request.block });
     expect(asks[1]!.request.want).toBeGreaterThan(0);
@@ -79,11 +71,8 @@ describe('an unanswered ask of a key that asks no more', () => {
   });
 
   it('a renewal whose answer never came: named alone while the lease admits on, never beside its next renewal', async () => {
-    const { leases, asks, send } = scriptedReplica();
-    send(3);
-    asks[0]!.answer({ granted: 10, seq: 4 });
-    await settle();
-    send(6);
+    const { leases, asks, send, renewalOnItsWay } = scriptedReplica();
+    await renewalOnItsWay();
     expect(asks).toHaveLength(2);
     asks[1]!.fail(new Error('Command timed out'));
     await settle();

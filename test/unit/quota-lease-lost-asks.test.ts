@@ -1,13 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { scriptedReplica, SETTINGS } from '../helpers/scripted-lease-store.js';
+import { scriptedReplica, SETTINGS, settle } from '../helpers/scripted-lease-store.js';
 
 // An ask whose answer never came (rule 5 of src/quota/quota-leases.ts): Redis may have granted it,
 // and the replica never uses that block, so the key's next ask names it (`cancelFrom`) and Redis
 // gives it back in the same step. That is exact only while a replica's asks of a key go one at a
 // time: a later ask must not be answered before an earlier one. On a replica whose store is a
 // script of replies.
-
-const settle = () => new Promise((resolve) => setImmediate(resolve));
 
 describe('lease asks whose answers never came', () => {
   it("are named by the key's next asks, from the first one, until an ask is answered", async () => {
@@ -33,11 +31,8 @@ describe('lease asks whose answers never came', () => {
   });
 
   it('a renewal whose answer never came is named by the next renewal', async () => {
-    const { asks, send } = scriptedReplica();
-    send(3);
-    asks[0]!.answer({ granted: 10, seq: 4 });
-    await settle();
-    send(6);
+    const { asks, send, renewalOnItsWay } = scriptedReplica();
+    await renewalOnItsWay();
     expect(asks).toHaveLength(2);
     asks[1]!.fail(new Error('Connection is closed.'));
     await settle();
@@ -47,11 +42,8 @@ describe('lease asks whose answers never came', () => {
   });
 
   it('no lease is asked for while a renewal is on its way: a later ask is never answered before it', async () => {
-    const { leases, asks, clock, send } = scriptedReplica();
-    send(3);
-    asks[0]!.answer({ granted: 10, seq: 4 });
-    await settle();
-    send(6);
+    const { leases, asks, clock, send, renewalOnItsWay } = scriptedReplica();
+    await renewalOnItsWay();
     expect(asks).toHaveLength(2);
     // The lease lapses with its renewal still on its way; the key is as hot as ever.
     clock.nowMs += 2 * SETTINGS.leaseMs;

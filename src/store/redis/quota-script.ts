@@ -118,7 +118,8 @@ local function current(now, e)
   s.cb, s.keep = num(h[14]) or 0, h[14] ~= false
   -- The expiry as stored (text and number): a step that leaves it unchanged need not set the key's TTL again.
   s.storedEx, s.exAt = h[8], ex
-  return s
+  -- And the fields as read (HMGET's order above), for a step that must see the windows as stored.
+  return s, h
 end
 local function reply(verdict, s, now, cost)
   local bannedUntil = 0
@@ -571,7 +572,7 @@ local gcra, intervalUs, burst = ARGV[11] == '1', tonumber(ARGV[12]), tonumber(AR
 local leaseUs, askBlock = tonumber(ARGV[14]) * 1000, tonumber(ARGV[15]) or 0
 local holder, ends, heldUntil = ARGV[16], ARGV[17] == '1', tonumber(ARGV[18])
 local perMonth, backMonth = tonumber(ARGV[19]), tonumber(ARGV[28])
-local s = current(now, 20)
+local s, stored = current(now, 20)
 -- A step that wants no block (a give-back, a lost ask named alone) goes under the quota its lease
 -- was granted with, and the key's time zone or billing anchor may have moved since (keys.onChange):
 -- its windows are counted under the new calendar. Where this step's calendar reads the stored day
@@ -585,13 +586,12 @@ local s = current(now, 20)
 -- ends kept are the stored state's expiry, not that day's or month's.)
 local ownDs, ownPeriods = s.ds, nil
 if want == 0 and s.rolled then
-  local stored = redis.call('HMGET', KEYS[1], 'ds', 'dc', 'ys', 'yc', 'ex')
-  local storedEx = tonumber(stored[5])
+  local storedEx = s.exAt
   if storedEx and storedEx > now then
     ownPeriods = usagePeriods(s)
-    local ds, ys = tonumber(stored[1]) or 0, tonumber(stored[3]) or 0
-    if ds > 0 and ds ~= s.ds then s.ds, s.dc, s.de = ds, tonumber(stored[2]) or 0, storedEx end
-    if ys > 0 and ys ~= s.ys then s.ys, s.yc, s.ye = ys, tonumber(stored[4]) or 0, storedEx end
+    local ds, ys = num(stored[3]) or 0, num(stored[12]) or 0
+    if ds > 0 and ds ~= s.ds then s.ds, s.dc, s.de = ds, num(stored[4]) or 0, storedEx end
+    if ys > 0 and ys ~= s.ys then s.ys, s.yc, s.ye = ys, num(stored[13]) or 0, storedEx end
   end
 end
 -- Usage of a lease's block (quota-leases.ts, rule 13): its grant is counted in the grant's hour, and
