@@ -6,7 +6,9 @@
  * one unmeasured pass over every key; only the measured turns are counted (callgrind_control
  * zeroes, then dumps), everything the server did in them included (reading and parsing the calls,
  * the scripts, the replies). With --compare DIR (another build's dist/), that build is counted the
- * same way. Needs valgrind on the PATH.
+ * same way. Needs valgrind on the PATH. With --keep, each callgrind dump is kept and its path printed,
+ * for `callgrind_annotate --inclusive=yes <dump>` (a redis-server built from source, not stripped, on
+ * the PATH names Lua's own functions there too).
  *   node --import tsx bench/quota-script-instructions.ts --compare /tmp/tollgate-bench-builds/<commit>/dist
  */
 import { execFileSync, spawn } from 'node:child_process';
@@ -25,6 +27,7 @@ const { values } = parseArgs({
     'per-turn': { type: 'string', default: '13' },
     turns: { type: 'string', default: '300' },
     algorithms: { type: 'string', default: 'fixed,gcra' },
+    keep: { type: 'boolean', default: false },
   },
 });
 const keys = Number(values.keys);
@@ -78,6 +81,7 @@ async function count(dist: string, gcra: boolean): Promise<number> {
   } finally {
     server.kill();
     await new Promise((exited) => server.once('exit', exited));
-    rmSync(dir, { recursive: true, force: true });
+    if (values.keep) console.log(`callgrind dump kept in ${dir}`);
+    else rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -17,6 +17,12 @@ import { QUOTA_NOTICE_CHANNEL } from './redis-keys.js';
 // injected clock there to run the script and the memory store on the same time
 // (test/integration/quota-stores-differential.test.ts).
 
+// A field HMGET read into h[i] as a number, 0 when missing: num() inline for a text already
+// parsed in this call (the sections of one MULTI_QUOTA_SCRIPT call share most of their texts) and
+// for a missing field, so that neither costs a Lua function call (a call and its return were a
+// good part of the Lua VM's work per warm-key section).
+const fieldNumber = (i: number) => `(h[${i}] and (parsed[h[${i}]] or num(h[${i}])) or 0)`;
+
 export const CLOCK = `
 local MINUTE_MS, DAY_MS = ${MINUTE_MS}, ${DAY_MS}
 -- Whether units of a lease whose holders' latest end is 'le' may still come back (quota-leases.ts,
@@ -82,14 +88,14 @@ end
 -- s.rolled: the state read as empty, or its day or month moved on: a step writes every field (QUOTA_STEP).
 local function current(now, e)
   local h = redis.call('HMGET', KEYS[1], 'ms', 'mc', 'ds', 'dc', 'rs', 'rc', 'bu', 'ex', 'mt', 'le', 'sq', 'ys', 'yc', 'cb', 'mn')
-  local ex = num(h[8])
+  local ex = h[8] and (parsed[h[8]] or num(h[8])) or nil
   -- Each constructor names every field the state gets below and in QUOTA_STEP, so the table is
   -- made at its size once instead of growing (a rehash) as they are added.
   local s
   if ex == nil or ex > now then
-    s = { ms = num(h[1]) or 0, mc = num(h[2]) or 0, ds = num(h[3]) or 0, dc = num(h[4]) or 0,
-          rs = num(h[5]) or 0, rc = num(h[6]) or 0, bu = num(h[7]) or 0,
-          mt = num(h[9]) or 0, ys = num(h[12]) or 0, yc = num(h[13]) or 0, rolled = false,
+    s = { ms = ${fieldNumber(1)}, mc = ${fieldNumber(2)}, ds = ${fieldNumber(3)}, dc = ${fieldNumber(4)},
+          rs = ${fieldNumber(5)}, rc = ${fieldNumber(6)}, bu = ${fieldNumber(7)},
+          mt = ${fieldNumber(9)}, ys = ${fieldNumber(12)}, yc = ${fieldNumber(13)}, rolled = false,
           de = 0, ye = 0, le = 0, sq = 0, cb = 0, keep = false, storedEx = false, exAt = false,
           unitsOut = false, changed = false, admitted = false, newMinute = false, mn = h[15] or 0, mnNew = false }
   else
@@ -112,10 +118,10 @@ local function current(now, e)
   if s.ys ~= monthStart then s.ys = monthStart; s.yc = 0; s.rolled = true end
   if s.mt <= now * 1000 then s.mt = 0 end
   -- Lease notices (below): kept whatever the state's expiry, so their numbers never go back.
-  s.le, s.sq = num(h[10]) or 0, num(h[11]) or 0
+  s.le, s.sq = ${fieldNumber(10)}, ${fieldNumber(11)}
   -- The credit balance ('cb', CREDITS_SCRIPT): never part of the expiring state. A hash that holds
   -- one is never given a TTL (CREDITS_SCRIPT made it persistent), so the balance outlives the windows.
-  s.cb, s.keep = num(h[14]) or 0, h[14] ~= false
+  s.cb, s.keep = ${fieldNumber(14)}, h[14] ~= false
   -- The expiry as stored (text and number): a step that leaves it unchanged need not set the key's TTL again.
   s.storedEx, s.exAt = h[8], ex
   -- And the fields as read (HMGET's order above), for a step that must see the windows as stored.
