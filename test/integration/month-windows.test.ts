@@ -1,11 +1,11 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { TEST_CLOCK_ENV } from '../../src/gateway/test-clock.js';
 import { pollUntil } from '../helpers/poll.js';
 import { quotaStack } from '../helpers/quota-stack.js';
 import { bearer, keysCli } from '../helpers/stack.js';
+import { testClockFile } from '../helpers/test-clock-file.js';
 
 // Month windows with three real gateway processes on one real redis-server, in
 // `quota.timeZone: Europe/Berlin`: exactly perMonth admitted per month across the three, and the
@@ -21,16 +21,13 @@ plans:
 ban: { afterRejections: 1000, window: 60, duration: 60 }
 `;
 const HOUR_MS = 3_600_000;
-const clockFile = join(mkdtempSync(join(tmpdir(), 'tollgate-clock-')), 'offset-ms');
-writeFileSync(clockFile, '0');
+const clock = testClockFile();
 const stack = quotaStack(PLANS(5), (yaml) => yaml.replace(/^ {2}timeZone: UTC\b/m, '  timeZone: Europe/Berlin'), {
-  [TEST_CLOCK_ENV]: clockFile,
+  [TEST_CLOCK_ENV]: clock.file,
 });
 
 /** Every gateway's quota clock reads `atMs` now (and runs on from there). */
-function setClock(atMs: number): void {
-  writeFileSync(clockFile, String(atMs - Date.now()));
-}
+const setClock = clock.set;
 
 interface Reply {
   status: number;
