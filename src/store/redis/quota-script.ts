@@ -228,11 +228,12 @@ end
 local function usageAdd(retentionMs, dayStart, periods, at, admitted, refused, units, credits, single)
   if retentionMs <= 0 or dayStart <= 0 then return end
   local key, hour = usageKey(dayStart), usageHour(dayStart, at)
+  -- (A count of 0 adds nothing: its field's name is not even made, most of a warm key's usage step.)
   local made = usageCount(key, usageSingleField, single or 0)
-  made = usageCount(key, hour .. ':a', admitted) or made
-  made = usageCount(key, hour .. ':r', refused) or made
-  made = usageCount(key, hour .. ':u', units) or made
-  made = usageCount(key, hour .. ':c', credits) or made
+  if admitted ~= 0 then made = usageCount(key, hour .. ':a', admitted) or made end
+  if refused ~= 0 then made = usageCount(key, hour .. ':r', refused) or made end
+  if units ~= 0 then made = usageCount(key, hour .. ':u', units) or made end
+  if credits ~= 0 then made = usageCount(key, hour .. ':c', credits) or made end
   if not made then return end
   if type(periods) ~= 'string' then periods = usagePeriods(periods) end
   if redis.call('HSETNX', key, 'p', periods) == 1 then
