@@ -72,12 +72,15 @@ async function count(dist: string, gcra: boolean): Promise<number> {
     // The warm pass and the count within one minute of Redis's clock (this machine's): a minute
     // that rolls between them turns every counted step into a new minute's (one more field written),
     // some 2 % more instructions, which two builds' counts must not differ by.
+    // A count that still crossed a minute (a slow run) is refused rather than reported.
     const second = new Date().getSeconds();
     if (second >= 30) await new Promise((later) => setTimeout(later, (60 - second) * 1000 + 200));
+    const minute = Math.floor(Date.now() / 60_000);
     await run(Math.ceil(keys / perTurn));
     execFileSync('callgrind_control', ['--zero', String(server.pid)], { stdio: 'ignore' });
     await run(turns);
     execFileSync('callgrind_control', ['--dump', String(server.pid)], { stdio: 'ignore' });
+    if (Math.floor(Date.now() / 60_000) !== minute) throw new Error('the count crossed a minute: run it again (or with fewer --turns)');
     redis.disconnect();
     // The dump's file: out.<n> (the first); its `totals:` line counts the instructions since --zero.
     const dump = readdirSync(dir).find((name) => /^out\.\d+$/.test(name))!;

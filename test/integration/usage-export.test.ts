@@ -27,11 +27,12 @@ ban: { afterRejections: 1000, window: 60, duration: 60 }
 const HOUR_MS = 3_600_000;
 /**
  * How long after the traffic every lease has ended and given its block back, so that the requests
- * it admitted are in the usage rows: a hot lease within a second of its key's last request, but on
- * a loaded machine the hot key's rate may fall below hotPerSecond, and a key this replica has seen
- * for 5 s then takes a warm lease, which lives until its minute's end (quota-leases.ts, rule 15):
- * up to a minute, on the gateways' own clocks (the test clock moves only the quota's). Seen here:
- * 25-29 s with other tests' gateways and two busy loops beside this one.
+ * it admitted are in the usage rows: a hot lease within leaseMs of its key's last request, but a
+ * key below hotPerSecond that a replica has seen for 5 s takes a warm lease, which lives until its
+ * minute's end (quota-leases.ts, rule 15): up to about 58 s, on the gateways' own clocks (the test
+ * clock moves only the quota's). The hot key's rate falls that low on a loaded machine, and the
+ * other consumers' keys may hold one too. Seen: 25-29 s with other tests' gateways and two busy
+ * loops beside this one, 34 s at a load of 2.
  */
 const LEASES_BACK_MS = 90_000;
 /** 10:00 in Berlin (UTC+1 in November) on 2026-11-15; the day began at 2026-11-14T23:00Z. */
