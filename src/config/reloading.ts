@@ -1,22 +1,33 @@
-import { unwatchFile, watchFile, type Stats } from 'node:fs';
+import { statSync, unwatchFile, watchFile, type Stats } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Logger } from '../observability/log.js';
 import { ConfigError } from './config-error.js';
 import { withLines } from './load.js';
 
 /**
+ * How long a changed file must stay as it is (size, time, inode) before it is read. A writer that
+ * truncates and then writes (`cp`, `>` in a shell, writeFileSync) leaves an empty or half-written
+ * file for a moment; a poll that fell into it read that, and an empty gateway.yaml is a valid one
+ * (every field defaults): one replica ran on the defaults, with no route costs or IP rules, until
+ * the next poll (seen in test/integration/route-costs.test.ts).
+ */
+const SETTLE_MS = 200;
+
+/**
  * A config value that follows its file: polled (stat every second, which also works on bind
  * mounts and Kubernetes ConfigMap symlink swaps where inotify does not) and reloaded on SIGHUP.
- * A valid change replaces the value between two requests; an invalid one is logged once, with
- * every mistake and its line, and the last good value stays in force.
+ * A change is read once the file has stayed the same for SETTLE_MS. A valid change replaces the
+ * value between two requests; an invalid one is logged once, with every mistake and its line, and
+ * the last good value stays in force.
  */
 export class Reloading<T> {
   private value: T;
   private readonly listeners: Array<(value: T) => void> = [];
   private lastError = '';
   private readonly onSighup = () => this.reload('SIGHUP');
+  private settling: NodeJS.Timeout | undefined;
   private readonly onStat = (now: Stats, before: Stats) => {
-    if (now.mtimeMs !== before.mtimeMs || now.size !== before.size || now.ino !== before.ino) this.reload('file changed');
+    if (changed(now, before)) this.changedTo(now);
   };
 
   constructor(
@@ -32,6 +43,21 @@ export class Reloading<T> {
     }
     watchFile(path, { interval: pollIntervalMs, persistent: false }, this.onStat);
     process.on('SIGHUP', this.onSighup);
+  }
+
+  /**
+   * The poll saw the file as `seen`: read it once it has stayed so for SETTLE_MS (a later change
+   * starts the wait again). A file gone is read at once: the read is refused and logged.
+   */
+  changedTo(seen: Stats): void {
+    clearTimeout(this.settling);
+    this.settling = setTimeout(() => {
+      this.settling = undefined;
+      const now = statSync(this.path, { throwIfNoEntry: false });
+      if (now && changed(now, seen)) this.changedTo(now);
+      else this.reload('file changed');
+    }, SETTLE_MS);
+    this.settling.unref();
   }
 
   current(): T {
@@ -74,6 +100,11 @@ export class Reloading<T> {
   close(): void {
     // Only this watcher: another Reloading may follow the same file.
     unwatchFile(this.path, this.onStat);
+    clearTimeout(this.settling);
     process.off('SIGHUP', this.onSighup);
   }
+}
+
+function changed(now: Stats, before: Stats): boolean {
+  return now.mtimeMs !== before.mtimeMs || now.size !== before.size || now.ino !== before.ino;
 }
