@@ -47,13 +47,19 @@ export class Reloading<T> {
 
   /**
    * The poll saw the file as `seen`: read it once it has stayed so for SETTLE_MS (a later change
-   * starts the wait again). A file gone is read at once: the read is refused and logged.
+   * starts the wait again). A file gone, or one stat cannot read (ELOOP, EACCES, EIO), is read
+   * after the wait as it is: the read is refused and logged, as any refused reload.
    */
   changedTo(seen: Stats): void {
     clearTimeout(this.settling);
     this.settling = setTimeout(() => {
       this.settling = undefined;
-      const now = statSync(this.path, { throwIfNoEntry: false });
+      let now: Stats | undefined;
+      try {
+        now = statSync(this.path, { throwIfNoEntry: false });
+      } catch {
+        // (reload() below meets the same fault and logs it.)
+      }
       if (now && changed(now, seen)) this.changedTo(now);
       else this.reload('file changed');
     }, SETTLE_MS);

@@ -1,6 +1,6 @@
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Reloading } from '../../src/config/reloading.js';
@@ -37,6 +37,29 @@ describe('a config file that follows its changes', () => {
     await pollFor(() => applied.length > 0, 'reload');
     expect(applied).toEqual(['cost: 2\n']);
     expect(reloading.current()).toBe('cost: 2\n');
+  });
+
+  it('refuses and keeps the last good value when the file cannot be read at all (a symlink to itself)', async () => {
+    const { path, reloading, applied } = following('cost: 4\n');
+    const loop = join(dirname(path), 'loop.yaml');
+    symlinkSync(loop, loop);
+    const looping = new Reloading(path, () => readFileSync(path, 'utf8'), pino({ level: 'silent' }), 60_000);
+    open.push(looping);
+    rmSync(path);
+    symlinkSync(loop, path);
+    // Before: the stat's ELOOP escaped the settle timer, an uncaught error instead of a refused reload.
+    let refused = false;
+    const spy = looping.reload.bind(looping);
+    looping.reload = (reason: string) => {
+      const ok = spy(reason);
+      if (!ok) refused = true;
+      return ok;
+    };
+    looping.changedTo(statSync(dirname(path)));
+    await pollFor(() => refused, 'refused reload');
+    expect(looping.current()).toBe('cost: 4\n');
+    expect(applied).toEqual([]);
+    expect(reloading.current()).toBe('cost: 4\n');
   });
 
   it('applies a file emptied on purpose once it stays empty', async () => {
